@@ -1,0 +1,5 @@
+module github.com/canifinetune/canifinetune
+
+go 1.26
+
+require github.com/alecthomas/kong v1.17.0

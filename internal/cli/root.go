@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kong"
+)
+
+// Exit codes. They are documented in the README and stable: scripts branch on them.
+const (
+	ExitOK       = 0 // success; for estimate: the run fits (verdict yes)
+	ExitError    = 1 // a runtime error: unreadable file, malformed input, failed probe
+	ExitUsage    = 2 // bad flags or values: fix the command line
+	ExitMarginal = 3 // estimate: verdict marginal (0.85 < ratio ≤ 0.97)
+	ExitNoFit    = 4 // estimate: verdict no (ratio > 0.97)
+	ExitNoGPU    = 5 // doctor: no GPU found on this machine
+)
+
+// Env carries everything a command needs from the outside world, so a test can
+// inject fakes: streams, environment variables, the working directory.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Stdin  io.Reader
+	Getenv func(string) string
+	// IsTerminal reports whether Stdout is a terminal (tables get no colour otherwise).
+	IsTerminal bool
+}
+
+// OSEnv is the Env of the real process.
+func OSEnv() Env {
+	fi, err := os.Stdout.Stat()
+	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv, IsTerminal: tty}
+}
+
+// Root is the command tree. Each command lives in its own file with a Run(*Env) error.
+type Root struct {
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	// Commands are added here, one line each, in the order `--help` lists them.
+}
+
+// Version is the tool's version, printed by --version and recorded in outputs.
+const Version = "0.1.0"
+
+// exitError is an error with an exit code and an optional hint ("Try: …").
+type exitError struct {
+	code int
+	err  error
+	hint string
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf is a usage error (exit 2) with a hint telling the user what to try.
+func usageErrorf(hint, format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...), hint: hint}
+}
+
+// withCode wraps err so that Main exits with code.
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// kongExit is panicked by kong's Exit hook so Main can return the code instead of exiting.
+type kongExit int
+
+// Main parses args, runs the command and returns the process exit code.
+func Main(args []string, env Env) (code int) {
+	var root Root
+	parser, err := kong.New(&root,
+		kong.Name("canifinetune"),
+		kong.Description("Will this fine-tuning run fit on my GPU, what do I change if it doesn't, and how far off was the estimate?"),
+		kong.Writers(env.Stdout, env.Stderr),
+		kong.Exit(func(c int) { panic(kongExit(c)) }),
+		kong.Vars{"version": Version},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
+	)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "canifinetune: internal error: %v\n", err)
+		return ExitError
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c, ok := r.(kongExit)
+			if !ok {
+				panic(r)
+			}
+			code = int(c)
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "canifinetune: %v\n", err)
+		var pe *kong.ParseError
+		if errors.As(err, &pe) && pe.Context != nil {
+			fmt.Fprintf(env.Stderr, "Try: canifinetune %s --help\n", strings.TrimSpace(commandPath(pe.Context)))
+		} else {
+			fmt.Fprintln(env.Stderr, "Try: canifinetune --help")
+		}
+		return ExitUsage
+	}
+	if err := kctx.Run(&env); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.err != nil && ee.err.Error() != "" {
+				fmt.Fprintf(env.Stderr, "canifinetune: %v\n", ee.err)
+			}
+			if ee.hint != "" {
+				fmt.Fprintf(env.Stderr, "Try: %s\n", ee.hint)
+			}
+			return ee.code
+		}
+		fmt.Fprintf(env.Stderr, "canifinetune: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+func commandPath(ctx *kong.Context) string {
+	var parts []string
+	for _, p := range ctx.Path {
+		if p.Command != nil {
+			parts = append(parts, p.Command.Name)
+		}
+	}
+	return strings.Join(parts, " ")
+}
