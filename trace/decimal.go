@@ -1,0 +1,136 @@
+package trace
+
+import (
+	"errors"
+	"math"
+)
+
+// errNumber is malformed number text; errRange a number outside int64.
+var (
+	errNumber = errors.New("malformed number")
+	errRange  = errors.New("number out of range")
+)
+
+// maxExp clamps a decimal exponent; any larger exponent overflows int64 or
+// rounds to zero anyway, and the clamp keeps the digit loop short.
+const maxExp = 400
+
+// parseScaled converts JSON number text to the integer value × 10^shift,
+// rounded half away from zero, without going through float64. Trace
+// timestamps are decimal microseconds; with shift 3 they become integer
+// nanoseconds exactly. A float64 has 53 bits, so an absolute epoch
+// timestamp such as 1712195495519689.047 µs would lose its nanoseconds.
+// exact reports whether no non-zero digit was rounded away.
+func parseScaled(b []byte, shift int) (v int64, exact bool, err error) {
+	i := 0
+	neg := false
+	if i < len(b) && b[i] == '-' {
+		neg = true
+		i++
+	}
+	intStart := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	intEnd := i
+	if intEnd == intStart {
+		return 0, false, errNumber
+	}
+	fracStart, fracEnd := i, i
+	if i < len(b) && b[i] == '.' {
+		i++
+		fracStart = i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		fracEnd = i
+		if fracEnd == fracStart {
+			return 0, false, errNumber
+		}
+	}
+	exp := 0
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			eneg = b[i] == '-'
+			i++
+		}
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			if exp < maxExp {
+				exp = exp*10 + int(b[i]-'0')
+			}
+			i++
+		}
+		if i == start {
+			return 0, false, errNumber
+		}
+		exp = min(exp, maxExp)
+		if eneg {
+			exp = -exp
+		}
+	}
+	if i != len(b) {
+		return 0, false, errNumber
+	}
+	nInt := intEnd - intStart
+	n := nInt + (fracEnd - fracStart)
+	digit := func(k int) uint64 {
+		switch {
+		case k < 0 || k >= n:
+			return 0
+		case k < nInt:
+			return uint64(b[intStart+k] - '0')
+		default:
+			return uint64(b[fracStart+k-nInt] - '0')
+		}
+	}
+	// p is the number of digits in front of the scaled decimal point.
+	p := nInt + exp + shift
+	var u uint64
+	for k := 0; k < p; k++ {
+		d := digit(k)
+		if u > (math.MaxInt64-d)/10 {
+			return 0, false, errRange
+		}
+		u = u*10 + d
+	}
+	exact = true
+	for k := max(p, 0); k < n; k++ {
+		if digit(k) != 0 {
+			exact = false
+			break
+		}
+	}
+	if digit(p) >= 5 && p >= 0 {
+		if u == math.MaxInt64 {
+			return 0, false, errRange
+		}
+		u++
+	}
+	v = int64(u)
+	if neg {
+		v = -v
+	}
+	return v, exact, nil
+}
+
+// parseNS converts decimal microseconds to integer nanoseconds.
+func parseNS(b []byte) (int64, error) {
+	v, _, err := parseScaled(b, 3)
+	return v, err
+}
+
+// parseInt converts number text that must hold an integer (a correlation
+// id, a stream, "7.0" included) to int64.
+func parseInt(b []byte) (int64, error) {
+	v, exact, err := parseScaled(b, 0)
+	if err != nil {
+		return 0, err
+	}
+	if !exact {
+		return 0, errNumber
+	}
+	return v, nil
+}

@@ -1,0 +1,561 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strings"
+)
+
+// ErrTruncated reports a trace that ends before its event list is complete
+// and before any GPU work could be read. A trace cut off later is still
+// analysed; Report.Flags then carries the "truncated" flag instead.
+var ErrTruncated = errors.New("trace is truncated")
+
+// ErrNotTrace reports input that is not a Chrome trace (a JSON object with a
+// traceEvents array, or a bare JSON array of events).
+var ErrNotTrace = errors.New("not a Chrome trace JSON")
+
+// OpKind is what a GPU op does.
+type OpKind uint8
+
+// GPU op kinds, from the event category.
+const (
+	KindKernel OpKind = iota
+	KindMemcpy
+	KindMemset
+)
+
+// Op is one GPU operation: a kernel, memcpy or memset on one stream. It is
+// kept compact (40 bytes) because a trace holds hundreds of thousands.
+type Op struct {
+	Start  int64 // ns, on the trace's own time base
+	Dur    int64 // ns
+	Corr   int64 // correlation id joining it to its launch; 0 when absent
+	Name   int32 // index into Trace.Names
+	Stream int32
+	Device int16
+	Kind   OpKind
+}
+
+// End is the op's end time in ns.
+func (o Op) End() int64 { return o.Start + o.Dur }
+
+// Launch is the host-side runtime or driver call that enqueued a GPU op.
+type Launch struct {
+	Corr   int64
+	Start  int64 // ns
+	End    int64 // ns
+	Thread int32 // index into the thread table
+}
+
+// Label is one annotation interval: a user_annotation on a host thread or a
+// gpu_user_annotation on a GPU stream.
+type Label struct {
+	Start, End int64
+	Name       int32 // index into Trace.Names
+	Track      int32 // host thread index, or stream for GPU labels
+	Device     int16 // GPU labels only
+	GPU        bool
+}
+
+// Trace is what the analysis keeps of a Kineto trace: GPU ops, their
+// launches, labels and profiler steps. Host ops (cpu_op), flows and metadata
+// are read past without being stored, so memory grows with the number of GPU
+// ops, not with the size of the JSON.
+type Trace struct {
+	Ops      []Op
+	Launches []Launch
+	Labels   []Label
+	Steps    []Label // ProfilerStep#N, host side
+	Names    []string
+
+	// DisplayTimeUnit is the trace's displayTimeUnit. Chrome's format says it
+	// only changes how a viewer displays times: ts and dur stay in µs, which
+	// is how Kineto writes them even when it says "ns".
+	DisplayTimeUnit string
+	// BaseTimeNS is baseTimeNanoseconds: newer Kineto writes ts relative to
+	// it. Durations and gaps do not need it; it is reported for reference.
+	BaseTimeNS int64
+
+	// ProfilerStart/End bound the profiler's own "Trace" span when present.
+	ProfilerStart, ProfilerEnd int64
+	HasProfilerSpan            bool
+
+	Events      int64            // trace events read
+	Bytes       int64            // JSON bytes read
+	Dropped     map[string]int64 // events that could not be used, by reason
+	Truncated   bool             // the input ended inside the event list
+	TruncatedAt int64            // byte offset where it ended
+
+	names   map[string]int32
+	threads map[threadKey]int32
+}
+
+// threadKey identifies a host thread. Kineto writes pid/tid as numbers, but
+// the format allows strings; those are hashed.
+type threadKey struct{ pid, tid int64 }
+
+func (t *Trace) intern(b []byte) int32 {
+	if i, ok := t.names[string(b)]; ok {
+		return i
+	}
+	i := int32(len(t.Names))
+	s := string(b)
+	t.Names = append(t.Names, s)
+	t.names[s] = i
+	return i
+}
+
+func (t *Trace) thread(k threadKey) int32 {
+	if i, ok := t.threads[k]; ok {
+		return i
+	}
+	i := int32(len(t.threads))
+	t.threads[k] = i
+	return i
+}
+
+func (t *Trace) drop(reason string) { t.Dropped[reason]++ }
+
+// event is the scratch state for one trace event while it is read.
+type event struct {
+	ph, cat, name     []byte
+	pid, tid          int64
+	pidOK, tidOK      bool
+	ts, dur           int64
+	tsOK, durOK       bool
+	corr, stream, dev int64
+	corrOK, streamOK  bool
+	devOK             bool
+	bad               string // why the event cannot be used, if anything
+	num, key, str     []byte
+}
+
+func (e *event) reset() {
+	*e = event{ph: e.ph[:0], cat: e.cat[:0], name: e.name[:0], num: e.num[:0], key: e.key[:0], str: e.str[:0]}
+}
+
+// Parse reads a Kineto Chrome-trace JSON stream (already decompressed). It
+// keeps only what Report needs. A trace cut off inside its event list is
+// returned with Truncated set; one cut off before any event is complete
+// returns an error wrapping ErrTruncated. Events with wrong field types or
+// out-of-range numbers are counted in Dropped and skipped.
+func Parse(r io.Reader) (*Trace, error) {
+	t := &Trace{Dropped: map[string]int64{}, names: map[string]int32{}, threads: map[threadKey]int32{}}
+	s := newScanner(r)
+	err := t.parseTop(s)
+	t.Bytes = s.offset()
+	if err == nil {
+		return t, nil
+	}
+	if errors.Is(err, errEOF) {
+		if t.Events == 0 {
+			return nil, fmt.Errorf("%w: input ends at byte %d before any complete event", ErrTruncated, s.offset())
+		}
+		t.Truncated = true
+		t.TruncatedAt = s.offset()
+		return t, nil
+	}
+	return nil, err
+}
+
+func (t *Trace) parseTop(s *scanner) error {
+	c, err := s.peek()
+	if err != nil {
+		if errors.Is(err, errEOF) && s.offset() == 0 {
+			return fmt.Errorf("%w: input is empty", ErrNotTrace)
+		}
+		return err
+	}
+	switch c {
+	case '[':
+		// The JSON Array Format: a bare list of events. Chrome accepts it
+		// without the closing bracket, so a missing one is not truncation.
+		s.pos++
+		err := t.parseEvents(s)
+		if errors.Is(err, errEOF) && t.Events > 0 && s.rerr == io.EOF {
+			return nil
+		}
+		return err
+	case '{':
+	default:
+		return fmt.Errorf("%w: first character is %q, expected '{' or '['", ErrNotTrace, c)
+	}
+	s.pos++
+	ok, err := s.first('}')
+	if err != nil || !ok {
+		if err == nil {
+			return fmt.Errorf("%w: empty object, no traceEvents", ErrNotTrace)
+		}
+		return err
+	}
+	seen := false
+	var key, str []byte
+	for {
+		key, err = s.readString(key[:0])
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		switch string(key) {
+		case "traceEvents":
+			if c, err := s.peek(); err != nil {
+				return err
+			} else if c != '[' {
+				return fmt.Errorf("%w: traceEvents is not an array (%s)", ErrNotTrace, s.errorf("found %q", c))
+			}
+			s.pos++
+			seen = true
+			if err := t.parseEvents(s); err != nil {
+				return err
+			}
+		case "displayTimeUnit":
+			if c, err := s.peek(); err == nil && c == '"' {
+				if str, err = s.readString(str[:0]); err != nil {
+					return err
+				}
+				t.DisplayTimeUnit = string(str)
+			} else if err := s.skipValue(); err != nil {
+				return err
+			}
+		case "baseTimeNanoseconds":
+			if c, err := s.peek(); err == nil && c != '"' && c != '{' && c != '[' {
+				if str, err = s.readNumber(str[:0]); err != nil && !errors.Is(err, errNumberTooLong) {
+					return err
+				}
+				if v, err := parseInt(str); err == nil {
+					t.BaseTimeNS = v
+				}
+			} else if err := s.skipValue(); err != nil {
+				return err
+			}
+		default:
+			if err := s.skipValue(); err != nil {
+				return err
+			}
+		}
+		more, err := s.more('}')
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if !seen {
+		return fmt.Errorf("%w: no traceEvents array", ErrNotTrace)
+	}
+	return nil
+}
+
+func (t *Trace) parseEvents(s *scanner) error {
+	ok, err := s.first(']')
+	if err != nil || !ok {
+		return err
+	}
+	var e event
+	for {
+		c, err := s.peek()
+		if err != nil {
+			return err
+		}
+		if c != '{' {
+			if err := s.skipValue(); err != nil {
+				return err
+			}
+			t.drop("event is not an object")
+			t.Events++
+		} else {
+			e.reset()
+			if err := t.readEvent(s, &e); err != nil {
+				return err
+			}
+			t.Events++
+			t.use(&e)
+		}
+		more, err := s.more(']')
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// readEvent reads one event object, keeping the fields the analysis needs.
+func (t *Trace) readEvent(s *scanner, e *event) error {
+	s.pos++ // '{'
+	ok, err := s.first('}')
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		if e.key, err = s.readString(e.key[:0]); err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		switch string(e.key) {
+		case "ph":
+			e.ph, err = t.readStr(s, e, e.ph, "ph")
+		case "cat":
+			e.cat, err = t.readStr(s, e, e.cat, "cat")
+		case "name":
+			e.name, err = t.readStr(s, e, e.name, "name")
+		case "ts":
+			e.ts, e.tsOK, err = t.readNum(s, e, 3, "ts")
+		case "dur":
+			e.dur, e.durOK, err = t.readNum(s, e, 3, "dur")
+		case "pid":
+			e.pid, e.pidOK, err = t.readID(s, e)
+		case "tid":
+			e.tid, e.tidOK, err = t.readID(s, e)
+		case "args":
+			err = t.readArgs(s, e)
+		default:
+			err = s.skipValue()
+		}
+		if err != nil {
+			return err
+		}
+		more, err := s.more('}')
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// readStr reads a string field; another type marks the event bad.
+func (t *Trace) readStr(s *scanner, e *event, dst []byte, field string) ([]byte, error) {
+	c, err := s.peek()
+	if err != nil {
+		return dst, err
+	}
+	if c != '"' {
+		e.bad = field + " is not a string"
+		return dst[:0], s.skipValue()
+	}
+	return s.readString(dst[:0])
+}
+
+// readNum reads a number field scaled by 10^shift; a wrong type or an
+// out-of-range value marks the event bad rather than failing the parse.
+func (t *Trace) readNum(s *scanner, e *event, shift int, field string) (int64, bool, error) {
+	c, err := s.peek()
+	if err != nil {
+		return 0, false, err
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		e.bad = field + " is not a number"
+		return 0, false, s.skipValue()
+	}
+	e.num, err = s.readNumber(e.num[:0])
+	if errors.Is(err, errNumberTooLong) {
+		e.bad = field + " is out of range"
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	v, _, perr := parseScaled(e.num, shift)
+	if perr != nil {
+		e.bad = field + " " + perr.Error()
+		return 0, false, nil
+	}
+	return v, true, nil
+}
+
+// readID reads pid or tid: a number, or a string (hashed) as in the
+// profiler's own "Spans" rows.
+func (t *Trace) readID(s *scanner, e *event) (int64, bool, error) {
+	c, err := s.peek()
+	if err != nil {
+		return 0, false, err
+	}
+	if c == '"' {
+		e.str, err = s.readString(e.str[:0])
+		h := fnv.New64a()
+		h.Write(e.str)
+		// Negative keeps hashed ids apart from numeric GPU devices/streams.
+		return -int64(h.Sum64() >> 2), false, err
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return 0, false, s.skipValue()
+	}
+	e.num, err = s.readNumber(e.num[:0])
+	if errors.Is(err, errNumberTooLong) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := parseInt(e.num)
+	return v, err == nil, nil
+}
+
+func (t *Trace) readArgs(s *scanner, e *event) error {
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if c != '{' {
+		return s.skipValue()
+	}
+	s.pos++
+	ok, err := s.first('}')
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		if e.key, err = s.readString(e.key[:0]); err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		switch string(e.key) {
+		case "correlation":
+			e.corr, e.corrOK, err = t.readNum(s, e, 0, "args.correlation")
+		case "stream":
+			e.stream, e.streamOK, err = t.readNum(s, e, 0, "args.stream")
+		case "device":
+			e.dev, e.devOK, err = t.readNum(s, e, 0, "args.device")
+		default:
+			err = s.skipValue()
+		}
+		if err != nil {
+			return err
+		}
+		more, err := s.more('}')
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// Category names Kineto writes, with the capitalised legacy spellings.
+func catIs(cat []byte, names ...string) bool {
+	for _, n := range names {
+		if bytes.EqualFold(cat, []byte(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLaunchName picks the runtime and driver calls that enqueue GPU work.
+// Kineto gives every runtime call a correlation id, and most (cudaGetDevice,
+// cudaStreamGetPriority, …) enqueue nothing; keeping only launches halves
+// the memory for launches. A launch this misses shows up as an op without a
+// launch ("no_launch" flag), so a gap in the list cannot go unnoticed.
+func isLaunchName(name []byte) bool {
+	return bytes.Contains(name, []byte("Launch")) || bytes.Contains(name, []byte("Memcpy")) ||
+		bytes.Contains(name, []byte("Memset"))
+}
+
+const stepPrefix = "ProfilerStep#"
+
+// use files a complete event into the trace.
+func (t *Trace) use(e *event) {
+	if len(e.ph) != 1 || e.ph[0] != 'X' {
+		return // flows, metadata, instants: not needed
+	}
+	gpuKind, isGPU := OpKind(0), false
+	switch {
+	case catIs(e.cat, "kernel"):
+		gpuKind, isGPU = KindKernel, true
+	case catIs(e.cat, "gpu_memcpy", "memcpy"):
+		gpuKind, isGPU = KindMemcpy, true
+	case catIs(e.cat, "gpu_memset", "memset"):
+		gpuKind, isGPU = KindMemset, true
+	}
+	isRuntime := catIs(e.cat, "cuda_runtime", "cuda_driver", "runtime")
+	isGPULabel := catIs(e.cat, "gpu_user_annotation")
+	isLabel := catIs(e.cat, "user_annotation")
+	isStep := !isGPU && !isGPULabel && bytes.HasPrefix(e.name, []byte(stepPrefix))
+	isSpan := catIs(e.cat, "Trace")
+	if !isGPU && !isRuntime && !isGPULabel && !isLabel && !isStep && !isSpan {
+		return
+	}
+	if e.bad != "" {
+		t.drop(e.bad)
+		return
+	}
+	if !e.tsOK || !e.durOK {
+		t.drop("missing ts or dur")
+		return
+	}
+	end := e.ts + e.dur
+	if (e.dur > 0 && end < e.ts) || (e.dur < 0 && end > e.ts) {
+		t.drop("ts + dur is out of range")
+		return
+	}
+	switch {
+	case isGPU:
+		dev, stream := e.dev, e.stream
+		if !e.devOK {
+			dev = e.pid
+			if !e.pidOK {
+				t.drop("GPU op without device")
+				return
+			}
+		}
+		if !e.streamOK {
+			stream = e.tid
+			if !e.tidOK {
+				t.drop("GPU op without stream")
+				return
+			}
+		}
+		if dev < 0 || dev > 1<<15-1 || stream < -1<<31 || stream > 1<<31-1 {
+			t.drop("GPU op device or stream out of range")
+			return
+		}
+		op := Op{Start: e.ts, Dur: e.dur, Name: t.intern(e.name), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
+		if e.corrOK {
+			op.Corr = e.corr
+		}
+		t.Ops = append(t.Ops, op)
+	case isRuntime:
+		if e.corrOK && e.corr != 0 && isLaunchName(e.name) {
+			t.Launches = append(t.Launches, Launch{Corr: e.corr, Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
+		}
+	case isStep:
+		t.Steps = append(t.Steps, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
+	case isGPULabel:
+		if bytes.HasPrefix(e.name, []byte(stepPrefix)) {
+			return // a GPU-side copy of the step; steps come from the host side
+		}
+		if !e.pidOK || !e.tidOK || e.pid < 0 || e.pid > 1<<15-1 {
+			t.drop("gpu_user_annotation without numeric device and stream")
+			return
+		}
+		t.Labels = append(t.Labels, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
+	case isLabel:
+		t.Labels = append(t.Labels, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
+	case isSpan:
+		if !t.HasProfilerSpan || e.ts < t.ProfilerStart {
+			t.ProfilerStart = e.ts
+		}
+		if !t.HasProfilerSpan || end > t.ProfilerEnd {
+			t.ProfilerEnd = end
+		}
+		t.HasProfilerSpan = true
+	}
+}
+
+// stepNumber parses N from "ProfilerStep#N"; -1 when it is not a number.
+func stepNumber(name string) int64 {
+	v, err := parseInt([]byte(strings.TrimPrefix(name, stepPrefix)))
+	if err != nil || v < 0 {
+		return -1
+	}
+	return v
+}

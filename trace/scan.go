@@ -1,0 +1,420 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// scanner is a small streaming JSON tokenizer over a fixed-size buffer. It
+// exists because encoding/json's Decoder.Token allocates per token and runs at
+// tens of MB/s, far below the 150 MB/s per core that a multi-GB trace needs;
+// the scanner copies only the strings and numbers the analysis keeps and skips
+// everything else in place. Nesting is skipped with a counter, not recursion,
+// so a deeply nested value cannot exhaust the stack.
+type scanner struct {
+	r    io.Reader
+	buf  []byte
+	pos  int   // next unread byte in buf
+	end  int   // end of valid bytes in buf
+	base int64 // input offset of buf[0]
+	rerr error // sticky read error; io.EOF at the end of input
+}
+
+// scanBufSize is large enough that refills are rare and small enough to keep
+// the resident set flat.
+const scanBufSize = 256 << 10
+
+// maxNumberLen bounds a number's text: no timestamp needs more, and the bound
+// keeps a hostile "1e…" or a megabyte of digits from costing time or memory.
+const maxNumberLen = 256
+
+// errEOF is returned by scanner methods when input ends inside a value.
+var errEOF = errors.New("unexpected end of input")
+
+// syntaxError is malformed JSON at a byte offset.
+type syntaxError struct {
+	offset int64
+	msg    string
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("at byte %d: %s", e.offset, e.msg) }
+
+func newScanner(r io.Reader) *scanner {
+	return &scanner{r: r, buf: make([]byte, scanBufSize)}
+}
+
+// offset is the input offset of the next unread byte.
+func (s *scanner) offset() int64 { return s.base + int64(s.pos) }
+
+func (s *scanner) errorf(format string, args ...any) error {
+	return &syntaxError{offset: s.offset(), msg: fmt.Sprintf(format, args...)}
+}
+
+// fill discards consumed bytes and reads more. It reports whether any unread
+// byte is available.
+func (s *scanner) fill() bool {
+	if s.pos < s.end {
+		return true
+	}
+	s.base += int64(s.end)
+	s.pos, s.end = 0, 0
+	for s.rerr == nil {
+		n, err := s.r.Read(s.buf)
+		s.end = n
+		if err != nil {
+			s.rerr = err
+		}
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// eofErr is the error for running out of input: errEOF for a clean end of
+// the stream, a wrapped read error otherwise.
+func (s *scanner) eofErr() error {
+	if s.rerr == nil || s.rerr == io.EOF {
+		return errEOF
+	}
+	if errors.Is(s.rerr, io.ErrUnexpectedEOF) {
+		// A truncated gzip member ends the same way a truncated file does.
+		return errEOF
+	}
+	return fmt.Errorf("read at byte %d: %w", s.offset(), s.rerr)
+}
+
+// peek skips whitespace and returns the next byte without consuming it.
+func (s *scanner) peek() (byte, error) {
+	for {
+		if !s.fill() {
+			return 0, s.eofErr()
+		}
+		for s.pos < s.end {
+			c := s.buf[s.pos]
+			if c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+				return c, nil
+			}
+			s.pos++
+		}
+	}
+}
+
+// expect consumes c after optional whitespace.
+func (s *scanner) expect(c byte) error {
+	got, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if got != c {
+		return s.errorf("expected %q, found %q", c, got)
+	}
+	s.pos++
+	return nil
+}
+
+// more is called inside an object or array after a member: it consumes a
+// comma and reports true, or consumes the closing byte and reports false.
+func (s *scanner) more(closing byte) (bool, error) {
+	c, err := s.peek()
+	if err != nil {
+		return false, err
+	}
+	switch c {
+	case ',':
+		s.pos++
+		return true, nil
+	case closing:
+		s.pos++
+		return false, nil
+	}
+	return false, s.errorf("expected ',' or %q, found %q", closing, c)
+}
+
+// first is called right after an opening brace or bracket: it reports false
+// and consumes the closing byte when the container is empty.
+func (s *scanner) first(closing byte) (bool, error) {
+	c, err := s.peek()
+	if err != nil {
+		return false, err
+	}
+	if c == closing {
+		s.pos++
+		return false, nil
+	}
+	return true, nil
+}
+
+// readString consumes a JSON string and appends its decoded contents to dst.
+func (s *scanner) readString(dst []byte) ([]byte, error) {
+	if err := s.expect('"'); err != nil {
+		return dst, err
+	}
+	for {
+		if !s.fill() {
+			return dst, s.eofErr()
+		}
+		seg := s.buf[s.pos:s.end]
+		q := bytes.IndexByte(seg, '"')
+		bs := bytes.IndexByte(seg, '\\')
+		if bs < 0 || (q >= 0 && q < bs) {
+			if q >= 0 {
+				dst = append(dst, seg[:q]...)
+				s.pos += q + 1
+				return dst, nil
+			}
+			dst = append(dst, seg...)
+			s.pos = s.end
+			continue
+		}
+		// An escape comes first: copy up to it, then decode it.
+		dst = append(dst, seg[:bs]...)
+		s.pos += bs + 1
+		var err error
+		if dst, err = s.readEscape(dst); err != nil {
+			return dst, err
+		}
+	}
+}
+
+// readByte consumes one byte.
+func (s *scanner) readByte() (byte, error) {
+	if !s.fill() {
+		return 0, s.eofErr()
+	}
+	c := s.buf[s.pos]
+	s.pos++
+	return c, nil
+}
+
+// readEscape decodes the escape after a backslash.
+func (s *scanner) readEscape(dst []byte) ([]byte, error) {
+	c, err := s.readByte()
+	if err != nil {
+		return dst, err
+	}
+	switch c {
+	case '"', '\\', '/':
+		return append(dst, c), nil
+	case 'b':
+		return append(dst, '\b'), nil
+	case 'f':
+		return append(dst, '\f'), nil
+	case 'n':
+		return append(dst, '\n'), nil
+	case 'r':
+		return append(dst, '\r'), nil
+	case 't':
+		return append(dst, '\t'), nil
+	case 'u':
+		r, err := s.readHex4()
+		if err != nil {
+			return dst, err
+		}
+		if r >= 0xD800 && r < 0xDC00 {
+			// A high surrogate should be followed by \uDC00–\uDFFF; anything
+			// else decodes as the replacement character, as encoding/json does.
+			if c1, _ := s.peekRaw(); c1 == '\\' {
+				s.pos++
+				if c2, err := s.readByte(); err != nil {
+					return dst, err
+				} else if c2 == 'u' {
+					r2, err := s.readHex4()
+					if err != nil {
+						return dst, err
+					}
+					if r2 >= 0xDC00 && r2 < 0xE000 {
+						return utf8.AppendRune(dst, (r-0xD800)<<10|(r2-0xDC00)+0x10000), nil
+					}
+					dst = utf8.AppendRune(dst, utf8.RuneError)
+					return utf8.AppendRune(dst, r2), nil
+				} else {
+					dst = utf8.AppendRune(dst, utf8.RuneError)
+					s.pos-- // re-read the escape letter as a fresh escape
+					return s.readEscape(dst)
+				}
+			}
+			return utf8.AppendRune(dst, utf8.RuneError), nil
+		}
+		return utf8.AppendRune(dst, r), nil
+	}
+	return dst, s.errorf("invalid escape '\\%c' in string", c)
+}
+
+// peekRaw returns the next byte without skipping whitespace.
+func (s *scanner) peekRaw() (byte, bool) {
+	if !s.fill() {
+		return 0, false
+	}
+	return s.buf[s.pos], true
+}
+
+func (s *scanner) readHex4() (rune, error) {
+	var r rune
+	for range 4 {
+		c, err := s.readByte()
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, s.errorf("invalid \\u escape")
+		}
+	}
+	return r, nil
+}
+
+// skipStringBody consumes the rest of a string whose opening quote is
+// already consumed. It carries the escape state across refills.
+func (s *scanner) skipStringBody() error {
+	esc := false
+	for {
+		if !s.fill() {
+			return s.eofErr()
+		}
+		seg := s.buf[s.pos:s.end]
+		if !esc {
+			// Fast path: no backslash before the closing quote.
+			q := bytes.IndexByte(seg, '"')
+			if q >= 0 && bytes.IndexByte(seg[:q], '\\') < 0 {
+				s.pos += q + 1
+				return nil
+			}
+			if q < 0 && bytes.IndexByte(seg, '\\') < 0 {
+				s.pos = s.end
+				continue
+			}
+		}
+		for i, c := range seg {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				s.pos += i + 1
+				return nil
+			}
+		}
+		s.pos = s.end
+	}
+}
+
+// structural marks the bytes that matter while skipping a container.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// skipValue consumes one JSON value of any type. Containers are skipped with a
+// depth counter; their contents are checked only for string and bracket
+// structure, which is all that is needed to find where they end.
+func (s *scanner) skipValue() error {
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	switch c {
+	case '"':
+		s.pos++
+		return s.skipStringBody()
+	case '{', '[':
+		s.pos++
+		depth := 1
+		for depth > 0 {
+			if !s.fill() {
+				return s.eofErr()
+			}
+			buf := s.buf[s.pos:s.end]
+			i := 0
+			for i < len(buf) && !structural[buf[i]] {
+				i++
+			}
+			if i == len(buf) {
+				s.pos = s.end
+				continue
+			}
+			s.pos += i + 1
+			switch buf[i] {
+			case '"':
+				if err := s.skipStringBody(); err != nil {
+					return err
+				}
+			case '{', '[':
+				depth++
+			default:
+				depth--
+			}
+		}
+		return nil
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		_, err := s.readNumber(nil)
+		return err
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	return s.errorf("invalid character %q looking for a value", c)
+}
+
+func (s *scanner) literal(word string) error {
+	for i := 0; i < len(word); i++ {
+		c, err := s.readByte()
+		if err != nil {
+			return err
+		}
+		if c != word[i] {
+			return s.errorf("invalid literal, expected %q", word)
+		}
+	}
+	return nil
+}
+
+// isNumberByte reports whether c can appear in a JSON number.
+func isNumberByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// readNumber consumes a number's text and appends it to dst, or reports
+// errNumberTooLong after consuming it entirely (so the caller can go on).
+func (s *scanner) readNumber(dst []byte) ([]byte, error) {
+	n := 0
+	for {
+		if !s.fill() {
+			// A number may legitimately end the input only in a bare value;
+			// inside a trace it never does.
+			return dst, s.eofErr()
+		}
+		buf := s.buf[s.pos:s.end]
+		i := 0
+		for i < len(buf) && isNumberByte(buf[i]) {
+			i++
+		}
+		if n+i <= maxNumberLen {
+			dst = append(dst, buf[:i]...)
+		}
+		n += i
+		s.pos += i
+		if i < len(buf) {
+			break
+		}
+	}
+	if n == 0 {
+		return dst, s.errorf("expected a number")
+	}
+	if n > maxNumberLen {
+		return dst, errNumberTooLong
+	}
+	return dst, nil
+}
+
+var errNumberTooLong = errors.New("number too long")
