@@ -43,6 +43,7 @@ type Root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
+	Trace TraceCmd `cmd:"" help:"Where a training step's GPU time goes, from a PyTorch profiler (Kineto) trace."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.

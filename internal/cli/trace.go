@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/canifinetune/canifinetune/trace"
+)
+
+// TraceCmd reports where a training step's GPU time goes, from PyTorch
+// profiler (Kineto) traces.
+type TraceCmd struct {
+	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped. Two files: compare before and after."`
+	JSON     bool     `help:"Print the report as JSON (schema: docs/trace-json.md)."`
+	WhatIf   []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Amdahl bound on wall-clock if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
+	Top      int      `default:"10" help:"Kernel names to list in the table (all are in --json)."`
+	AllSteps bool     `help:"Keep the first (warm-up) and last (truncated) steps in the typical figures."`
+}
+
+// traceJSON is the --json document for one trace.
+type traceJSON struct {
+	*trace.Report
+	WhatIf []trace.Projection `json:"what_if,omitempty"`
+}
+
+// Run analyses one trace, or compares two.
+func (c *TraceCmd) Run(env *Env) error {
+	if len(c.Files) > 2 {
+		return usageErrorf("canifinetune trace BEFORE.json.gz AFTER.json.gz", "trace takes one file, or two to compare; got %d", len(c.Files))
+	}
+	if c.Top < 0 {
+		return usageErrorf("canifinetune trace --top 10 FILE", "--top must be ≥ 0, got %d", c.Top)
+	}
+	var whatIfs []trace.WhatIf
+	for _, s := range c.WhatIf {
+		w, err := trace.ParseWhatIf(s)
+		if err != nil {
+			return usageErrorf("canifinetune trace FILE --what-if attention=1.5x", "%v", err)
+		}
+		whatIfs = append(whatIfs, w)
+	}
+	if len(c.Files) == 2 && len(whatIfs) > 0 {
+		return usageErrorf("canifinetune trace FILE --what-if attention=1.5x", "--what-if takes one trace, not a comparison")
+	}
+	reports := make([]*trace.Report, len(c.Files))
+	for i, f := range c.Files {
+		r, err := analyzeFile(f, trace.Options{AllSteps: c.AllSteps})
+		if err != nil {
+			return err
+		}
+		reports[i] = r
+		for _, fl := range r.Flags {
+			if fl.Code == "truncated" {
+				// Said on stderr too, so a script reading --json cannot miss it.
+				fmt.Fprintf(env.Stderr, "canifinetune: warning: %s: %s; %s\n", f, fl.Detail, fl.BlastRadius)
+			}
+		}
+	}
+	if len(reports) == 2 {
+		cmp := trace.Compare(reports[0], reports[1])
+		if c.JSON {
+			return writeJSON(env.Stdout, cmp)
+		}
+		writeComparison(env.Stdout, cmp)
+		return nil
+	}
+	r := reports[0]
+	var ps []trace.Projection
+	for _, w := range whatIfs {
+		ps = append(ps, w.Project(r)...)
+	}
+	if c.JSON {
+		return writeJSON(env.Stdout, traceJSON{Report: r, WhatIf: ps})
+	}
+	writeReport(env.Stdout, r, c.Top)
+	writeWhatIf(env.Stdout, ps)
+	return nil
+}
+
+// analyzeFile opens a trace, gunzipping it when it starts with the gzip
+// magic (whatever its name), and analyses it.
+func analyzeFile(name string, opts trace.Options) (*trace.Report, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("open trace: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("read trace %s: gzip header: %w", name, trace.ErrTruncated)
+			}
+			return nil, fmt.Errorf("read trace %s: gzip header: %w", name, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	rep, err := trace.Analyze(r, opts)
+	if err != nil {
+		return nil, fmt.Errorf("read trace %s: %w", name, err)
+	}
+	rep.Source = name
+	return rep, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// dur formats nanoseconds for people: three significant figures or so.
+func dur(ns int64) string {
+	neg := ""
+	if ns < 0 {
+		neg, ns = "-", -ns
+	}
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%s%.3f s", neg, float64(ns)/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%s%.2f ms", neg, float64(ns)/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%s%.1f µs", neg, float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%s%d ns", neg, ns)
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+func perStep(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return dur(*p)
+}
+
+// shorten keeps a kernel's name readable in a table: C++ signatures make
+// them hundreds of characters long. The argument list goes; the template
+// arguments stay as far as they fit, since they tell cutlass::Kernel<…>
+// instances apart.
+func shorten(s string, n int) string {
+	s = strings.TrimPrefix(s, "void ")
+	if i := strings.LastIndex(s, ">("); i > 0 {
+		s = s[:i+1]
+	} else if i := strings.IndexByte(s, '('); i > 0 {
+		s = s[:i]
+	}
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func writeReport(out io.Writer, r *trace.Report, top int) {
+	fmt.Fprintf(out, "trace %s: %d events, %.1f MB of JSON\n", r.Source, r.Events, float64(r.Bytes)/1e6)
+	for _, d := range r.Devices {
+		fmt.Fprintf(out, "\nGPU %d: %d ops on %d streams\n", d.Device, d.Ops, len(d.Streams))
+		fmt.Fprintf(out, "  busy %s of %s span (%s busy); Σdur %s, overlap %s (%s of busy)\n",
+			dur(d.BusyNS), dur(d.SpanNS), pct(d.BusyFraction), dur(d.SumDurNS), dur(d.OverlapNS), pct(ratio(d.OverlapNS, d.BusyNS)))
+		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  stream\tops\tbusy\tΣdur\tself-overlaps")
+		for _, s := range d.Streams {
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%d\n", s.Stream, s.Ops, dur(s.BusyNS), dur(s.SumDurNS), s.SelfOverlaps)
+		}
+		tw.Flush()
+
+		fmt.Fprintln(out, "\n  category (exclusive: rows sum to busy)")
+		tw = tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  category\tops\texclusive\tshare\tper step\tΣdur")
+		for _, c := range d.Categories {
+			if c.Ops == 0 {
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", c.Name, c.Ops, dur(c.ExclusiveNS), pct(c.Share), perStep(c.PerStepNS), dur(c.SumDurNS))
+		}
+		tw.Flush()
+
+		fmt.Fprintf(out, "\n  top kernels (%d names)\n", len(d.Kernels))
+		tw = tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  kernel\tcategory\tops\texclusive\tshare\tper step")
+		for i, k := range d.Kernels {
+			if i >= top {
+				break
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", shorten(k.Name, 48), k.Category, k.Ops, dur(k.ExclusiveNS), pct(k.Share), perStep(k.PerStepNS))
+		}
+		tw.Flush()
+
+		for _, lt := range d.Labels {
+			writeLabels(out, lt)
+		}
+		writeSteps(out, d.Steps)
+		g := d.Gaps
+		fmt.Fprintf(out, "\n  idle gaps: %d, total %s; p50 %s, p90 %s, max %s; p50×n %s vs mean×n %s\n",
+			g.Count, dur(g.TotalNS), dur(g.P50NS), dur(g.P90NS), dur(g.MaxNS), dur(g.P50xNNS), dur(g.TotalNS))
+		fmt.Fprintf(out, "    host launched late %s (%s), in launch call %s (%s), already queued %s (%s), unattributed %s (%s)\n",
+			dur(g.HostLateNS), pct(ratio(g.HostLateNS, g.TotalNS)), dur(g.LaunchNS), pct(ratio(g.LaunchNS, g.TotalNS)),
+			dur(g.QueuedNS), pct(ratio(g.QueuedNS, g.TotalNS)), dur(g.UnattributedNS), pct(ratio(g.UnattributedNS, g.TotalNS)))
+	}
+	if len(r.Flags) == 0 {
+		fmt.Fprintln(out, "\nreliability: no flags")
+		return
+	}
+	fmt.Fprintln(out, "\nreliability flags:")
+	for _, f := range r.Flags {
+		where := ""
+		if f.Device != nil {
+			where = fmt.Sprintf(" (GPU %d)", *f.Device)
+		}
+		fmt.Fprintf(out, "  %s%s: %s\n    affects: %s\n", f.Code, where, f.Detail, f.BlastRadius)
+	}
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func writeLabels(out io.Writer, lt trace.LabelTable) {
+	if len(lt.Rows) <= 1 && len(lt.Aggregates) == 0 && len(lt.NoGPUTime) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n  %s labels (innermost label; rows sum to busy)\n", lt.Kind)
+	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  label\tn\texclusive\tshare\tper step\tinclusive")
+	for _, l := range lt.Rows {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", shorten(l.Name, 48), l.Instances, dur(l.ExclusiveNS), pct(l.Share), perStep(l.PerStepNS), dur(l.InclusiveNS))
+	}
+	tw.Flush()
+	for _, a := range lt.Aggregates {
+		fmt.Fprintf(out, "    aggregate (all its GPU time is in nested labels): %s, inclusive %s\n", a.Name, dur(a.InclusiveNS))
+	}
+	for _, names := range lt.Duplicates {
+		fmt.Fprintf(out, "    identical GPU time, same work: %s\n", strings.Join(names, " = "))
+	}
+	if n := len(lt.NoGPUTime); n > 0 {
+		names := make([]string, 0, 3)
+		for i, l := range lt.NoGPUTime {
+			if i == 3 {
+				names = append(names, "…")
+				break
+			}
+			names = append(names, l.Name)
+		}
+		fmt.Fprintf(out, "    %d label(s) with host time but no GPU time (launch nothing, or leak to another label): %s\n", n, strings.Join(names, ", "))
+	}
+	if lt.DoubleCounted {
+		fmt.Fprintf(out, "    Σ inclusive %s > busy: adding inclusive times double counts\n", dur(lt.InclusiveSumNS))
+	}
+}
+
+func writeSteps(out io.Writer, s trace.Steps) {
+	if len(s.Steps) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\n  steps (ops belong to the step that launched them)")
+	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  step\tspan\tbusy\tgaps\tgap p50\tnote")
+	for _, st := range s.Steps {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d / %s\t%s\t%s\n", st.Name, dur(st.SpanNS), dur(st.BusyNS), st.GapCount, dur(st.GapNS), dur(st.GapP50NS), st.Note)
+	}
+	tw.Flush()
+	t := s.Typical
+	fmt.Fprintf(out, "  typical (median of %d): span %s, busy %s (%s), gaps %s\n", t.Steps, dur(t.SpanNS), dur(t.BusyNS), pct(t.BusyFraction), dur(t.GapNS))
+}
+
+func writeWhatIf(out io.Writer, ps []trace.Projection) {
+	for _, p := range ps {
+		fmt.Fprintf(out, "\nwhat if %s were %gx faster on GPU %d: wall-clock at most %s shorter (%s per step of %s)\n",
+			p.Category, p.Speedup, p.Device, pct(p.Bound), dur(p.SavedNS), dur(p.StepNS))
+		fmt.Fprintf(out, "  Amdahl bound = share %s × busy fraction %s × (1 − 1/%g); reached only if all of it is on the critical path\n",
+			pct(p.Share), pct(p.BusyFraction), p.Speedup)
+	}
+}
+
+func writeComparison(out io.Writer, c *trace.Comparison) {
+	fmt.Fprintf(out, "before %s\nafter  %s\n", c.Before, c.After)
+	for _, d := range c.Devices {
+		fmt.Fprintf(out, "\nGPU %d (%s): busy %s → %s (%s), step %s → %s (%s), busy fraction %s → %s\n", d.Device, strings.ReplaceAll(d.Basis, "_", " "),
+			dur(d.Before.BusyNS), dur(d.After.BusyNS), dur(d.BusyDeltaNS), dur(d.Before.StepNS), dur(d.After.StepNS), dur(d.StepDeltaNS),
+			pct(d.Before.BusyFraction), pct(d.After.BusyFraction))
+		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  category\tbefore\tafter\tΔ\tΔ%\tshare before\tshare after\tΔshare")
+		for _, r := range d.Categories {
+			if r.BeforeNS == 0 && r.AfterNS == 0 {
+				continue
+			}
+			dp := "new"
+			if r.DeltaPct != nil {
+				dp = fmt.Sprintf("%+.1f%%", *r.DeltaPct)
+			}
+			if r.WithinNoise {
+				dp += " (±5%)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f pp\n", r.Name, dur(r.BeforeNS), dur(r.AfterNS), dur(r.DeltaNS), dp,
+				pct(r.BeforeShare), pct(r.AfterShare), r.ShareDeltaPP)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(out, "\nwarning: %s\n", c.Warning)
+}
