@@ -102,6 +102,9 @@ func Categorize(kind OpKind, name string) Category {
 		return CatMemory
 	}
 	n := strings.ToLower(name)
+	// FBGEMM is a library name, not a GEMM: its embedding and permute
+	// kernels would otherwise all match "gemm".
+	n = strings.ReplaceAll(n, "fbgemm", "fbg")
 	if strings.HasPrefix(n, "memcpy") || strings.HasPrefix(n, "memset") {
 		return CatMemory
 	}
