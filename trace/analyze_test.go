@@ -1,0 +1,443 @@
+package trace
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func analyzeString(t *testing.T, in string, opts Options) *Report {
+	t.Helper()
+	r, err := Analyze(strings.NewReader(in), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func flagCodes(r *Report) []string {
+	var cs []string
+	for _, f := range r.Flags {
+		cs = append(cs, f.Code)
+	}
+	return cs
+}
+
+func catExcl(d Device) map[string]int64 {
+	m := map[string]int64{}
+	for _, c := range d.Categories {
+		if c.ExclusiveNS != 0 {
+			m[c.Name] = c.ExclusiveNS
+		}
+	}
+	return m
+}
+
+// TestReportCrafted checks a trace small enough to do by hand:
+//
+//	stream 7:  A gemm [0,10)      B add [12,15)        D memcpy [25,26)
+//	stream 8:       C nccl [5,20)
+//
+// union [0,20) ∪ [25,26) = 21 µs; Σdur 10+3+15+1 = 29 µs; overlap 8 µs.
+// Compute keeps overlapped time, so C gets only [10,12) and [15,20) = 7 µs.
+// One gap [20,25); D's launch runs [21,23): host late 1, launch 2, queued 2.
+func TestReportCrafted(t *testing.T) {
+	in := traceJSON(
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 11, "ts": -5, "dur": 13}`,
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 10, "tid": 11, "ts": 8, "dur": 22}`,
+		launch("-1", "0.5", 1), launch("3", "1", 3), launch("9", "1", 2), launch("21", "2", 4),
+		kernel("sm80_gemm", 7, "0", "10", 1),
+		kernel("vectorized_add", 7, "12", "3", 2),
+		kernel("ncclKernel_AllReduce", 8, "5", "15", 3),
+		`{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 0, "tid": 7, "ts": 25, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 4}}`,
+		`{"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 0, "dur": 16}`,
+		`{"ph": "X", "cat": "gpu_user_annotation", "name": "mm", "pid": 0, "tid": 7, "ts": 0, "dur": 11}`,
+	)
+	var gaps []Gap
+	r := analyzeString(t, in, Options{onGap: func(_ int, g Gap) { gaps = append(gaps, g) }})
+	if len(r.Devices) != 1 {
+		t.Fatalf("devices = %d", len(r.Devices))
+	}
+	d := r.Devices[0]
+	if d.BusyNS != 21000 || d.SumDurNS != 29000 || d.OverlapNS != 8000 || d.SpanNS != 26000 {
+		t.Errorf("busy %d Σdur %d overlap %d span %d; want 21000 29000 8000 26000", d.BusyNS, d.SumDurNS, d.OverlapNS, d.SpanNS)
+	}
+	wantCats := map[string]int64{"gemm": 10000, "elementwise": 3000, "communication": 7000, "memcpy_memset": 1000}
+	if diff := cmp.Diff(wantCats, catExcl(d)); diff != "" {
+		t.Errorf("category exclusive (-want +got):\n%s", diff)
+	}
+	wantStreams := []Stream{{Stream: 7, Ops: 3, BusyNS: 14000, SumDurNS: 14000}, {Stream: 8, Ops: 1, BusyNS: 15000, SumDurNS: 15000}}
+	if diff := cmp.Diff(wantStreams, d.Streams); diff != "" {
+		t.Errorf("streams (-want +got):\n%s", diff)
+	}
+	wantGaps := []Gap{{Start: 20000, End: 25000, Next: Gap{}.Next, HostLate: 1000, Launch: 2000, Queued: 2000, Step: 1}}
+	wantGaps[0].Next = Op{Start: 25000, Dur: 1000, Corr: 4, Name: gaps[0].Next.Name, Stream: 7, Kind: KindMemcpy}
+	if diff := cmp.Diff(wantGaps, gaps); diff != "" {
+		t.Errorf("gaps (-want +got):\n%s", diff)
+	}
+	g := d.Gaps
+	if g.Count != 1 || g.TotalNS != 5000 || g.P50NS != 5000 || g.HostLateNS != 1000 || g.QueuedNS != 2000 {
+		t.Errorf("gap summary = %+v", g)
+	}
+	// Steps by launch time: A (launched -1) and C (3) in step 1, B (9) and D (21) in step 2.
+	var busy []int64
+	for _, s := range d.Steps.Steps {
+		busy = append(busy, s.BusyNS)
+	}
+	if diff := cmp.Diff([]int64{17000, 4000}, busy); diff != "" {
+		t.Errorf("step busy (-want +got):\n%s", diff)
+	}
+	// GPU labels: A's innermost label is mm, B's is fwd; C and D are unlabelled.
+	gl := d.Labels[0]
+	rows := map[string][2]int64{}
+	for _, l := range gl.Rows {
+		rows[l.Name] = [2]int64{l.ExclusiveNS, l.InclusiveNS}
+	}
+	wantRows := map[string][2]int64{"mm": {10000, 10000}, "fwd": {3000, 13000}, Unlabelled: {8000, 8000}}
+	if diff := cmp.Diff(wantRows, rows); diff != "" {
+		t.Errorf("gpu label rows [exclusive inclusive] (-want +got):\n%s", diff)
+	}
+	if !gl.DoubleCounted || gl.InclusiveSumNS != 23000 {
+		t.Errorf("double counted = %v, inclusive sum %d; want true, 23000", gl.DoubleCounted, gl.InclusiveSumNS)
+	}
+	wantFlags := []string{"few_steps", "label_double_count"}
+	if diff := cmp.Diff(wantFlags, flagCodes(r)); diff != "" {
+		t.Errorf("flags (-want +got):\n%s", diff)
+	}
+}
+
+// TestLabelAggregatesAndDuplicates: "step" contains only "fwd"'s work, so it
+// is an aggregate; "fwd" and "alias" cover identical time; "idle" launches
+// nothing.
+func TestLabelAggregatesAndDuplicates(t *testing.T) {
+	label := func(name, ts, dur string) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": %q, "pid": 10, "tid": 11, "ts": %s, "dur": %s}`, name, ts, dur)
+	}
+	in := traceJSON(
+		label("step", "0", "100"), label("fwd", "1", "10"), label("alias", "1", "10"), label("idle", "50", "5"),
+		launch("2", "1", 1), launch("4", "1", 2),
+		kernel("k1", 7, "10", "5", 1), kernel("k2", 7, "20", "5", 2),
+	)
+	r := analyzeString(t, in, Options{})
+	ul := r.Devices[0].Labels[1]
+	names := func(rows []LabelRow) []string {
+		var s []string
+		for _, r := range rows {
+			s = append(s, r.Name)
+		}
+		return s
+	}
+	// Equal intervals: the tie goes to the lower name id, "fwd" (seen first).
+	if diff := cmp.Diff([]string{"fwd", Unlabelled}, names(ul.Rows)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"step", "alias"}, names(ul.Aggregates)); diff != "" {
+		t.Errorf("aggregates (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][]string{{"alias", "fwd", "step"}}, ul.Duplicates); diff != "" {
+		t.Errorf("duplicates (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"idle"}, names(ul.NoGPUTime)); diff != "" {
+		t.Errorf("no GPU time (-want +got):\n%s", diff)
+	}
+}
+
+func TestReportReliabilityFlags(t *testing.T) {
+	in := traceJSON(
+		`{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 100}`,
+		kernel("a", 7, "1", "10", 1),
+		kernel("b", 7, "5", "10", 2),  // overlaps a on the same stream
+		kernel("c", 7, "30", "-1", 3), // negative
+		kernel("d", 7, "40", "0", 0),  // zero, no correlation
+		kernel("e", 7, "95", "10", 5), // past the profiler span
+	)
+	r := analyzeString(t, in, Options{})
+	want := []string{"no_correlation", "no_launch", "no_steps", "negative_duration", "zero_duration", "stream_overlap", "out_of_window"}
+	if diff := cmp.Diff(want, flagCodes(r)); diff != "" {
+		t.Errorf("flags (-want +got):\n%s", diff)
+	}
+	for _, f := range r.Flags {
+		if f.BlastRadius == "" || f.Detail == "" {
+			t.Errorf("flag %s lacks detail or blast radius", f.Code)
+		}
+	}
+	if d := r.Devices[0]; d.BusyNS != 24000 || d.Streams[0].SelfOverlaps != 1 || d.Streams[0].BusyNS != 24000 {
+		t.Errorf("busy %d, self overlaps %d, stream busy %d", d.BusyNS, d.Streams[0].SelfOverlaps, d.Streams[0].BusyNS)
+	}
+}
+
+// TestReportMatchesBruteForce compares the sweep with a per-microsecond grid
+// on random traces. The grid is the definition: a microsecond is busy when
+// any op covers it, and it belongs to the covering op that is compute before
+// copies before communication, then first in start order.
+func TestReportMatchesBruteForce(t *testing.T) {
+	names := []string{"sm80_gemm", "vectorized_elementwise", "ncclKernel_AllReduce", "Memcpy DtoD", "flash_fwd"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 300 {
+		n := 1 + rng.IntN(12)
+		type op struct {
+			start, end, stream int
+			name               string
+		}
+		var ops []op
+		var events []string
+		for i := range n {
+			o := op{start: rng.IntN(60), stream: 7 + rng.IntN(3), name: names[rng.IntN(len(names))]}
+			o.end = o.start + rng.IntN(15)
+			ops = append(ops, o)
+			events = append(events, kernel(o.name, o.stream, fmt.Sprint(o.start), fmt.Sprint(o.end-o.start), i+1))
+			events = append(events, launch(fmt.Sprint(o.start-rng.IntN(8)), fmt.Sprint(rng.IntN(4)), i+1))
+		}
+		var gaps []Gap
+		r := analyzeString(t, traceJSON(events...), Options{onGap: func(_ int, g Gap) { gaps = append(gaps, g) }})
+		if len(r.Devices) != 1 {
+			t.Fatalf("iter %d: %d devices", iter, len(r.Devices))
+		}
+		d := r.Devices[0]
+
+		// The grid.
+		slices.SortStableFunc(ops, func(a, b op) int {
+			if a.start != b.start {
+				return a.start - b.start
+			}
+			if a.stream != b.stream {
+				return a.stream - b.stream
+			}
+			return a.end - b.end
+		})
+		wantCat := map[string]int64{}
+		var busy, sumDur int64
+		var gapLens []int64
+		lastBusy := -1
+		for us := 0; us < 80; us++ {
+			owner := -1
+			for i, o := range ops {
+				if o.start <= us && us < o.end {
+					if owner < 0 || Categorize(KindKernel, o.name).priority() < Categorize(KindKernel, ops[owner].name).priority() {
+						owner = i
+					}
+				}
+			}
+			if owner < 0 {
+				continue
+			}
+			busy += 1000
+			wantCat[Categorize(KindKernel, ops[owner].name).String()] += 1000
+			if lastBusy >= 0 && us > lastBusy+1 {
+				gapLens = append(gapLens, int64(us-lastBusy-1)*1000)
+			}
+			lastBusy = us
+		}
+		for _, o := range ops {
+			sumDur += int64(o.end-o.start) * 1000
+		}
+		if d.BusyNS != busy || d.SumDurNS != sumDur {
+			t.Fatalf("iter %d: busy %d Σdur %d, want %d %d", iter, d.BusyNS, d.SumDurNS, busy, sumDur)
+		}
+		if diff := cmp.Diff(wantCat, catExcl(d)); diff != "" {
+			t.Fatalf("iter %d: category exclusive (-want +got):\n%s", iter, diff)
+		}
+		var total int64
+		for _, l := range gapLens {
+			total += l
+		}
+		slices.Sort(gapLens)
+		wantP50 := int64(0)
+		if len(gapLens) > 0 {
+			// Nearest rank: the smallest gap with at least half at or below it.
+			wantP50 = gapLens[(len(gapLens)+1)/2-1]
+		}
+		if d.Gaps.Count != len(gapLens) || d.Gaps.TotalNS != total || d.Gaps.P50NS != wantP50 {
+			t.Fatalf("iter %d: gaps n=%d total=%d p50=%d, want %d %d %d", iter, d.Gaps.Count, d.Gaps.TotalNS, d.Gaps.P50NS, len(gapLens), total, wantP50)
+		}
+		checkGaps(t, gaps)
+	}
+}
+
+// checkGaps is the per-gap identity test: the parts are non-negative and add
+// up to the gap exactly, and the host-late part is what the launch time says.
+func checkGaps(t *testing.T, gaps []Gap) {
+	t.Helper()
+	for _, g := range gaps {
+		parts := []int64{g.HostLate, g.Launch, g.Queued, g.Unattributed}
+		var sum int64
+		for _, p := range parts {
+			if p < 0 {
+				t.Fatalf("gap %+v has a negative part", g)
+			}
+			sum += p
+		}
+		if sum != g.End-g.Start || g.End <= g.Start {
+			t.Fatalf("gap [%d,%d): parts %v sum to %d, want %d", g.Start, g.End, parts, sum, g.End-g.Start)
+		}
+	}
+}
+
+// realTraces are the HTA traces with figures computed independently by a
+// Python script that reads ts and dur with decimal.Decimal (so nothing is
+// lost to float64), sorts the kernel/memcpy/memset intervals and merges them.
+var realTraces = []struct {
+	file                     string
+	ops                      int
+	busy, sumDur, span, gaps int64
+	nGaps                    int
+	maxGap                   int64
+	steps                    int
+}{
+	{"hta_nccl_data_2streams_3steps.json.gz", 3774, 157500014, 165185838, 660551005, 503050991, 3480, 15718606, 3},
+	// float64 parsing gives a span of 480029250 ns here: 71 ns off.
+	{"hta_ns_resolution_rank0_5steps.json.gz", 6095, 472454441, 472454441, 480029179, 7574738, 6094, 385886, 5},
+	{"hta_sampled_rank0_4streams_2steps.json.gz", 1204, 547656000, 607844000, 1222847000, 675191000, 930, 58862000, 2},
+}
+
+func openTrace(t testing.TB, name string) *Trace {
+	t.Helper()
+	f, err := os.Open("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Parse(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return tr
+}
+
+func TestRealTraces(t *testing.T) {
+	for _, rt := range realTraces {
+		t.Run(rt.file, func(t *testing.T) {
+			var gaps []Gap
+			r := openTrace(t, rt.file).Report(Options{onGap: func(_ int, g Gap) { gaps = append(gaps, g) }})
+			if len(r.Devices) != 1 {
+				t.Fatalf("devices = %d", len(r.Devices))
+			}
+			d := r.Devices[0]
+			got := []int64{int64(d.Ops), d.BusyNS, d.SumDurNS, d.SpanNS, d.Gaps.TotalNS, int64(d.Gaps.Count), d.Gaps.MaxNS, int64(len(d.Steps.Steps))}
+			want := []int64{int64(rt.ops), rt.busy, rt.sumDur, rt.span, rt.gaps, int64(rt.nGaps), rt.maxGap, int64(rt.steps)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("[ops busy Σdur span gaps nGaps maxGap steps] (-want +got):\n%s", diff)
+			}
+			checkInvariants(t, d)
+			if len(gaps) != d.Gaps.Count {
+				t.Errorf("onGap saw %d gaps, summary says %d", len(gaps), d.Gaps.Count)
+			}
+			checkGaps(t, gaps)
+			for _, f := range r.Flags {
+				if f.Code == "dropped" || f.Code == "truncated" || f.Code == "no_launch" {
+					t.Errorf("unexpected flag %+v", f)
+				}
+			}
+		})
+	}
+}
+
+// checkInvariants holds on any device: every exclusive table sums to the
+// union, gaps fill the span, gap parts fill the gaps.
+func checkInvariants(t *testing.T, d Device) {
+	t.Helper()
+	sum := func(name string, xs []int64) {
+		var s int64
+		for _, x := range xs {
+			s += x
+		}
+		if s != d.BusyNS {
+			t.Errorf("%s sums to %d, busy is %d (off by %d)", name, s, d.BusyNS, s-d.BusyNS)
+		}
+	}
+	var cats, kernels, steps []int64
+	for _, c := range d.Categories {
+		cats = append(cats, c.ExclusiveNS)
+		if c.ExclusiveNS > c.SumDurNS {
+			t.Errorf("category %s: exclusive %d > Σdur %d", c.Name, c.ExclusiveNS, c.SumDurNS)
+		}
+	}
+	for _, k := range d.Kernels {
+		kernels = append(kernels, k.ExclusiveNS)
+	}
+	for _, s := range d.Steps.Steps {
+		steps = append(steps, s.BusyNS)
+	}
+	steps = append(steps, d.Steps.UntaggedBusyNS)
+	sum("categories", cats)
+	sum("kernels", kernels)
+	sum("steps + untagged", steps)
+	for _, lt := range d.Labels {
+		var rows []int64
+		for _, r := range lt.Rows {
+			rows = append(rows, r.ExclusiveNS)
+		}
+		sum(lt.Kind+" labels", rows)
+	}
+	if d.BusyNS+d.Gaps.TotalNS != d.SpanNS {
+		t.Errorf("busy %d + gaps %d != span %d", d.BusyNS, d.Gaps.TotalNS, d.SpanNS)
+	}
+	g := d.Gaps
+	if g.HostLateNS+g.LaunchNS+g.QueuedNS+g.UnattributedNS != g.TotalNS {
+		t.Errorf("gap parts %d+%d+%d+%d != total %d", g.HostLateNS, g.LaunchNS, g.QueuedNS, g.UnattributedNS, g.TotalNS)
+	}
+	if d.OverlapNS != d.SumDurNS-d.BusyNS || d.OverlapNS < 0 {
+		t.Errorf("overlap %d, Σdur − busy = %d", d.OverlapNS, d.SumDurNS-d.BusyNS)
+	}
+	if !(g.P50NS <= g.P90NS && g.P90NS <= g.MaxNS) {
+		t.Errorf("p50 %d, p90 %d, max %d out of order", g.P50NS, g.P90NS, g.MaxNS)
+	}
+}
+
+func TestRealTraceSteps(t *testing.T) {
+	r := openTrace(t, "hta_ns_resolution_rank0_5steps.json.gz").Report(Options{})
+	st := r.Devices[0].Steps
+	var typical []bool
+	for _, s := range st.Steps {
+		typical = append(typical, s.Typical)
+	}
+	if diff := cmp.Diff([]bool{false, true, true, true, false}, typical); diff != "" {
+		t.Errorf("typical steps (-want +got):\n%s", diff)
+	}
+	// SOURCES.md: the first step of this trace is the short warm-up one.
+	if st.Steps[0].SpanNS >= st.Typical.SpanNS {
+		t.Errorf("first step %d ns is not shorter than the typical %d ns", st.Steps[0].SpanNS, st.Typical.SpanNS)
+	}
+	all := openTrace(t, "hta_ns_resolution_rank0_5steps.json.gz").Report(Options{AllSteps: true})
+	if n := all.Devices[0].Steps.Typical.Steps; n != 5 {
+		t.Errorf("AllSteps: typical steps = %d, want 5", n)
+	}
+}
+
+func TestTruncatedRealTrace(t *testing.T) {
+	f, err := os.Open("testdata/hta_sampled_rank0_4streams_2steps.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut at 2/3: inside the event list, after many complete events.
+	cut := full[:len(full)*2/3]
+	r, err := Analyze(bytes.NewReader(cut), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if codes := flagCodes(r); codes[0] != "truncated" {
+		t.Errorf("flags = %v, want truncated first", codes)
+	}
+	checkInvariants(t, r.Devices[0])
+}
