@@ -462,6 +462,15 @@ func isLaunchName(name []byte) bool {
 
 const stepPrefix = "ProfilerStep#"
 
+// Bounds on usable times. maxTS (2^61 ns, 73 years past 1970) admits
+// absolute epoch timestamps; maxDur (2^40 ns, 18 minutes) is longer than any
+// op or step a profiler window holds. Together they keep every end time,
+// span and sum of durations inside int64.
+const (
+	maxTS  = 1 << 61
+	maxDur = 1 << 40
+)
+
 // use files a complete event into the trace.
 func (t *Trace) use(e *event) {
 	if len(e.ph) != 1 || e.ph[0] != 'X' {
@@ -492,11 +501,11 @@ func (t *Trace) use(e *event) {
 		t.drop("missing ts or dur")
 		return
 	}
-	end := e.ts + e.dur
-	if (e.dur > 0 && end < e.ts) || (e.dur < 0 && end > e.ts) {
-		t.drop("ts + dur is out of range")
+	if e.ts < -maxTS || e.ts > maxTS || e.dur < -maxDur || e.dur > maxDur {
+		t.drop("ts or dur out of range")
 		return
 	}
+	end := e.ts + e.dur
 	switch {
 	case isGPU:
 		dev, stream := e.dev, e.stream

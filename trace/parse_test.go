@@ -156,7 +156,7 @@ func TestParseBadEventsAreDropped(t *testing.T) {
 	want := map[string]int64{
 		"ts is not a number":               1,
 		"ts number out of range":           1,
-		"ts + dur is out of range":         1,
+		"ts or dur out of range":           1,
 		"name is not a string":             1,
 		"GPU op without device":            1,
 		"missing ts or dur":                1,

@@ -1,0 +1,51 @@
+package trace
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to the parser and the report. Neither may
+// panic; an error must be one of the documented kinds; a report must keep
+// its accounting identities whatever the input.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(traceJSON(kernel("sm80_gemm", 7, "1.5", "2", 1), launch("0.5", "0.2", 1),
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 11, "ts": 0, "dur": 100}`,
+		`{"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 0, "dur": 10}`,
+		kernel("ncclKernel", 8, "2", "5", 2))))
+	f.Add([]byte(`[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1e3,"dur":-1}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"Kernel","name":"\ud83d","pid":0,"tid":7,"ts":"1","dur":[[[[{}]]]]}]}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":99999999999999999999999,"dur":1}]}`))
+	f.Add([]byte(`{"traceEvents":[` + kernel("k", 7, "1", "2", 1)))
+	f.Add([]byte("hello"))
+	f.Add([]byte(""))
+	// The opening of a real trace: metadata, deviceProperties, first events.
+	if fh, err := os.Open("testdata/hta_sampled_rank0_4streams_2steps.json.gz"); err == nil {
+		if zr, err := gzip.NewReader(fh); err == nil {
+			head := make([]byte, 8192)
+			n, _ := io.ReadFull(zr, head)
+			f.Add(head[:n])
+		}
+		fh.Close()
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := Parse(bytes.NewReader(data))
+		if err != nil {
+			var se *syntaxError
+			if !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrNotTrace) && !errors.As(err, &se) {
+				t.Fatalf("unexpected error kind %T: %v", err, err)
+			}
+			return
+		}
+		var gaps []Gap
+		r := tr.Report(Options{onGap: func(_ int, g Gap) { gaps = append(gaps, g) }})
+		for _, d := range r.Devices {
+			checkInvariants(t, d)
+		}
+		checkGaps(t, gaps)
+	})
+}
