@@ -158,9 +158,15 @@ func (s *scanner) readString(dst []byte) ([]byte, error) {
 			return dst, s.eofErr()
 		}
 		seg := s.buf[s.pos:s.end]
+		// Look for a backslash only before the closing quote: searching the
+		// whole buffer for each string would cost O(buffer) per string.
 		q := bytes.IndexByte(seg, '"')
-		bs := bytes.IndexByte(seg, '\\')
-		if bs < 0 || (q >= 0 && q < bs) {
+		head := seg
+		if q >= 0 {
+			head = seg[:q]
+		}
+		bs := bytes.IndexByte(head, '\\')
+		if bs < 0 {
 			if q >= 0 {
 				dst = append(dst, seg[:q]...)
 				s.pos += q + 1
