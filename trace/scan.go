@@ -360,8 +360,7 @@ func (s *scanner) skipValue() error {
 		}
 		return nil
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		_, err := s.readNumber(nil)
-		return err
+		return s.skipNumber()
 	case 't':
 		return s.literal("true")
 	case 'f':
@@ -421,6 +420,25 @@ func (s *scanner) readNumber(dst []byte) ([]byte, error) {
 		return dst, errNumberTooLong
 	}
 	return dst, nil
+}
+
+// skipNumber consumes a number's text without copying it. Number bytes are
+// validated only by the value's neighbours: a skipped value is never used.
+func (s *scanner) skipNumber() error {
+	for {
+		if !s.fill() {
+			return s.eofErr()
+		}
+		buf := s.buf[s.pos:s.end]
+		i := 0
+		for i < len(buf) && isNumberByte(buf[i]) {
+			i++
+		}
+		s.pos += i
+		if i < len(buf) {
+			return nil
+		}
+	}
 }
 
 var errNumberTooLong = errors.New("number too long")
