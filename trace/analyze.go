@@ -237,7 +237,7 @@ func (a *deviceAnalysis) joinLaunches() {
 			noCorr++
 			continue
 		}
-		j, ok := slices.BinarySearchFunc(ls, o.Corr, func(l Launch, c int64) int { return cmp.Compare(l.Corr, c) })
+		j, ok := slices.BinarySearchFunc(ls, o.Corr, func(l Launch, c uint32) int { return cmp.Compare(l.Corr, c) })
 		if !ok {
 			noLaunch++
 			continue
@@ -318,7 +318,8 @@ func (g *gapSet) summary() Gaps {
 	if s.Count == 0 {
 		return s
 	}
-	sorted := slices.Clone(g.lens)
+	// Sorted in place: a clone would double the largest per-gap buffer.
+	sorted := g.lens
 	slices.Sort(sorted)
 	s.MeanNS = s.TotalNS / int64(s.Count)
 	s.P50NS = nearestRank(sorted, 50)
@@ -540,20 +541,28 @@ func (a *deviceAnalysis) stepFigures(gs *gapSet) Steps {
 			}
 		}
 	}
-	perStepGaps := make([][]int64, n)
-	for j, l := range gs.lens {
-		if k := gs.steps[j]; k >= 0 {
-			perStepGaps[k] = append(perStepGaps[k], l)
-			out.Steps[k].GapCount++
-			out.Steps[k].GapNS += l
+	// Sort the gaps by (step, length) in place so each step's gaps are a
+	// sorted run: per-step medians without a copy per step.
+	sort.Sort(byStepLen{gs})
+	for lo := 0; lo < len(gs.lens); {
+		hi := lo
+		for hi < len(gs.lens) && gs.steps[hi] == gs.steps[lo] {
+			hi++
 		}
+		if k := gs.steps[lo]; k >= 0 {
+			st := &out.Steps[k]
+			st.GapCount = hi - lo
+			for _, l := range gs.lens[lo:hi] {
+				st.GapNS += l
+			}
+			st.GapP50NS = nearestRank(gs.lens[lo:hi], 50)
+		}
+		lo = hi
 	}
 	for k := range out.Steps {
 		if gpuFirst[k] >= 0 {
 			out.Steps[k].GPUSpanNS = gpuLast[k] - gpuFirst[k]
 		}
-		slices.Sort(perStepGaps[k])
-		out.Steps[k].GapP50NS = nearestRank(perStepGaps[k], 50)
 	}
 	if n >= 3 && !a.opts.AllSteps {
 		out.Steps[0].Note = "first step: warm-up, excluded from typical figures"
@@ -588,6 +597,21 @@ func median(v []int64) int64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[(len(s)-1)/2]
+}
+
+// byStepLen sorts a gapSet's parallel slices by step, then length.
+type byStepLen struct{ g *gapSet }
+
+func (b byStepLen) Len() int { return len(b.g.lens) }
+func (b byStepLen) Less(i, j int) bool {
+	if b.g.steps[i] != b.g.steps[j] {
+		return b.g.steps[i] < b.g.steps[j]
+	}
+	return b.g.lens[i] < b.g.lens[j]
+}
+func (b byStepLen) Swap(i, j int) {
+	b.g.lens[i], b.g.lens[j] = b.g.lens[j], b.g.lens[i]
+	b.g.steps[i], b.g.steps[j] = b.g.steps[j], b.g.steps[i]
 }
 
 // idxHeap is a binary min-heap of op indices under less.

@@ -36,32 +36,36 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
 		}
 		return cmp.Compare(x.Start, y.Start)
 	})
-	type point struct {
-		track int32
-		x     int64
-		i     int32
-	}
-	var pts []point
-	var unlabelled int64
-	for i, o := range a.ops {
-		if a.excl[i] == 0 {
-			continue
+	// Points are op indices sorted by (track, attribution time): 4 bytes an
+	// op instead of a struct, since this runs over every op of the trace.
+	track := func(i int32) int32 {
+		if gpu {
+			return a.ops[i].Stream
 		}
+		return a.t.Launches[a.launch[i]].Thread
+	}
+	at := func(i int32) int64 {
+		if gpu {
+			return a.ops[i].Start
+		}
+		return a.t.Launches[a.launch[i]].Start
+	}
+	var pts []int32
+	var unlabelled int64
+	for i := range a.ops {
 		switch {
-		case gpu:
-			pts = append(pts, point{o.Stream, o.Start, int32(i)})
-		case a.launch[i] >= 0:
-			l := a.t.Launches[a.launch[i]]
-			pts = append(pts, point{l.Thread, l.Start, int32(i)})
+		case a.excl[i] == 0:
+		case gpu || a.launch[i] >= 0:
+			pts = append(pts, int32(i))
 		default:
 			unlabelled += a.excl[i]
 		}
 	}
-	slices.SortFunc(pts, func(x, y point) int {
-		if c := cmp.Compare(x.track, y.track); c != 0 {
+	slices.SortFunc(pts, func(x, y int32) int {
+		if c := cmp.Compare(track(x), track(y)); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.x, y.x)
+		return cmp.Compare(at(x), at(y))
 	})
 
 	type acc struct {
@@ -85,20 +89,21 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
 	stamp := make(map[int32]int32)
 	var active []Label
 	j := 0
-	track := int32(0)
-	for pi, p := range pts {
-		if pi == 0 || p.track != track {
-			track, active = p.track, active[:0]
-			for j < len(ls) && ls[j].Track < track {
+	cur := int32(0)
+	for pi, i := range pts {
+		tr, x := track(i), at(i)
+		if pi == 0 || tr != cur {
+			cur, active = tr, active[:0]
+			for j < len(ls) && ls[j].Track < cur {
 				j++
 			}
 		}
-		for j < len(ls) && ls[j].Track == track && ls[j].Start <= p.x {
+		for j < len(ls) && ls[j].Track == cur && ls[j].Start <= x {
 			active = append(active, ls[j])
 			j++
 		}
-		active = slices.DeleteFunc(active, func(l Label) bool { return l.End <= p.x })
-		ex := a.excl[p.i]
+		active = slices.DeleteFunc(active, func(l Label) bool { return l.End <= x })
+		ex := a.excl[i]
 		if len(active) == 0 {
 			unlabelled += ex
 			continue
@@ -109,16 +114,16 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
 				inner = l
 			}
 		}
-		x := get(inner.Name)
-		x.ex += ex
-		if a.isTypical(int(p.i)) {
-			x.typ += ex
+		in := get(inner.Name)
+		in.ex += ex
+		if a.isTypical(int(i)) {
+			in.typ += ex
 		}
 		for _, l := range active {
-			if s, ok := stamp[l.Name]; ok && s == p.i+1 {
+			if s, ok := stamp[l.Name]; ok && s == i+1 {
 				continue
 			}
-			stamp[l.Name] = p.i + 1
+			stamp[l.Name] = i + 1
 			get(l.Name).inc += ex
 		}
 	}

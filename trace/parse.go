@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -29,11 +30,15 @@ const (
 )
 
 // Op is one GPU operation: a kernel, memcpy or memset on one stream. It is
-// kept compact (40 bytes) because a trace holds hundreds of thousands.
+// kept to 32 bytes because a trace holds hundreds of thousands and they are
+// most of the memory the analysis needs.
 type Op struct {
-	Start  int64 // ns, on the trace's own time base
-	Dur    int64 // ns
-	Corr   int64 // correlation id joining it to its launch; 0 when absent
+	Start int64 // ns, on the trace's own time base
+	Dur   int64 // ns
+	// Corr is the correlation id joining the op to its launch; 0 when
+	// absent. CUPTI's correlation ids are 32-bit; a larger one is treated
+	// as absent and shows in the no_correlation flag.
+	Corr   uint32
 	Name   int32 // index into Trace.Names
 	Stream int32
 	Device int16
@@ -45,9 +50,9 @@ func (o Op) End() int64 { return o.Start + o.Dur }
 
 // Launch is the host-side runtime or driver call that enqueued a GPU op.
 type Launch struct {
-	Corr   int64
 	Start  int64 // ns
 	End    int64 // ns
+	Corr   uint32
 	Thread int32 // index into the thread table
 }
 
@@ -528,13 +533,13 @@ func (t *Trace) use(e *event) {
 			return
 		}
 		op := Op{Start: e.ts, Dur: e.dur, Name: t.intern(e.name), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
-		if e.corrOK {
-			op.Corr = e.corr
+		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 {
+			op.Corr = uint32(e.corr)
 		}
 		t.Ops = append(t.Ops, op)
 	case isRuntime:
-		if e.corrOK && e.corr != 0 && isLaunchName(e.name) {
-			t.Launches = append(t.Launches, Launch{Corr: e.corr, Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
+		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 && isLaunchName(e.name) {
+			t.Launches = append(t.Launches, Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
 		}
 	case isStep:
 		t.Steps = append(t.Steps, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
