@@ -1,3 +1,80 @@
 // Package trace accounts for where a training step's GPU time goes, from a
-// PyTorch profiler (Kineto) Chrome-trace JSON.
+// PyTorch profiler (Kineto) Chrome-trace JSON, so that the parts add up.
+//
+// It provides a streaming parser (Parse), the accounting (Trace.Report, or
+// Analyze for both), an Amdahl projection (WhatIf) and a two-run comparison
+// (Compare). It takes an io.Reader of JSON: opening files and gunzipping
+// them is the caller's job, and nothing here touches the file system, the
+// network or the clock. It refuses to guess: what it cannot account for is
+// reported as a reliability flag with the figures it affects.
+//
+// # The method
+//
+// The accounting follows a research note on GPU time in training loops
+// (digest in shared/seeds/002-digest.md):
+//
+//   - Busy time is the union of the GPU op intervals (kernels, memcpy,
+//     memset) of a device. Σdur exceeds it wherever ops overlap; the
+//     difference is reported as overlap.
+//   - Every breakdown is exclusive: each busy nanosecond belongs to exactly
+//     one op, so category, kernel, label and step tables each sum to the
+//     union in integer nanoseconds. Where ops overlap, compute ops keep the
+//     time over memcpy/memset, and those over communication (so the
+//     communication row is exposed communication); then the op that started
+//     first; then the lower stream.
+//   - Labels: an op's time goes to its innermost label. For
+//     gpu_user_annotation, the label on the op's stream containing the op's
+//     start; for user_annotation, the label on the launching host thread
+//     containing the launch. The remainder is an explicit "(unlabelled)" row.
+//     Inclusive times (an op counted under every label containing it) are
+//     kept beside: a label with inclusive but no exclusive time is an
+//     aggregate, labels with identical inclusive time are duplicates, Σ
+//     inclusive above busy is flagged as double counting, and labels with
+//     host time but no GPU time are listed (they launch nothing, or their
+//     work is attributed elsewhere).
+//   - Steps come from host-side ProfilerStep#N annotations. An op belongs to
+//     the step that launched it (joined by correlation id), not the step in
+//     which it ran. The first step (warm-up) and the last (cut by the
+//     profiler window) are left out of the typical figures, which are medians.
+//   - Idle gaps are the spaces between busy intervals. Each gap splits
+//     exactly into host late (before the launch call of the op that ends the
+//     gap began), launch (inside that call), queued (after the call
+//     returned) and unattributed (no launch to join). Statistics are
+//     nearest-rank percentiles, with p50 × n beside mean × n.
+//   - WhatIf bounds the wall-clock gain of speeding up a category by S as
+//     share × busy fraction × (1 − 1/S).
+//
+// # Categories
+//
+// Memcpy and memset events are memcpy_memset. Kernels are matched on the
+// lower-cased name (with "fbgemm" masked, a library name and not a GEMM);
+// the first rule with a matching substring wins:
+//
+//	communication   nccl allreduce all_reduce allgather all_gather reducescatter reduce_scatter
+//	                alltoall all_to_all sendrecv broadcast_kernel c10d rccl
+//	attention       flash fmha attention attn sdpa mha_fwd mha_bwd
+//	optimizer       adam sgd lamb adagrad rmsprop momentum multi_tensor_apply optimizer fused_optim
+//	gemm            gemm cublas cutlass xmma matmul wgmma hmma cudnn::detail::implicit conv
+//	                winograd cask_cudnn dgrad wgrad fprop bmm   (convolutions run as implicit GEMMs)
+//	reduction_norm  reduce norm softmax bn_fw bn_bw welford cross_entropy nll_loss argmax argmin
+//	                cumsum scan triton_red triton_per topk sort
+//	elementwise     elementwise pointwise triton_poi vectorized unrolled copy fill cat index gather
+//	                scatter where clamp relu gelu silu dropout add mul div cast transpose permute
+//	other           everything else
+//
+// The order matters: NCCL kernels contain "reduce", flash attention uses
+// cutlass, and fused optimizers are elementwise kernels by shape.
+//
+// # Input
+//
+// ts and dur are decimal microseconds (Chrome's format, whatever
+// displayTimeUnit says) and are converted to integer nanoseconds without
+// float64: epoch-µs timestamps need 17 significant digits. Only events with
+// ph "X" are used. Host ops, flows and metadata are skipped without being
+// stored, so memory grows with the number of GPU ops (about 56 bytes each
+// with their launches), not with the size of the JSON. A trace cut off
+// inside its events is analysed and flagged "truncated"; one cut off before
+// any complete event fails with ErrTruncated.
+//
+// The --json schema is documented in docs/trace-json.md.
 package trace
