@@ -74,7 +74,7 @@
 // stored, so memory grows with the number of GPU ops (about 56 bytes each
 // with their launches), not with the size of the JSON. A trace cut off
 // inside its events is analysed and flagged "truncated"; one cut off before
-// any complete event fails with ErrTruncated.
+// any GPU op fails with ErrTruncated.
 //
 // The --json schema is documented in docs/trace-json.md.
 package trace

@@ -11,7 +11,7 @@ import (
 )
 
 // ErrTruncated reports a trace that ends before its event list is complete
-// and before any GPU work could be read. A trace cut off later is still
+// and before any GPU op could be read. A trace cut off later is still
 // analysed; Report.Flags then carries the "truncated" flag instead.
 var ErrTruncated = errors.New("trace is truncated")
 
@@ -145,7 +145,7 @@ func (e *event) reset() {
 
 // Parse reads a Kineto Chrome-trace JSON stream (already decompressed). It
 // keeps only what Report needs. A trace cut off inside its event list is
-// returned with Truncated set; one cut off before any event is complete
+// returned with Truncated set; one cut off before any GPU op
 // returns an error wrapping ErrTruncated. Events with wrong field types or
 // out-of-range numbers are counted in Dropped and skipped.
 func Parse(r io.Reader) (*Trace, error) {
@@ -157,8 +157,10 @@ func Parse(r io.Reader) (*Trace, error) {
 		return t, nil
 	}
 	if errors.Is(err, errEOF) {
-		if t.Events == 0 {
-			return nil, fmt.Errorf("%w: input ends at byte %d before any complete event", ErrTruncated, s.offset())
+		if len(t.Ops) == 0 {
+			// Kineto writes host events before GPU ones: a trace cut early
+			// can hold thousands of events and still nothing to account.
+			return nil, fmt.Errorf("%w: input ends at byte %d before any GPU op (%d events read)", ErrTruncated, s.offset(), t.Events)
 		}
 		t.Truncated = true
 		t.TruncatedAt = s.offset()
