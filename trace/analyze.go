@@ -202,10 +202,12 @@ func (a *deviceAnalysis) run() (Device, []Flag) {
 	if d.SpanNS > 0 {
 		d.BusyFraction = float64(d.BusyNS) / float64(d.SpanNS)
 	}
-	d.Categories, d.Kernels = a.breakdowns(d.BusyNS)
-	d.Labels = []LabelTable{a.labels(true, d.BusyNS), a.labels(false, d.BusyNS)}
 	d.Steps = a.stepFigures(gaps)
 	d.Gaps = gaps.summary()
+	// Gaps are done before labels so that the per-gap buffers are dead
+	// (gaps is not used below) when labels allocate their per-op ones.
+	d.Categories, d.Kernels = a.breakdowns(d.BusyNS)
+	d.Labels = []LabelTable{a.labels(true, d.BusyNS), a.labels(false, d.BusyNS)}
 
 	if neg > 0 {
 		a.flag("negative_duration", neg, fmt.Sprintf("%d ops have dur < 0", neg),
