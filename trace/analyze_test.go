@@ -441,3 +441,26 @@ func TestTruncatedRealTrace(t *testing.T) {
 	}
 	checkInvariants(t, r.Devices[0])
 }
+
+func TestStepFlags(t *testing.T) {
+	step := func(n int, ts string) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": 10}`, n, ts)
+	}
+	in := traceJSON(
+		step(1, "0"), step(2, "10"), step(5, "20"), step(6, "30"),
+		launch("-5", "1", 1), kernel("early", 7, "1", "2", 1),
+		launch("12", "1", 2), kernel("k", 7, "13", "2", 2),
+	)
+	r := analyzeString(t, in, Options{})
+	var got []string
+	for _, f := range r.Flags {
+		got = append(got, fmt.Sprintf("%s:%d", f.Code, f.Count))
+	}
+	// Steps 3 and 4 are missing; one op was launched before step 1 began.
+	if diff := cmp.Diff([]string{"step_missing:2", "work_before_first_step:1"}, got); diff != "" {
+		t.Errorf("flags (-want +got):\n%s", diff)
+	}
+	if u := r.Devices[0].Steps.UntaggedBusyNS; u != 2000 {
+		t.Errorf("untagged busy = %d, want 2000 (the early op)", u)
+	}
+}
