@@ -51,7 +51,18 @@ func (t *Trace) Report(opts Options) *Report {
 		if c := cmp.Compare(a.Stream, b.Stream); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.End(), b.End())
+		if c := cmp.Compare(a.End(), b.End()); c != 0 {
+			return c
+		}
+		// Full tie-breaks make the exclusive attribution independent of the
+		// order events happen to have in the file.
+		if c := cmp.Compare(t.Names[a.Name], t.Names[b.Name]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Corr, b.Corr)
 	})
 	steps := t.sortedSteps()
 	cats := make([]Category, len(t.Names))
@@ -108,8 +119,14 @@ func (t *Trace) traceFlags() []Flag {
 // sortedSteps are the host-side ProfilerStep annotations in time order.
 func (t *Trace) sortedSteps() []Label {
 	st := slices.Clone(t.Steps)
-	slices.SortFunc(st, func(a, b Label) int { return cmp.Compare(a.Start, b.Start) })
-	return st
+	slices.SortFunc(st, func(a, b Label) int {
+		if c := cmp.Compare(a.Start, b.Start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.End, b.End)
+	})
+	// A step recorded twice (as a cpu_op and a user_annotation, say) is one step.
+	return slices.CompactFunc(st, func(a, b Label) bool { return a.Start == b.Start && a.End == b.End && a.Name == b.Name })
 }
 
 // deviceAnalysis holds the working state for one device.

@@ -181,7 +181,7 @@ func TestReportReliabilityFlags(t *testing.T) {
 func TestReportMatchesBruteForce(t *testing.T) {
 	names := []string{"sm80_gemm", "vectorized_elementwise", "ncclKernel_AllReduce", "Memcpy DtoD", "flash_fwd"}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for iter := range 300 {
+	for iter := range 1000 {
 		n := 1 + rng.IntN(12)
 		type op struct {
 			start, end, stream int
@@ -202,6 +202,11 @@ func TestReportMatchesBruteForce(t *testing.T) {
 			t.Fatalf("iter %d: %d devices", iter, len(r.Devices))
 		}
 		d := r.Devices[0]
+		// The same events in another order give the same report.
+		rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+		if diff := cmp.Diff(r, analyzeString(t, traceJSON(events...), Options{})); diff != "" {
+			t.Fatalf("iter %d: report depends on event order (-sorted +shuffled):\n%s", iter, diff)
+		}
 
 		// The grid.
 		slices.SortStableFunc(ops, func(a, b op) int {
@@ -211,7 +216,10 @@ func TestReportMatchesBruteForce(t *testing.T) {
 			if a.stream != b.stream {
 				return a.stream - b.stream
 			}
-			return a.end - b.end
+			if a.end != b.end {
+				return a.end - b.end
+			}
+			return strings.Compare(a.name, b.name)
 		})
 		wantCat := map[string]int64{}
 		var busy, sumDur int64
@@ -447,7 +455,7 @@ func TestStepFlags(t *testing.T) {
 		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": 10}`, n, ts)
 	}
 	in := traceJSON(
-		step(1, "0"), step(2, "10"), step(5, "20"), step(6, "30"),
+		step(1, "0"), step(2, "10"), step(5, "20"), step(6, "30"), step(6, "30"), // #6 twice: one step
 		launch("-5", "1", 1), kernel("early", 7, "1", "2", 1),
 		launch("12", "1", 2), kernel("k", 7, "13", "2", 2),
 	)
@@ -459,6 +467,9 @@ func TestStepFlags(t *testing.T) {
 	// Steps 3 and 4 are missing; one op was launched before step 1 began.
 	if diff := cmp.Diff([]string{"step_missing:2", "work_before_first_step:1"}, got); diff != "" {
 		t.Errorf("flags (-want +got):\n%s", diff)
+	}
+	if n := len(r.Devices[0].Steps.Steps); n != 4 {
+		t.Errorf("steps = %d, want 4", n)
 	}
 	if u := r.Devices[0].Steps.UntaggedBusyNS; u != 2000 {
 		t.Errorf("untagged busy = %d, want 2000 (the early op)", u)
