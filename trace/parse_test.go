@@ -243,3 +243,18 @@ func TestParseSurrogates(t *testing.T) {
 		t.Errorf("name = %q, want %q", got, want)
 	}
 }
+
+func TestParseLongStringIsCapped(t *testing.T) {
+	long := strings.Repeat("k", 3*maxStringLen+17)
+	in := traceJSON(kernel(long, 7, "1", "1", 1), kernel("short", 7, "3", "1", 2))
+	tr, err := Parse(iotest.HalfReader(strings.NewReader(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Names[tr.Ops[0].Name]; got != long[:maxStringLen] {
+		t.Errorf("kept %d bytes of the long name, want %d", len(got), maxStringLen)
+	}
+	if got := tr.Names[tr.Ops[1].Name]; got != "short" {
+		t.Errorf("next name = %q, want short", got)
+	}
+}

@@ -148,12 +148,23 @@ func (s *scanner) first(closing byte) (bool, error) {
 	return true, nil
 }
 
-// readString consumes a JSON string and appends its decoded contents to dst.
+// maxStringLen caps how much of one string is kept. C++ kernel names run to
+// a few kilobytes; the cap keeps a hostile multi-megabyte "name" from
+// costing memory. The rest of the string is read and dropped.
+const maxStringLen = 64 << 10
+
+// readString consumes a JSON string and appends its decoded contents to dst,
+// keeping at most maxStringLen bytes of it.
 func (s *scanner) readString(dst []byte) ([]byte, error) {
 	if err := s.expect('"'); err != nil {
 		return dst, err
 	}
+	limit := len(dst) + maxStringLen
 	for {
+		if len(dst) > limit {
+			// Each pass appends at most one buffer, so dst stays bounded.
+			dst = dst[:limit]
+		}
 		if !s.fill() {
 			return dst, s.eofErr()
 		}
@@ -170,7 +181,7 @@ func (s *scanner) readString(dst []byte) ([]byte, error) {
 			if q >= 0 {
 				dst = append(dst, seg[:q]...)
 				s.pos += q + 1
-				return dst, nil
+				return dst[:min(len(dst), limit)], nil
 			}
 			dst = append(dst, seg...)
 			s.pos = s.end
