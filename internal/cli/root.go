@@ -43,6 +43,8 @@ type Root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
+	Estimate EstimateCmd `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
+	Models   ModelsCmd   `cmd:"" help:"List the embedded model catalog."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.
