@@ -322,3 +322,18 @@ func TestLevenshtein(t *testing.T) {
 		}
 	}
 }
+
+// TestSourcesDocumentEveryEntry checks that models/SOURCES.md has a row for
+// every entry, so no file enters the catalog without its provenance written
+// down.
+func TestSourcesDocumentEveryEntry(t *testing.T) {
+	doc, err := os.ReadFile("models/SOURCES.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range All() {
+		if !bytes.Contains(doc, []byte("| `"+e.ID+"` |")) {
+			t.Errorf("models/SOURCES.md has no row for %s", e.ID)
+		}
+	}
+}
