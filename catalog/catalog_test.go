@@ -136,6 +136,12 @@ func TestEntries(t *testing.T) {
 		if e.StatedParamsExact && e.StatedParams == 0 {
 			t.Errorf("%s: StatedParamsExact without a count", e.ID)
 		}
+		// A rounded count must say how rounded, or a 0.5 % check cannot
+		// tell a rounding gap from a wrong shape.
+		if rounded := e.StatedParams != 0 && !e.StatedParamsExact; rounded != (e.StatedParamsDigits > 0) {
+			t.Errorf("%s: stated %d, exact %v, digits %d: a rounded count needs its digits, an exact one none",
+				e.ID, e.StatedParams, e.StatedParamsExact, e.StatedParamsDigits)
+		}
 		if !strings.Contains(e.ID, "/") {
 			t.Errorf("%s: id has no org", e.ID)
 		}
