@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -342,4 +343,45 @@ func TestSourcesDocumentEveryEntry(t *testing.T) {
 			t.Errorf("models/SOURCES.md has no row for %s", e.ID)
 		}
 	}
+}
+
+// FuzzLookup feeds Lookup arbitrary names, as users type them: it must never
+// panic, and must either find an entry the name (normalised) names, or say
+// ErrNotFound.
+func FuzzLookup(f *testing.F) {
+	for _, s := range []string{"Qwen/Qwen2.5-7B", "gpt2@main/", "", "@", "/", "qwen/QWEN3-8B-base", "Qwen2.5-72", "ünïcödé/模型"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		e, err := Lookup(name)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Lookup(%q) error %v does not wrap ErrNotFound", name, err)
+			}
+			return
+		}
+		n := strings.ToLower(Normalize(name))
+		if strings.ToLower(e.ID) != n && !slices.ContainsFunc(e.Aliases, func(a string) bool { return strings.ToLower(a) == n }) {
+			t.Fatalf("Lookup(%q) = %s, which neither it nor an alias names", name, e.ID)
+		}
+	})
+}
+
+// BenchmarkLookup measures a hit and a miss (the miss ranks every name for
+// suggestions, so it is the slow path).
+func BenchmarkLookup(b *testing.B) {
+	b.Run("hit", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Lookup("qwen/qwen2.5-7b-instruct@main"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("miss", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Lookup("Qwen/Qwen2.5-8B"); err == nil {
+				b.Fatal("found a model that is not in the catalog")
+			}
+		}
+	})
 }
