@@ -42,6 +42,10 @@ type Entry struct {
 	// StatedParamsExact is true when StatedParams is exact (derived from a
 	// byte count), false when the source rounds it (e.g. "0.49B").
 	StatedParamsExact bool
+	// StatedParamsDigits is the number of significant digits a rounded
+	// StatedParams keeps ("0.49B" keeps 2, "7.61B" keeps 3), so a check can
+	// widen its tolerance by the rounding; 0 when exact or absent.
+	StatedParamsDigits int
 	// StatedParamsSource names where StatedParams comes from, and its
 	// rounding when not exact.
 	StatedParamsSource string
@@ -57,6 +61,7 @@ type indexEntry struct {
 	Source             string   `json:"source"`
 	StatedParams       int64    `json:"stated_params,omitempty"`
 	StatedParamsExact  bool     `json:"stated_params_exact,omitempty"`
+	StatedParamsDigits int      `json:"stated_params_digits,omitempty"`
 	StatedParamsSource string   `json:"stated_params_source,omitempty"`
 }
 
@@ -93,6 +98,7 @@ func parse(fsys embed.FS) (*catalog, error) {
 			Source:             r.Source,
 			StatedParams:       r.StatedParams,
 			StatedParamsExact:  r.StatedParamsExact,
+			StatedParamsDigits: r.StatedParamsDigits,
 			StatedParamsSource: r.StatedParamsSource,
 		})
 	}

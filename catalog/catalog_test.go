@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,6 +136,12 @@ func TestEntries(t *testing.T) {
 		}
 		if e.StatedParamsExact && e.StatedParams == 0 {
 			t.Errorf("%s: StatedParamsExact without a count", e.ID)
+		}
+		// A rounded count must say how rounded, or a 0.5 % check cannot
+		// tell a rounding gap from a wrong shape.
+		if rounded := e.StatedParams != 0 && !e.StatedParamsExact; rounded != (e.StatedParamsDigits > 0) {
+			t.Errorf("%s: stated %d, exact %v, digits %d: a rounded count needs its digits, an exact one none",
+				e.ID, e.StatedParams, e.StatedParamsExact, e.StatedParamsDigits)
 		}
 		if !strings.Contains(e.ID, "/") {
 			t.Errorf("%s: id has no org", e.ID)
@@ -321,4 +328,60 @@ func TestLevenshtein(t *testing.T) {
 			t.Errorf("levenshtein(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
+}
+
+// TestSourcesDocumentEveryEntry checks that models/SOURCES.md has a row for
+// every entry, so no file enters the catalog without its provenance written
+// down.
+func TestSourcesDocumentEveryEntry(t *testing.T) {
+	doc, err := os.ReadFile("models/SOURCES.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range All() {
+		if !bytes.Contains(doc, []byte("| `"+e.ID+"` |")) {
+			t.Errorf("models/SOURCES.md has no row for %s", e.ID)
+		}
+	}
+}
+
+// FuzzLookup feeds Lookup arbitrary names, as users type them: it must never
+// panic, and must either find an entry the name (normalised) names, or say
+// ErrNotFound.
+func FuzzLookup(f *testing.F) {
+	for _, s := range []string{"Qwen/Qwen2.5-7B", "gpt2@main/", "", "@", "/", "qwen/QWEN3-8B-base", "Qwen2.5-72", "ünïcödé/模型"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		e, err := Lookup(name)
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Lookup(%q) error %v does not wrap ErrNotFound", name, err)
+			}
+			return
+		}
+		n := strings.ToLower(Normalize(name))
+		if strings.ToLower(e.ID) != n && !slices.ContainsFunc(e.Aliases, func(a string) bool { return strings.ToLower(a) == n }) {
+			t.Fatalf("Lookup(%q) = %s, which neither it nor an alias names", name, e.ID)
+		}
+	})
+}
+
+// BenchmarkLookup measures a hit and a miss (the miss ranks every name for
+// suggestions, so it is the slow path).
+func BenchmarkLookup(b *testing.B) {
+	b.Run("hit", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Lookup("qwen/qwen2.5-7b-instruct@main"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("miss", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Lookup("Qwen/Qwen2.5-8B"); err == nil {
+				b.Fatal("found a model that is not in the catalog")
+			}
+		}
+	})
 }
