@@ -51,6 +51,9 @@ type Request struct {
 	LoRATargets []string // scope keywords or module names; nil: attention scope
 	// ExtraTrainable lists fully trained modules besides adapters ("lm_head", "embed_tokens").
 	ExtraTrainable []string
+	// ExtraLoRAOnHead puts an adapter on the output layer too (lm_head in the
+	// target list): rank × (hidden + vocab) more trainable parameters.
+	ExtraLoRAOnHead bool
 
 	SeqLen, Batch int64
 

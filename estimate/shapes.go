@@ -20,6 +20,9 @@ func adapterParams(r Request) int64 {
 	for _, l := range lins {
 		n += r.LoRARank * (l.In + l.Out) * l.Copies
 	}
+	if r.ExtraLoRAOnHead {
+		n += r.LoRARank * (r.Model.Hidden + r.Model.Vocab)
+	}
 	return n
 }
 
