@@ -3,3 +3,5 @@ module github.com/canifinetune/canifinetune
 go 1.26
 
 require github.com/alecthomas/kong v1.17.0
+
+require github.com/google/go-cmp v0.7.0 // indirect
