@@ -4,4 +4,4 @@ go 1.26
 
 require github.com/alecthomas/kong v1.17.0
 
-require github.com/google/go-cmp v0.7.0 // indirect
+require github.com/google/go-cmp v0.7.0
