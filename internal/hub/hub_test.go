@@ -641,3 +641,27 @@ func TestRevisionInURL(t *testing.T) {
 		t.Errorf("fileURL = %q, want %q", got, want)
 	}
 }
+
+// TestSingleFileReadOnce: the header read that finds model.safetensors is
+// the one counted, not read again, even with no cache.
+func TestSingleFileReadOnce(t *testing.T) {
+	f := newFakeHub(t)
+	f.repos["org/one"] = &fakeRepo{commit: commitA, files: map[string][]byte{
+		"config.json":       testConfig,
+		"model.safetensors": makeShard(tensorSpec{"w", "BF16", []uint64{8, 8}, 2}),
+	}}
+	c, _ := f.client("")
+	m, err := c.Model(context.Background(), "org/one", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cdn int
+	for _, r := range f.seen() {
+		if r.host == mustHost(t, f.cdn.URL) {
+			cdn++
+		}
+	}
+	if cdn != 1 || m.Tensors.Parameters != 64 {
+		t.Errorf("%d CDN requests, %d parameters; want 1, 64", cdn, m.Tensors.Parameters)
+	}
+}

@@ -119,13 +119,20 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 	// From here on, ask for the commit, so every file comes from one snapshot
 	// even if the branch moves meanwhile.
 	ref := firstNonEmpty(m.Commit, revision)
-	shards, err := c.shardList(ctx, m, cc, ref)
+	shards, single, err := c.shardList(ctx, m, cc, ref)
 	if err != nil {
 		return nil, err
+	}
+	if single != nil {
+		m.finish(shards, []safetensors.Header{*single})
+		return m, nil
 	}
 	if len(shards) == 0 {
 		return m, nil
 	}
+	// The first failure stops the other reads: the answer needs every shard.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	headers := make([]safetensors.Header, len(shards))
 	errs := make([]error, len(shards))
 	cacheErrs := make([]error, len(shards))
@@ -142,6 +149,10 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			headers[i], cacheErrs[i], errs[i] = c.shardHeader(ctx, m, cc, ref, shard)
+			if errs[i] != nil {
+				stop()
+				return
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			done++
@@ -151,6 +162,12 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 		}()
 	}
 	wg.Wait()
+	// Report the first real failure, not the cancellations it caused.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -162,9 +179,10 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 }
 
 // shardList finds the safetensors files: the index's weight_map, else the
-// single model.safetensors, else none (a warning, not an error: the estimate
-// can still use config.json).
-func (c *Client) shardList(ctx context.Context, m *Model, cc cache, ref string) ([]string, error) {
+// single model.safetensors (whose header, read to learn whether it exists,
+// comes back as single), else none (a warning, not an error: the estimate can
+// still use config.json).
+func (c *Client) shardList(ctx context.Context, m *Model, cc cache, ref string) (shards []string, single *safetensors.Header, err error) {
 	idx, ok := cc.read(m.ID, m.Commit, indexFile)
 	if !ok && !cc.absent(m.ID, m.Commit, indexFile) {
 		f, err := c.get(ctx, m.ID, ref, indexFile, nil)
@@ -176,31 +194,36 @@ func (c *Client) shardList(ctx context.Context, m *Model, cc cache, ref string) 
 		case isEntryNotFound(err):
 			m.warnErr(cc.writeAbsent(m.ID, m.Commit, indexFile))
 		default:
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if ok {
-		return m.useIndex(idx)
+		shards, err := m.useIndex(idx)
+		return shards, nil, err
 	}
+	noWeights := "no safetensors weights in the repo (" + indexFile + " or " + singleFile + "): counts come from config.json"
 	if cc.absent(m.ID, m.Commit, singleFile) {
-		m.warn("no safetensors weights in the repo: counts come from config.json")
-		return nil, nil
+		m.warn(noWeights)
+		return nil, nil, nil
 	}
-	// No index: the single file's header read answers whether it exists.
-	if _, _, cached, err := cc.readHeader(m.ID, m.Commit, singleFile); err != nil || cached {
-		return []string{singleFile}, err
-	}
-	_, cacheErr, err := c.fetchHeader(ctx, m, cc, ref, singleFile)
-	m.warnErr(cacheErr)
+	h, _, cached, err := cc.readHeader(m.ID, m.Commit, singleFile)
 	if err != nil {
+		return nil, nil, err
+	}
+	if !cached {
+		var cacheErr error
+		h, cacheErr, err = c.fetchHeader(ctx, m, cc, ref, singleFile)
+		m.warnErr(cacheErr)
 		if isEntryNotFound(err) {
 			m.warnErr(cc.writeAbsent(m.ID, m.Commit, singleFile))
-			m.warn("no safetensors weights in the repo: counts come from config.json")
-			return nil, nil
+			m.warn(noWeights)
+			return nil, nil, nil
 		}
-		return nil, err
+		if err != nil {
+			return nil, nil, err
+		}
 	}
-	return []string{singleFile}, nil
+	return []string{singleFile}, &h, nil
 }
 
 // isEntryNotFound tells a missing file (try the next candidate) from a
@@ -284,7 +307,7 @@ func (c *Client) fillFromCache(m *Model, cc cache, commit string) error {
 	} else if ok {
 		shards = []string{singleFile}
 	} else if cc.absent(m.ID, commit, indexFile) && cc.absent(m.ID, commit, singleFile) {
-		m.warn("no safetensors weights in the repo: counts come from config.json")
+		m.warn("no safetensors weights in the repo (" + indexFile + " or " + singleFile + "): counts come from config.json")
 		return nil
 	} else {
 		m.warn("safetensors headers are not in the cache: counts come from config.json; run once online for exact counts")
