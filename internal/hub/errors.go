@@ -147,7 +147,7 @@ func (c *Client) classify(resp *http.Response, body []byte, repo, rev, file stri
 		if e.RetryAfter > 0 {
 			e.Hint = fmt.Sprintf("the Hub asks to wait %s; requests with an HF_TOKEN get a higher limit", e.RetryAfter)
 		}
-	case resp.StatusCode >= 500:
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout:
 		e.Kind = ErrUnavailable
 		e.Hint = "the Hub is failing; retry later, or use --offline with a cached model"
 	default:

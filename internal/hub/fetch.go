@@ -155,6 +155,12 @@ func (c *Client) getOnce(ctx context.Context, repo, rev, file string, rng *byteR
 			err := readBody(resp, rng, f)
 			resp.Body.Close()
 			if err != nil {
+				// A body cut short is worth another try; one that is too
+				// large or mislabelled will be the same next time.
+				var bad badBody
+				if errors.As(err, &bad) {
+					return nil, &Error{Kind: ErrMalformed, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: errors.New(c.redact(err.Error()))}, false
+				}
 				return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: errors.New(c.redact(err.Error()))}, true
 			}
 			return f, nil, false
@@ -185,7 +191,7 @@ func readBody(resp *http.Response, rng *byteRange, f *fetched) error {
 			return fmt.Errorf("read body: %w", err)
 		}
 		if len(b) > maxJSONFile {
-			return fmt.Errorf("file larger than %d bytes", maxJSONFile)
+			return badBody(fmt.Sprintf("file larger than %d bytes", maxJSONFile))
 		}
 		f.body = b
 		return nil
@@ -207,7 +213,7 @@ func readBody(resp *http.Response, rng *byteRange, f *fetched) error {
 			return err
 		}
 		if first != rng.first {
-			return fmt.Errorf("asked for bytes from %d, got a range from %d", rng.first, first)
+			return badBody(fmt.Sprintf("asked for bytes from %d, got a range from %d", rng.first, first))
 		}
 		f.size = total
 	}
@@ -219,21 +225,27 @@ func readBody(resp *http.Response, rng *byteRange, f *fetched) error {
 	return nil
 }
 
+// badBody is a response body that no retry will fix.
+type badBody string
+
+func (b badBody) Error() string { return string(b) }
+
 // parseContentRange reads "bytes first-last/total"; total is -1 for "*".
 func parseContentRange(s string) (first, total int64, err error) {
 	spec, ok := strings.CutPrefix(s, "bytes ")
 	r, tot, ok2 := strings.Cut(spec, "/")
 	a, _, ok3 := strings.Cut(r, "-")
+	bad := badBody(fmt.Sprintf("bad Content-Range %q", s))
 	if !ok || !ok2 || !ok3 {
-		return 0, 0, fmt.Errorf("bad Content-Range %q", s)
+		return 0, 0, bad
 	}
 	if first, err = strconv.ParseInt(a, 10, 64); err != nil || first < 0 {
-		return 0, 0, fmt.Errorf("bad Content-Range %q", s)
+		return 0, 0, bad
 	}
 	total = -1
 	if tot != "*" {
 		if total, err = strconv.ParseInt(tot, 10, 64); err != nil || total < 0 {
-			return 0, 0, fmt.Errorf("bad Content-Range %q", s)
+			return 0, 0, bad
 		}
 	}
 	return first, total, nil
