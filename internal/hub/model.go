@@ -237,7 +237,7 @@ func isEntryNotFound(err error) bool {
 }
 
 // shardHeader returns a shard's header from the cache, or fetches it.
-func (c *Client) shardHeader(ctx context.Context, m *Model, cc cache, ref, shard string) (safetensors.Header, error, error) {
+func (c *Client) shardHeader(ctx context.Context, m *Model, cc cache, ref, shard string) (h safetensors.Header, cacheErr, err error) {
 	h, _, ok, err := cc.readHeader(m.ID, m.Commit, shard)
 	if err != nil || ok {
 		return h, nil, err
