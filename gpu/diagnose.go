@@ -60,11 +60,19 @@ var displayProcesses = []string{
 // isDisplayProcess matches by program base name, case-insensitively, with
 // Windows' ".exe" and Chrome's helper suffixes ("chrome --type=gpu-process").
 func isDisplayProcess(name string) bool {
-	base := strings.ToLower(filepath.Base(strings.Fields(name + " x")[0]))
-	if slices.Contains(displayProcesses, base) {
-		return true
+	name = strings.TrimSpace(strings.ReplaceAll(name, `\`, "/"))
+	if name == "" {
+		return false
 	}
-	return slices.Contains(displayProcesses, strings.TrimSuffix(base, ".exe"))
+	// The whole name first (a Windows path may hold spaces), then the
+	// program before its arguments.
+	for _, cand := range []string{name, strings.Fields(name)[0]} {
+		base := strings.ToLower(filepath.Base(cand))
+		if slices.Contains(displayProcesses, base) || slices.Contains(displayProcesses, strings.TrimSuffix(base, ".exe")) {
+			return true
+		}
+	}
+	return false
 }
 
 // nearlyFullFraction: a GPU whose free memory is below this share of its

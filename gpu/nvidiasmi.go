@@ -203,7 +203,7 @@ var (
 	// A process row of the banner's table:
 	// "|    0   N/A  N/A      1234      G   /usr/lib/xorg/Xorg     412MiB |"
 	// (older drivers omit the GI/CI columns).
-	procRowRE = regexp.MustCompile(`^\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(.+?)\s+(\d+MiB|N/A)\s*\|$`)
+	procRowRE = regexp.MustCompile(`^\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(\S.*?)\s+(\d+MiB|N/A)\s*\|$`)
 )
 
 // Banner is what the plain `nvidia-smi` output adds to the queries: the CUDA

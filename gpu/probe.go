@@ -128,7 +128,7 @@ func probeNVIDIA(ctx context.Context, run Runner, path string) (Inventory, error
 	out, err := run.Run(ctx, path, "--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
 	if err != nil && !errors.Is(err, ErrProbeTimeout) && strings.Contains(err.Error(), "not a valid field") {
 		// Drivers before 510 know neither compute_cap nor, on some, MIG.
-		inv.Warnings = append(inv.Warnings, "this driver does not report compute capability or MIG mode; they are taken from the GPU table")
+		inv.Warnings = append(inv.Warnings, "this driver reports neither compute capability nor MIG mode: compute capability comes from the GPU table, MIG is taken as off")
 		fields = LegacyGPUQueryFields
 		out, err = run.Run(ctx, path, "--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
 	}
