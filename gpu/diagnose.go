@@ -103,7 +103,7 @@ func Diagnose(inv Inventory, stack *Stack) []Finding {
 		var held int64
 		for _, p := range inv.Processes {
 			if p.GPUIndex == idx && isDisplayProcess(p.Name) {
-				shown = append(shown, fmt.Sprintf("%s (%s)", filepath.Base(p.Name), mibString(p.UsedMiB)))
+				shown = append(shown, fmt.Sprintf("%s (%s)", filepath.Base(p.Name), mibShort(p.UsedMiB)))
 				if p.UsedMiB > 0 {
 					held += p.UsedMiB
 				}
@@ -117,7 +117,7 @@ func Diagnose(inv Inventory, stack *Stack) []Finding {
 		if d.TotalMiB > 0 && d.FreeMiB >= 0 && float64(d.FreeMiB) < nearlyFullFraction*float64(d.TotalMiB) {
 			add(Finding{Code: CodeNearlyFull, Severity: SeverityWarning, GPU: gpu,
 				Message: fmt.Sprintf("GPU %d (%s) is nearly full: %s free of %s.", idx, d.Name, mibString(d.FreeMiB), mibString(d.TotalMiB)),
-				Hint:    "find what holds it in the process list above; with several GPUs, --gpu auto leaves this one out"})
+				Hint:    "find what holds it in the process list above; on a multi-GPU host, GPU selection takes the GPUs with the most free memory first"})
 		}
 		if d.Card == nil {
 			add(Finding{Code: CodeNotInTable, Severity: SeverityInfo, GPU: gpu,
@@ -224,6 +224,13 @@ func mibString(m int64) string {
 		return "an unknown amount"
 	}
 	return fmt.Sprintf("%d MiB (%.2f GiB)", m, gib(m))
+}
+
+func mibShort(m int64) string {
+	if m < 0 {
+		return "unknown memory"
+	}
+	return fmt.Sprintf("%d MiB", m)
 }
 
 func gib(m int64) float64 {

@@ -85,3 +85,29 @@ func matchCards(devs []Device) {
 		}
 	}
 }
+
+// Device returns the device with the given index.
+func (inv Inventory) Device(index int) (Device, bool) {
+	for _, d := range inv.GPUs {
+		if d.Index == index {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+// MostFree returns the device with the most free memory (ties: lowest
+// index), skipping MIG-enabled devices and those whose free memory is
+// unknown: the card a single-GPU `--gpu auto` plan lands on.
+func (inv Inventory) MostFree() (Device, bool) {
+	best, found := Device{}, false
+	for _, d := range inv.GPUs {
+		if ineligible(d) != "" {
+			continue
+		}
+		if !found || d.FreeMiB > best.FreeMiB {
+			best, found = d, true
+		}
+	}
+	return best, found
+}

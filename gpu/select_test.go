@@ -130,3 +130,19 @@ func TestSelectExplicit(t *testing.T) {
 		t.Errorf("MIG GPU accepted: %v", err)
 	}
 }
+
+func TestInventoryHelpers(t *testing.T) {
+	inv := Inventory{GPUs: []Device{dev(0, 100), {Index: 1, FreeMiB: 90000, MIG: true}, dev(2, 5000), dev(3, 5000), {Index: 4, FreeMiB: Unknown}}}
+	if d, ok := inv.MostFree(); !ok || d.Index != 2 {
+		t.Errorf("MostFree = %d, %v; want GPU 2 (MIG GPU 1 skipped, tie 2/3 to the lower index)", d.Index, ok)
+	}
+	if _, ok := (Inventory{}).MostFree(); ok {
+		t.Error("MostFree of no GPUs found one")
+	}
+	if d, ok := inv.Device(3); !ok || d.FreeMiB != 5000 {
+		t.Errorf("Device(3) = %+v, %v", d, ok)
+	}
+	if _, ok := inv.Device(9); ok {
+		t.Error("Device(9) found")
+	}
+}
