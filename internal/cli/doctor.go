@@ -122,7 +122,7 @@ func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober gpu.Prober, s
 	findings := gpu.Diagnose(inv, &stack)
 
 	if c.JSON {
-		if err := writeJSON(env, doctorReport(inv, &stack, findings)); err != nil {
+		if err := writeJSON(env.Stdout, doctorReport(inv, &stack, findings)); err != nil {
 			return err
 		}
 	} else if err := printDoctor(env.Stdout, inv, perr, &stack, findings); err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -77,7 +76,7 @@ func (c *GPUsCmd) Run(env *Env) error {
 		for _, card := range cards {
 			out.GPUs = append(out.GPUs, toCardJSON(card))
 		}
-		return writeJSON(env, out)
+		return writeJSON(env.Stdout, out)
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMiB\tGiB\tARCH\tVENDOR\tBF16\tMEMORY\tALSO")
@@ -102,11 +101,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// writeJSON prints v indented, followed by a newline.
-func writeJSON(env *Env, v any) error {
-	enc := json.NewEncoder(env.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
