@@ -126,9 +126,13 @@ func SelectGPUs(requiredBytes int64, devices []Device) (Selection, error) {
 		sel.add(eligible[n])
 		n++
 	}
+	chosen := "GPU " + joinInts(sel.Indices())
+	if len(sel.GPUs) > 1 {
+		chosen = "GPUs " + joinInts(sel.Indices())
+	}
 	for _, d := range eligible[n:] {
 		sel.LeftOut = append(sel.LeftOut, LeftOutGPU{Index: d.Index, Name: d.Name, FreeBytes: d.FreeBytes(),
-			Reason: fmt.Sprintf("not needed: GPU %s with more free memory already hold the %s required", joinInts(sel.Indices()), gibString(requiredBytes))})
+			Reason: fmt.Sprintf("not needed: %s, with more free memory, already cover the %s required", chosen, gibString(requiredBytes))})
 	}
 	sel.finish()
 	sortLeftOut(sel.LeftOut)

@@ -72,13 +72,34 @@ func toolPath(env *Env) string {
 	return env.Getenv("PATH")
 }
 
+// Help is the long help of `canifinetune doctor --help`.
+func (c *DoctorCmd) Help() string {
+	return `Reads the GPUs with nvidia-smi (rocm-smi on AMD): index, name, UUID, total /
+used / free MiB, driver and CUDA version, compute capability, MIG mode, and the
+processes holding memory, display compositors and browsers included. Probes
+the Python training stack (torch and its CUDA, transformers, peft,
+bitsandbytes, accelerate, trl, flash-attn, liger-kernel) and lists what will go
+wrong. Pass the free memory it shows to estimate as --available-vram-gb.
+
+Tools are looked up in $CANIFINETUNE_TOOL_PATH when set, else in $PATH.
+
+Exit codes: 0 GPUs found, 5 no GPU on this machine, 1 nvidia-smi failed or hung.`
+}
+
+// DetectGPUs runs the real GPU probe the way doctor does: tools from
+// CANIFINETUNE_TOOL_PATH or PATH, the whole probe bounded by timeout (0:
+// gpu.DefaultProbeTimeout). It is what `estimate --gpu auto` calls; the error
+// wraps gpu.ErrNoGPU, gpu.ErrProbeTimeout or gpu.ErrProbeFailed.
+func DetectGPUs(ctx context.Context, env *Env, timeout time.Duration) (gpu.Inventory, error) {
+	return gpu.SMIProber{LookPath: gpu.LookPathIn(toolPath(env)), Timeout: timeout}.Probe(ctx)
+}
+
 // Run probes the machine and prints the report.
 func (c *DoctorCmd) Run(env *Env) error {
 	if c.Timeout <= 0 || c.PythonTimeout <= 0 {
 		return usageErrorf("canifinetune doctor --timeout 10s", "--timeout and --python-timeout must be positive durations")
 	}
 	look := gpu.LookPathIn(toolPath(env))
-	prober := gpu.SMIProber{LookPath: look, Timeout: c.Timeout}
 	var stacker gpu.StackProber
 	switch {
 	case c.Python != "":
@@ -94,7 +115,17 @@ func (c *DoctorCmd) Run(env *Env) error {
 			stacker = gpu.FakeStackProber{Stack: gpu.Stack{ProbeError: "no python3 or python on PATH"}}
 		}
 	}
-	return runDoctor(context.Background(), env, c, prober, stacker)
+	return runDoctor(context.Background(), env, c, detectProber{env: env, timeout: c.Timeout}, stacker)
+}
+
+// detectProber is DetectGPUs as a gpu.Prober.
+type detectProber struct {
+	env     *Env
+	timeout time.Duration
+}
+
+func (p detectProber) Probe(ctx context.Context) (gpu.Inventory, error) {
+	return DetectGPUs(ctx, p.env, p.timeout)
 }
 
 // runDoctor is doctor with its probes injected.
