@@ -115,8 +115,12 @@ func Diagnose(inv Inventory, stack *Stack) []Finding {
 				Hint:    fmt.Sprintf("estimate against what is free: --available-vram-gb %.1f --gpu-vram-gb %.1f (seed 000), or close the browser / train on a GPU without a display", gib(d.FreeMiB), gib(d.TotalMiB))})
 		}
 		if d.TotalMiB > 0 && d.FreeMiB >= 0 && float64(d.FreeMiB) < nearlyFullFraction*float64(d.TotalMiB) {
+			holders := ""
+			if top := biggestHolders(inv.Processes, idx, 2); top != "" {
+				holders = " Held by " + top + "."
+			}
 			add(Finding{Code: CodeNearlyFull, Severity: SeverityWarning, GPU: gpu,
-				Message: fmt.Sprintf("GPU %d (%s) is nearly full: %s free of %s.", idx, d.Name, mibString(d.FreeMiB), mibString(d.TotalMiB)),
+				Message: fmt.Sprintf("GPU %d (%s) is nearly full: %s free of %s.%s", idx, d.Name, mibString(d.FreeMiB), mibString(d.TotalMiB), holders),
 				Hint:    "find what holds it in the process list above; on a multi-GPU host, GPU selection takes the GPUs with the most free memory first"})
 		}
 		if d.Card == nil {
@@ -189,6 +193,27 @@ func diagnoseStack(inv Inventory, s Stack) []Finding {
 			Message: fmt.Sprintf("%s not installed in %s.", strings.Join(missing, " and "), s.Python)})
 	}
 	return fs
+}
+
+// biggestHolders names the n processes holding the most memory on GPU idx:
+// "python3 (PID 90211, 78302 MiB)".
+func biggestHolders(procs []Process, idx, n int) string {
+	var on []Process
+	for _, p := range procs {
+		if p.GPUIndex == idx && p.UsedMiB > 0 {
+			on = append(on, p)
+		}
+	}
+	slices.SortStableFunc(on, func(a, b Process) int { return int(b.UsedMiB - a.UsedMiB) })
+	var parts []string
+	for _, p := range on[:min(n, len(on))] {
+		name := "an unnamed process"
+		if f := strings.Fields(p.Name); len(f) > 0 {
+			name = filepath.Base(f[0])
+		}
+		parts = append(parts, fmt.Sprintf("%s (PID %d, %d MiB)", name, p.PID, p.UsedMiB))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func severityRank(s Severity) int {

@@ -108,3 +108,19 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDiagnose feeds whatever the parsers accept to Diagnose: findings must
+// come out for any inventory, never a panic.
+func FuzzDiagnose(f *testing.F) {
+	f.Add("0, NVIDIA A100-SXM4-80GB, GPU-a, 81920, 81000, 920, 535, 8.0, Enabled", "GPU-a, 1, , 81000")
+	f.Add("0, x, GPU-b, 100, 1, 99, , , ", "GPU-b, 7, chrome, 5")
+	f.Fuzz(func(t *testing.T, gpus, apps string) {
+		devs, _, _ := ParseGPUQuery(gpus, GPUQueryFields)
+		procs, _ := ParseAppQuery(apps, devs)
+		inv := Inventory{GPUs: devs, Processes: procs}
+		fs := Diagnose(inv, &Stack{Packages: map[string]string{}})
+		if len(devs) == 0 && (len(fs) == 0 || fs[0].Code != CodeNoGPU) {
+			t.Errorf("no devices but findings %+v", fs)
+		}
+	})
+}
