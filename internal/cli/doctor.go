@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -103,7 +104,14 @@ func (c *DoctorCmd) Run(env *Env) error {
 	var stacker gpu.StackProber
 	switch {
 	case c.Python != "":
-		stacker = gpu.PythonProber{Python: c.Python, Timeout: c.PythonTimeout}
+		py := c.Python
+		// A bare name ("python3.11") is looked up like the tools; a path is used as given.
+		if !strings.ContainsRune(py, filepath.Separator) {
+			if p, err := look(py); err == nil {
+				py = p
+			}
+		}
+		stacker = gpu.PythonProber{Python: py, Timeout: c.PythonTimeout}
 	default:
 		for _, name := range []string{"python3", "python"} {
 			if p, err := look(name); err == nil {
