@@ -45,6 +45,8 @@ type Root struct {
 	// Commands are added here, one line each, in the order `--help` lists them.
 	Estimate EstimateCmd `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
 	Models   ModelsCmd   `cmd:"" help:"List the embedded model catalog."`
+	GPUs     GPUsCmd     `cmd:"" name:"gpus" help:"List the embedded GPU table (memory as the driver reports it)."`
+	Doctor   DoctorCmd   `cmd:"" name:"doctor" help:"Show this machine's GPUs, what holds their memory, the Python training stack, and what will go wrong."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.
