@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -350,4 +351,25 @@ func TestReceiptID(t *testing.T) {
 	if got, want := receiptID(fixedNow(), c), "bench-20261130T020000Z-llama-3.2-1b-lora-s1024-b2"; got != want {
 		t.Errorf("receiptID = %q, want %q", got, want)
 	}
+}
+
+// The real probe, run with this machine's python3: without torch it must
+// leave a dependency_error receipt naming torch (CI has Python, no torch).
+func TestRunRealProbeWithoutTorch(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH")
+	}
+	if exec.Command(py, "-c", "import torch").Run() == nil {
+		t.Skip("torch is installed: the probe would train")
+	}
+	dir := t.TempDir()
+	r, err := Run(context.Background(), Options{Config: loraConfig(), Python: py, ReceiptPath: filepath.Join(dir, "r.json"), Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusDependency || r.MissingModule != "torch" || r.Stage != "setup" || r.Software["python"] == "" {
+		t.Errorf("status %s, missing %q, stage %q, software %v; want dependency_error on torch", r.Status, r.MissingModule, r.Stage, r.Software)
+	}
+	assertOnlyFile(t, dir, "r.json")
 }

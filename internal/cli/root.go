@@ -18,6 +18,7 @@ const (
 	ExitMarginal = 3 // estimate: verdict marginal (0.85 < ratio ≤ 0.97)
 	ExitNoFit    = 4 // estimate: verdict no (ratio > 0.97)
 	ExitNoGPU    = 5 // doctor: no GPU found on this machine
+	ExitOOM      = 6 // bench: the probe ran out of GPU memory (the setting does not fit, measured)
 )
 
 // Env carries everything a command needs from the outside world, so a test can
@@ -43,6 +44,7 @@ type Root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
+	Bench BenchCmd `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.
