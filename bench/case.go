@@ -36,11 +36,15 @@ func ToCase(r Receipt) (evidence.Case, error) {
 		return c, fmt.Errorf("receipt %s: status %s: %w", r.ID, r.Status, ErrNotACase)
 	}
 	cfg := r.Config
+	model := cfg.Model
+	if cfg.ModelID != "" {
+		model = cfg.ModelID
+	}
 	c = evidence.Case{
 		ID:           r.ID,
 		Source:       fmt.Sprintf("canifinetune bench receipt %s (canifinetune %s)", r.ID, r.Tool.Version),
 		Trust:        "high", // the configuration is pinned exactly and the figure read from torch itself
-		Model:        cfg.Model,
+		Model:        model,
 		Method:       cfg.Method,
 		Precision:    cfg.Precision,
 		SeqLen:       ptr(cfg.SeqLen),

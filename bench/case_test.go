@@ -54,7 +54,11 @@ func TestToCaseOOM(t *testing.T) {
 	r := runFake(t, "oom", func(o *Options) {
 		o.Config.Method = "qlora"
 		o.Config.Quant = &Quant{Scheme: "nf4", DoubleQuant: true}
+		o.Config.Model, o.Config.ModelID = "scripts/device-configs/Qwen2.5-7B", "Qwen/Qwen2.5-7B"
 	})
+	if r.ID != "bench-20261130T020000Z-qwen2.5-7b-qlora-s1024-b2" {
+		t.Errorf("id = %q, want one named for the model id", r.ID)
+	}
 	c, err := ToCase(r)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +66,9 @@ func TestToCaseOOM(t *testing.T) {
 	c = roundTrip(t, c)
 	if !c.Measured.OOM || c.Measured.GiB != nil || c.Measured.Original != "CUDA out of memory at stage backward after 1 of 3 updates" {
 		t.Errorf("measured = %+v; want oom with gib null", c.Measured)
+	}
+	if c.Model != "Qwen/Qwen2.5-7B" {
+		t.Errorf("model = %q, want the model id rather than the local directory", c.Model)
 	}
 	if c.Quant == nil || c.Quant.Scheme != "nf4" || !*c.Quant.DoubleQuant || c.OptimizerStateDtype != nil {
 		t.Errorf("quant %+v, optimizer_state_dtype %v", c.Quant, c.OptimizerStateDtype)

@@ -176,6 +176,32 @@ def summarize_optimizer_states(entries):
     return {"states": states, "state_bytes": sum(s["bytes"] for s in states)}
 
 
+def version_tuple(v):
+    """Leading numeric parts of a version string: "4.56.0.dev0" -> (4, 56, 0)."""
+    out = []
+    for part in str(v).split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if len(digits) != len(part):
+            break
+    return tuple(out)
+
+
+def dtype_kwarg(transformers_version):
+    """The from_pretrained/from_config keyword for the weights' dtype.
+
+    transformers 4.56 renamed torch_dtype to dtype, and 5.x warns on (or drops)
+    the old name; older releases know only torch_dtype.
+    """
+    return "dtype" if version_tuple(transformers_version) >= (4, 56) else "torch_dtype"
+
+
 def max_present(*values):
     """The maximum of the values that are not None, or None when none is known."""
     known = [v for v in values if v is not None]
@@ -384,7 +410,8 @@ class Probe:
         dtype = torch.bfloat16 if precision == "bf16-true" else torch.float32
         if method == "qlora":
             dtype = torch.bfloat16
-        kwargs = {"torch_dtype": dtype, "attn_implementation": cfg["attn"]}
+        dkw = dtype_kwarg(transformers.__version__)
+        kwargs = {dkw: dtype, "attn_implementation": cfg["attn"]}
         eff = self.result.setdefault("effective", {})
         eff["random_init"] = bool(cfg.get("random_init"))
         eff["autocast"] = "bf16" if precision == "bf16-mixed" else None
@@ -398,7 +425,7 @@ class Probe:
                 import tempfile
 
                 tmp = tempfile.mkdtemp(prefix="canifinetune-probe-")
-                m = AutoModelForCausalLM.from_config(mcfg, torch_dtype=torch.bfloat16)
+                m = AutoModelForCausalLM.from_config(mcfg, **{dkw: torch.bfloat16})
                 m.save_pretrained(tmp, safe_serialization=True)
                 del m
                 src = tmp

@@ -102,6 +102,18 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(r["completed_updates"], 1)
 
 
+class VersionTest(unittest.TestCase):
+    def test_dtype_kwarg(self):
+        for v, want in [("4.55.2", "torch_dtype"), ("4.56.0.dev0", "dtype"), ("5.17.0", "dtype"),
+                        ("4.9.1", "torch_dtype"), ("garbage", "torch_dtype")]:
+            self.assertEqual(probe.dtype_kwarg(v), want, v)
+
+    def test_version_tuple(self):
+        self.assertEqual(probe.version_tuple("2.11.0+cu130"), (2, 11, 0))
+        self.assertEqual(probe.version_tuple("4.56.0rc1"), (4, 56, 0))
+        self.assertEqual(probe.version_tuple(""), ())
+
+
 class ProtocolTest(unittest.TestCase):
     def test_write_result_file_and_last_line(self):
         with tempfile.TemporaryDirectory() as d:

@@ -73,7 +73,10 @@ type Tool struct {
 type ProbeConfig struct {
 	// Model is a Hugging Face id or a local directory (with --random-init, a
 	// directory or file holding config.json is enough).
-	Model      string `json:"model"`
+	Model string `json:"model"`
+	// ModelID is the Hugging Face id the receipt and its case name when Model
+	// is a local directory (scripts/device-check.sh probes copied configs).
+	ModelID    string `json:"model_id,omitempty"`
 	RandomInit bool   `json:"random_init"`
 	Method     string `json:"method"` // full, lora, qlora
 	// Targets are the LoRA target modules as the model names them, or ["all-linear"].

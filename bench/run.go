@@ -303,7 +303,11 @@ func (t *tailWriter) String() string { return strings.ToValidUTF8(string(t.buf),
 // receiptID names a receipt uniquely enough to become a case id:
 // bench-<UTC time>-<model>-<method>-s<seq>-b<batch>.
 func receiptID(t time.Time, c ProbeConfig) string {
-	model := strings.ToLower(filepath.Base(strings.TrimRight(c.Model, "/")))
+	name := c.Model
+	if c.ModelID != "" {
+		name = c.ModelID
+	}
+	model := strings.ToLower(filepath.Base(strings.TrimRight(name, "/")))
 	if model == "config.json" {
 		model = strings.ToLower(filepath.Base(filepath.Dir(c.Model)))
 	}

@@ -26,6 +26,7 @@ var benchEstimator bench.Estimator
 type BenchCmd struct {
 	Model string `arg:"" optional:"" help:"Hugging Face id or local model directory (with --random-init, a directory or config.json is enough). With --to-case: a receipt file."`
 
+	ModelID     string        `name:"model-id" placeholder:"ORG/NAME" help:"Hugging Face id to record when MODEL is a local directory."`
 	Method      string        `default:"lora" enum:"full,lora,qlora" help:"What is trained: full, lora or qlora."`
 	Rank        int           `default:"16" help:"LoRA rank."`
 	Alpha       int           `help:"LoRA alpha (default 2×rank)."`
@@ -94,7 +95,7 @@ func (c *BenchCmd) Run(env *Env) error {
 
 func (c *BenchCmd) config() bench.ProbeConfig {
 	cfg := bench.ProbeConfig{
-		Model: c.Model, RandomInit: c.RandomInit, Method: c.Method, Precision: c.Precision,
+		Model: c.Model, ModelID: c.ModelID, RandomInit: c.RandomInit, Method: c.Method, Precision: c.Precision,
 		Optimizer: c.Optimizer, Attn: c.Attn, GradCkpt: c.GradCkpt, SeqLen: c.SeqLen, Batch: c.Batch,
 		Updates: c.Updates, GradAccum: c.GradAccum, Device: c.Device,
 	}
