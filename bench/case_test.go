@@ -56,7 +56,7 @@ func TestToCaseOOM(t *testing.T) {
 		o.Config.Quant = &Quant{Scheme: "nf4", DoubleQuant: true}
 		o.Config.Model, o.Config.ModelID = "scripts/device-configs/Qwen2.5-7B", "Qwen/Qwen2.5-7B"
 	})
-	if r.ID != "bench-20261130T020000Z-qwen2.5-7b-qlora-s1024-b2" {
+	if r.ID != "bench-20261130T020000Z-qwen2.5-7b-qlora-s1024-b2-bd4773" {
 		t.Errorf("id = %q, want one named for the model id", r.ID)
 	}
 	c, err := ToCase(r)

@@ -20,7 +20,7 @@
 // # Receipt schema (schema_version 1)
 //
 //	schema_version     1
-//	id                 bench-<UTC time>-<model>-<method>-s<seq>-b<batch>; becomes the case id
+//	id                 bench-<UTC time>-<model>-<method>-s<seq>-b<batch>-<config hash>; the case id
 //	tool               {name, version}
 //	status             success | oom | configuration_error | dependency_error | runtime_error | not_run
 //	stage              setup | load | forward | backward | optimizer | done: the last stage reached

@@ -434,6 +434,9 @@ class Probe:
                 # and a 7B fp32 model built on the CPU would take minutes.
                 with torch.device(self.dev):
                     model = AutoModelForCausalLM.from_config(mcfg, **kwargs)
+                # A transformers release that ignores the device context builds on
+                # the CPU; move it (a no-op when it is already on the GPU).
+                model = model.to(self.dev)
         if method == "qlora":
             q = cfg["quant"]
             kwargs["quantization_config"] = transformers.BitsAndBytesConfig(

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -301,7 +302,7 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 func (t *tailWriter) String() string { return strings.ToValidUTF8(string(t.buf), "") }
 
 // receiptID names a receipt uniquely enough to become a case id:
-// bench-<UTC time>-<model>-<method>-s<seq>-b<batch>.
+// bench-<UTC time>-<model>-<method>-s<seq>-b<batch>-<config hash>.
 func receiptID(t time.Time, c ProbeConfig) string {
 	name := c.Model
 	if c.ModelID != "" {
@@ -319,7 +320,11 @@ func receiptID(t time.Time, c ProbeConfig) string {
 			b.WriteByte('-')
 		}
 	}
-	return fmt.Sprintf("bench-%s-%s-%s-s%d-b%d", t.Format("20060102T150405Z"), b.String(), c.Method, c.SeqLen, c.Batch)
+	// The hash of the whole configuration tells apart probes that share model,
+	// method and shape but differ elsewhere (precision, optimizer, …).
+	cfg, _ := json.Marshal(c)
+	sum := sha256.Sum256(cfg)
+	return fmt.Sprintf("bench-%s-%s-%s-s%d-b%d-%x", t.Format("20060102T150405Z"), b.String(), c.Method, c.SeqLen, c.Batch, sum[:3])
 }
 
 // WriteReceipt writes r as indented JSON to path atomically: into a temporary

@@ -109,7 +109,7 @@ func TestRunStatuses(t *testing.T) {
 			if tt.stderrTail && !strings.Contains(r.StderrTail, "Segmentation fault") {
 				t.Errorf("stderr_tail = %q, want the traceback", r.StderrTail)
 			}
-			if r.SchemaVersion != SchemaVersion || r.ID != "bench-20261130T020000Z-qwen2.5-0.5b-lora-s1024-b2" {
+			if r.SchemaVersion != SchemaVersion || r.ID != "bench-20261130T020000Z-qwen2.5-0.5b-lora-s1024-b2-f08630" {
 				t.Errorf("schema_version, id = %d, %q", r.SchemaVersion, r.ID)
 			}
 		})
@@ -348,8 +348,14 @@ func TestValidateConfig(t *testing.T) {
 func TestReceiptID(t *testing.T) {
 	c := loraConfig()
 	c.Model = "/data/configs/Llama 3.2_1B/config.json"
-	if got, want := receiptID(fixedNow(), c), "bench-20261130T020000Z-llama-3.2-1b-lora-s1024-b2"; got != want {
-		t.Errorf("receiptID = %q, want %q", got, want)
+	got := receiptID(fixedNow(), c)
+	if want := "bench-20261130T020000Z-llama-3.2-1b-lora-s1024-b2-"; !strings.HasPrefix(got, want) {
+		t.Errorf("receiptID = %q, want prefix %q", got, want)
+	}
+	// Probes that differ only in precision must not share an id (it becomes the case id).
+	c.Precision = "fp32"
+	if other := receiptID(fixedNow(), c); other == got {
+		t.Errorf("receiptID is %q for two configurations", got)
 	}
 }
 
