@@ -303,6 +303,13 @@ class Probe:
         self.result = result
         self.stage = "setup"
         self.updates = []
+        self.cleanup = []  # temporary checkpoints to delete when the probe ends
+
+    def remove_temporaries(self):
+        import shutil
+
+        for path in self.cleanup:
+            shutil.rmtree(path, ignore_errors=True)
 
     def set_stage(self, stage):
         self.stage = stage
@@ -425,6 +432,7 @@ class Probe:
                 import tempfile
 
                 tmp = tempfile.mkdtemp(prefix="canifinetune-probe-")
+                self.cleanup.append(tmp)
                 m = AutoModelForCausalLM.from_config(mcfg, **{dkw: torch.bfloat16})
                 m.save_pretrained(tmp, safe_serialization=True)
                 del m
@@ -485,7 +493,10 @@ class Probe:
                 task_type="CAUSAL_LM",
             )
             model = get_peft_model(model, lcfg)
-            eff["targets"] = sorted(model.peft_config["default"].target_modules)
+            tm = model.peft_config["default"].target_modules
+            # PEFT rewrites "all-linear" into the set of module names it matched;
+            # an unexpanded string must not be sorted into characters.
+            eff["targets"] = [tm] if isinstance(tm, str) else sorted(tm)
             eff["lora_alpha"] = lcfg.lora_alpha
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
@@ -560,10 +571,16 @@ class Probe:
     def record_optimizer(self, opt):
         torch = self.torch
         entries = []
+        seen = set()
         for st in opt.state.values():
             for v in st.values():
-                if torch.is_tensor(v) and v.numel() > 1:
-                    entries.append((str(v.dtype).replace("torch.", ""), v.numel() * v.element_size()))
+                # Scalars (torch AdamW's step) are not state memory worth a row;
+                # bitsandbytes shares one quantization map among all parameters,
+                # so each storage is counted once.
+                if not torch.is_tensor(v) or v.numel() <= 1 or v.data_ptr() in seen:
+                    continue
+                seen.add(v.data_ptr())
+                entries.append((str(v.dtype).replace("torch.", ""), v.numel() * v.element_size()))
         rec = summarize_optimizer_states(entries)
         rec["class"] = type(opt).__module__ + "." + type(opt).__name__
         self.result["optimizer"] = rec
@@ -606,7 +623,10 @@ def main(argv):
         return 0
     probe = Probe(cfg, result)
     try:
-        probe.run()
+        try:
+            probe.run()
+        finally:
+            probe.remove_temporaries()
     except BaseException as e:  # KeyboardInterrupt (Ctrl-C, timeout) too: report, then exit
         name = type(e).__name__
         status = classify_exception(name, str(e), probe.stage)

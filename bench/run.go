@@ -156,9 +156,9 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 	killGroup(cmd) // a probe's children (nvidia-smi, dataloader workers) must not outlive it
 
 	res, perr := readResult(resPath, stdout.Bytes())
-	var notFound *exec.Error
-	if cmd.Process == nil && errors.As(runErr, &notFound) || cmd.Process == nil && errors.Is(runErr, os.ErrNotExist) {
-		// The interpreter itself is missing: a dependency, not a crash.
+	if cmd.Process == nil && runErr != nil && ctx.Err() == nil {
+		// The interpreter did not start (missing, not executable): a dependency,
+		// not a crash of the probe.
 		r.Status, r.Stage = StatusDependency, "setup"
 		r.Error = fmt.Sprintf("run the probe with Python %q: %v", python, runErr)
 		return finish()

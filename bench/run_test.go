@@ -231,6 +231,17 @@ func TestRunMissingPython(t *testing.T) {
 	}
 }
 
+func TestRunPythonNotExecutable(t *testing.T) {
+	py := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(py, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runFake(t, "success", func(o *Options) { o.Python = py })
+	if r.Status != StatusDependency || !strings.Contains(r.Error, "permission denied") {
+		t.Errorf("status %s, error %q; want dependency_error, permission denied", r.Status, r.Error)
+	}
+}
+
 func TestRunBadConfigNeverStartsPython(t *testing.T) {
 	r := runFake(t, "crash", func(o *Options) { o.Config.SeqLen = 0 })
 	if r.Status != StatusConfigError || r.Error != "seq_len: bad value 0 (want > 0)" || r.StderrTail != "" {
