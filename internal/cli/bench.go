@@ -51,6 +51,21 @@ type BenchCmd struct {
 	ToCase      bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (SCHEMA.md) for validate and calibrate."`
 }
 
+// Help is the long help of `canifinetune bench --help`.
+func (c *BenchCmd) Help() string {
+	return `The probe (Python, embedded in this binary) trains the configuration with stock
+transformers/PEFT/bitsandbytes on synthetic tokens of exactly seq-len × batch for
+--updates optimizer updates and measures torch's peaks. A receipt is always
+written, also on OOM, a crash, a missing module, a timeout or Ctrl-C.
+
+Exit codes: 0 the probe succeeded (--sweep: it found the largest setting that fits);
+6 out of GPU memory (--sweep: even the smallest setting); 1 any other failure
+(the receipt says which); 2 bad flags.
+
+Receipts become measured cases for validate and calibrate with:
+  canifinetune bench --to-case receipt.json >> cases.jsonl`
+}
+
 // Run runs the probe (or the sweep, or the conversion).
 func (c *BenchCmd) Run(env *Env) error {
 	if c.ToCase {
