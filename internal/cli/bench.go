@@ -205,6 +205,11 @@ func (c *BenchCmd) sweep(ctx context.Context, env *Env, base bench.Options) erro
 		opts := base
 		sweepKeys[key](&opts.Config, v)
 		opts.ReceiptPath = fmt.Sprintf("%s-%s%d.json", stem, key, v)
+		if t := opts.Config.Trace; t != "" {
+			// One trace per probe: each would overwrite the last.
+			ext := filepath.Ext(t)
+			opts.Config.Trace = fmt.Sprintf("%s-%s%d%s", strings.TrimSuffix(t, ext), key, v, ext)
+		}
 		r, err := bench.Run(ctx, opts)
 		if err != nil {
 			return withCode(ExitError, err)
