@@ -100,7 +100,7 @@ func (c *BenchCmd) Run(env *Env) error {
 	}
 	if c.JSON {
 		if err := writeJSON(env.Stdout, r); err != nil {
-			return err
+			return withCode(ExitError, fmt.Errorf("write receipt JSON: %w", err))
 		}
 	} else {
 		printReceipt(env.Stdout, r, receipt)
@@ -228,7 +228,7 @@ func (c *BenchCmd) sweep(ctx context.Context, env *Env, base bench.Options) erro
 	}
 	if c.JSON {
 		if err := writeJSON(env.Stdout, res); err != nil {
-			return err
+			return withCode(ExitError, fmt.Errorf("write sweep JSON: %w", err))
 		}
 	} else if res.LargestFit != nil {
 		fmt.Fprintf(env.Stdout, "largest %s that fits, measured: %d\n", key, *res.LargestFit)
@@ -308,15 +308,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return withCode(ExitError, fmt.Errorf("write JSON: %w", err))
-	}
-	return nil
 }
 
 func (c *BenchCmd) toCase(env *Env) error {

@@ -44,7 +44,9 @@ type Root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
-	Bench BenchCmd `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
+	Estimate EstimateCmd `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
+	Models   ModelsCmd   `cmd:"" help:"List the embedded model catalog."`
+	Bench    BenchCmd    `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.

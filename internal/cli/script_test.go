@@ -1,21 +1,27 @@
-package cli_test
+package cli
 
 import (
 	"os"
 	"testing"
 
-	"github.com/canifinetune/canifinetune/internal/cli"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
-// TestMain lets testscript run this test binary as the canifinetune command.
+// TestMain lets txtar scripts run the real command as `canifinetune`.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"canifinetune": func() { os.Exit(cli.Main(os.Args[1:], cli.OSEnv())) },
+		"canifinetune": func() { os.Exit(Main(os.Args[1:], OSEnv())) },
 	})
 }
 
-// TestScript runs the end-to-end CLI scripts in testdata/script.
+// TestScript runs every testdata/script/*.txtar end to end.
 func TestScript(t *testing.T) {
-	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: false,
+		Setup: func(e *testscript.Env) error {
+			e.Setenv("NO_COLOR", "1")
+			return nil
+		},
+	})
 }
