@@ -13,9 +13,12 @@ import (
 // allocated and active figures go into the case's notes.
 const CaseKind = evidence.KindReserved
 
-// CaseFramework is the framework a bench case names: a plain PyTorch loop over
-// a transformers model (with PEFT adapters), no Trainer, no accelerate wrapping.
-const CaseFramework = "canifinetune-bench"
+// CaseFramework is the framework a bench case names. The probe is a plain
+// PyTorch loop over a transformers model with PEFT adapters: torch.optim.AdamW
+// (foreach), and for QLoRA peft's prepare_model_for_kbit_training, which
+// upcasts embeddings and norms to fp32 — the defaults of the estimator's
+// peft-accelerate stack, so validate reads a bench case with no assumed stack.
+const CaseFramework = "peft-accelerate"
 
 // ErrNotACase is returned by ToCase for a receipt that measured nothing a case
 // can carry (a configuration, dependency or runtime error, or an interrupt).
@@ -113,7 +116,7 @@ func ToCase(r Receipt) (evidence.Case, error) {
 			notes = append(notes, fmt.Sprintf("active_bytes.all.peak %d bytes (%.4f GiB)", *b, GiB(*b)))
 		}
 	}
-	notes = append(notes, fmt.Sprintf("%d-update bench probe (bounded evidence)", cfg.Updates))
+	notes = append(notes, fmt.Sprintf("canifinetune bench probe, %d updates (bounded evidence): plain torch loop, no Trainer", cfg.Updates))
 	if cfg.RandomInit {
 		notes = append(notes, "random-init weights from config.json")
 	}

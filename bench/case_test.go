@@ -50,6 +50,25 @@ func TestToCaseSuccess(t *testing.T) {
 	}
 }
 
+// A bench case must flow into validate: the evidence package turns it into an
+// estimate request without assuming anything the receipt pins.
+func TestToCaseFeedsValidate(t *testing.T) {
+	r := runFake(t, "success", func(o *Options) {
+		o.Config.Model, o.Config.ModelID = "scripts/device-configs/Qwen2.5-0.5B", "Qwen/Qwen2.5-0.5B"
+	})
+	c, err := ToCase(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, assumed, unsupported := evidence.RequestFor(c)
+	if unsupported != "" || len(assumed) != 0 {
+		t.Fatalf("RequestFor: unsupported %q, assumed %v", unsupported, assumed)
+	}
+	if req.SeqLen != 1024 || req.Batch != 2 || req.LoRARank != 16 || req.Stack != CaseFramework {
+		t.Errorf("request = %+v", req)
+	}
+}
+
 func TestToCaseOOM(t *testing.T) {
 	r := runFake(t, "oom", func(o *Options) {
 		o.Config.Method = "qlora"

@@ -172,7 +172,9 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 			r.Error = fmt.Sprintf("probe failed: %v; %s", runErr, r.Error)
 		}
 	}
+	finished := runErr == nil && r.Status == StatusSuccess // a deadline that passed after a clean finish changes nothing
 	switch {
+	case finished:
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
 		r.Status = StatusRuntime
 		r.Error = strings.TrimSpace(fmt.Sprintf("probe timed out after %v at stage %s; %s", opts.Timeout, orUnknown(r.Stage), r.Error))
