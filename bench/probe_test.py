@@ -167,5 +167,85 @@ class WithoutTorchTest(unittest.TestCase):
         self.assertIn("method", r["error"])
 
 
+class FakeTorchTest(unittest.TestCase):
+    """Drive the training path with the fake torch/transformers/peft in testdata/fakemods."""
+
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def run_probe(self, cfg, **env):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "model")
+            os.mkdir(model)
+            with open(os.path.join(model, "config.json"), "w") as f:
+                json.dump({"model_type": "qwen2", "vocab_size": 1000}, f)
+            cfg = dict(cfg, model=model, random_init=True)
+            cpath, rpath = os.path.join(d, "c.json"), os.path.join(d, "r.json")
+            with open(cpath, "w") as f:
+                json.dump(cfg, f)
+            e = dict(os.environ, PYTHONPATH=os.path.join(self.here, "testdata", "fakemods"), **env)
+            for k in ("FAKE_TORCH_OOM", "FAKE_TORCH_NO_CUDA", "FAKE_TRANSFORMERS_VERSION"):
+                if k not in env:
+                    e.pop(k, None)
+            p = subprocess.run([sys.executable, os.path.join(self.here, "probe.py"), "--config", cpath, "--result", rpath],
+                               capture_output=True, text=True, timeout=60, env=e)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(rpath) as f:
+                r = json.load(f)
+            last = p.stdout.strip().splitlines()[-1]
+            self.assertEqual(json.loads(last[len(probe.RESULT_PREFIX):]), r, "stdout's last line differs from the file")
+            return r, p.stderr
+
+    def test_lora_success(self):
+        r, stderr = self.run_probe(good_config(updates=3))
+        self.assertEqual(r["status"], "success", r.get("error"))
+        self.assertEqual((r["stage"], r["completed_updates"], len(r["updates"])), ("done", 3, 3))
+        self.assertEqual(r["effective"]["targets"], ["q_proj", "v_proj"])
+        self.assertEqual(r["effective"]["trainable_dtypes"], ["float32"])
+        self.assertEqual(r["effective"]["trainable_parameters"], 2 * 16 * 1024)
+        self.assertEqual(r["gpu"]["name"], "Fake GPU")
+        opt = r["optimizer"]
+        self.assertEqual(opt["class"], "torch.optim.AdamW")
+        # Two fp32 states per adapter; the scalar step is left out.
+        self.assertEqual(opt["states"], [{"dtype": "float32", "tensors": 4, "bytes": 4 * 16 * 1024 * 4}])
+        mem = r["memory"]
+        for k in ("peak_allocated_bytes", "peak_reserved_bytes", "peak_active_bytes", "free_before_bytes", "free_after_bytes"):
+            self.assertGreater(mem[k], 0, k)
+        self.assertGreaterEqual(mem["peak_reserved_bytes"], mem["peak_allocated_bytes"])
+        self.assertGreaterEqual(mem["peak_allocated_bytes"], max(u["peak_allocated_bytes"] for u in r["updates"]))
+        self.assertIn("mean_step_s", r["timing"])
+        self.assertIn("update 3/3", stderr)
+
+    def test_full_bf16_true_with_old_transformers(self):
+        r, _ = self.run_probe(good_config(method="full", rank=None, targets=None, grad_ckpt=True),
+                              FAKE_TRANSFORMERS_VERSION="4.40.0")
+        self.assertEqual(r["status"], "success", r.get("error"))
+        self.assertEqual(r["effective"]["trainable_dtypes"], ["bfloat16"])
+        self.assertTrue(r["effective"]["grad_ckpt"])
+        self.assertEqual(r["optimizer"]["states"][0]["dtype"], "bfloat16")
+
+    def test_all_linear_expanded(self):
+        r, _ = self.run_probe(good_config(targets=["all-linear"]))
+        self.assertEqual(len(r["effective"]["targets"]), 7)
+
+    def test_oom_in_second_backward(self):
+        r, _ = self.run_probe(good_config(updates=3), FAKE_TORCH_OOM="backward:2")
+        self.assertEqual((r["status"], r["stage"], r["completed_updates"]), ("oom", "backward", 1))
+        self.assertEqual(r["error_type"], "OutOfMemoryError")
+        self.assertIn("at_failure_allocated_bytes", r["memory"])
+        self.assertNotIn("optimizer", r)
+
+    def test_oom_in_first_optimizer_step(self):
+        r, _ = self.run_probe(good_config(), FAKE_TORCH_OOM="optimizer:1")
+        self.assertEqual((r["status"], r["stage"], r["completed_updates"]), ("oom", "optimizer", 0))
+
+    def test_no_cuda(self):
+        r, _ = self.run_probe(good_config(), FAKE_TORCH_NO_CUDA="1")
+        self.assertEqual((r["status"], r["missing_module"]), ("dependency_error", "cuda"))
+
+    def test_missing_bitsandbytes_for_qlora(self):
+        r, _ = self.run_probe(good_config(method="qlora", quant={"scheme": "nf4", "double_quant": True}))
+        self.assertEqual((r["status"], r["missing_module"]), ("dependency_error", "bitsandbytes"))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -390,3 +390,60 @@ func TestRunRealProbeWithoutTorch(t *testing.T) {
 	}
 	assertOnlyFile(t, dir, "r.json")
 }
+
+// The real probe against the fake torch/transformers/peft of
+// testdata/fakemods: the probe's actual output must decode into a receipt and
+// convert to a valid case (the Go/Python contract, checked without a GPU).
+func TestRunRealProbeWithFakeTorch(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH")
+	}
+	mods, err := filepath.Abs(filepath.Join("testdata", "fakemods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", mods)
+	t.Setenv("FAKE_TORCH_OOM", "")
+	model := t.TempDir()
+	if err := os.WriteFile(filepath.Join(model, "config.json"), []byte(`{"model_type": "qwen2", "vocab_size": 1000}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loraConfig()
+	cfg.Model, cfg.ModelID, cfg.Precision = model, "Qwen/Qwen2.5-0.5B", "bf16-mixed"
+	dir := t.TempDir()
+	r, err := Run(context.Background(), Options{Config: cfg, Python: py, ReceiptPath: filepath.Join(dir, "r.json"), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusSuccess || r.CompletedUpdates != 3 || len(r.Updates) != 3 {
+		t.Fatalf("status %s, completed %d, %d records, error %q\n%s", r.Status, r.CompletedUpdates, len(r.Updates), r.Error, r.StderrTail)
+	}
+	m := r.Measured
+	if m.PeakReservedBytes == nil || m.PeakReservedGB == nil || m.PeakAllocatedBytes == nil || *m.PeakReservedBytes < *m.PeakAllocatedBytes {
+		t.Errorf("measured = %+v", m)
+	}
+	if r.Effective == nil || r.Effective.Autocast == nil || *r.Effective.Autocast != "bf16" || r.Effective.ModelType != "qwen2" {
+		t.Errorf("effective = %+v", r.Effective)
+	}
+	if r.Optimizer == nil || r.Optimizer.Class != "torch.optim.AdamW" || r.Optimizer.StateGB == nil {
+		t.Errorf("optimizer = %+v", r.Optimizer)
+	}
+	c, err := ToCase(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "Qwen/Qwen2.5-0.5B" || *c.OptimizerStateDtype != "fp32" || *c.Arch != "qwen2" {
+		t.Errorf("case = %+v", c)
+	}
+
+	t.Setenv("FAKE_TORCH_OOM", "forward:2")
+	r, err = Run(context.Background(), Options{Config: cfg, Python: py, ReceiptPath: filepath.Join(dir, "r.json"), Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusOOM || r.Stage != "forward" || r.CompletedUpdates != 1 || r.Measured.AtFailureAllocatedGB == nil {
+		t.Errorf("status %s, stage %s, completed %d, at failure %v", r.Status, r.Stage, r.CompletedUpdates, r.Measured.AtFailureAllocatedGB)
+	}
+	assertOnlyFile(t, dir, "r.json")
+}
