@@ -84,6 +84,11 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 	if opts.ReceiptPath == "" {
 		return r, errors.New("bench: no receipt path")
 	}
+	// Fail before a probe that may take minutes, not after it, when its
+	// receipt could not be written anyway.
+	if fi, err := os.Stat(filepath.Dir(opts.ReceiptPath)); err != nil || !fi.IsDir() {
+		return r, fmt.Errorf("bench: receipt %s: directory %s does not exist", opts.ReceiptPath, filepath.Dir(opts.ReceiptPath))
+	}
 	if err := ValidateConfig(opts.Config); err != nil {
 		r.Status, r.Stage, r.Error = StatusConfigError, "setup", err.Error()
 		return finish()

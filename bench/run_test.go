@@ -242,6 +242,19 @@ func TestRunPythonNotExecutable(t *testing.T) {
 	}
 }
 
+func TestRunReceiptDirMissing(t *testing.T) {
+	copyDir := t.TempDir()
+	t.Setenv("FAKEPY_COPY_DIR", copyDir)
+	path := filepath.Join(t.TempDir(), "no-such-dir", "r.json")
+	_, err := Run(context.Background(), Options{Config: loraConfig(), Python: fakePython(t, "copy-config"), ReceiptPath: path})
+	if err == nil || !strings.Contains(err.Error(), "no-such-dir") {
+		t.Errorf("Run error = %v, want one naming the missing directory", err)
+	}
+	if ents, _ := os.ReadDir(copyDir); len(ents) != 0 {
+		t.Errorf("the probe ran although its receipt could not be written: %v", ents)
+	}
+}
+
 func TestRunBadConfigNeverStartsPython(t *testing.T) {
 	r := runFake(t, "crash", func(o *Options) { o.Config.SeqLen = 0 })
 	if r.Status != StatusConfigError || r.Error != "seq_len: bad value 0 (want > 0)" || r.StderrTail != "" {
