@@ -421,7 +421,10 @@ type unslothWidths struct{ qkv, mlp int64 }
 // shared expert, which is how Studio's implementation reads §5's "M (or
 // moe_intermediate_size)" (every routed expert's intermediates are live).
 func unslothLayerWidths(m *hfconfig.Model) []unslothWidths {
-	fallback := m.Hidden + 2*(m.Hidden/m.Heads)*m.KVHeads
+	fallback := m.Hidden + 2*m.KVHeads*m.HeadDim
+	if m.Heads > 0 {
+		fallback = m.Hidden + 2*(m.Hidden/m.Heads)*m.KVHeads // the seed's K
+	}
 	type kv struct{ k, v int64 }
 	donors := map[string]kv{}
 	out := make([]unslothWidths, 0, len(m.Layers))

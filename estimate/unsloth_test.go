@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
@@ -543,5 +544,58 @@ func TestUnslothRegistered(t *testing.T) {
 	// Invalid requests are refused the same way as by seed000.
 	if _, err := (Unsloth{}).Estimate(Request{Model: parseModel(t, tinyLlamaJSON), SeqLen: 0, Batch: 1}); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("seq 0: err = %v", err)
+	}
+}
+
+// Every catalog model under every method and checkpointing mode: the
+// invariants of seed 001's sum hold and nothing is negative.
+func TestUnslothCatalogInvariants(t *testing.T) {
+	checked := 0
+	for _, entry := range catalog.All() {
+		m, err := hfconfig.Parse(entry.Config)
+		if err != nil {
+			continue // encoders and configs the parser refuses reach no estimator
+		}
+		checked++
+		for _, method := range []Method{Full, LoRA, QLoRA} {
+			for _, gc := range []string{"none", "full", "unsloth"} {
+				for _, attn := range []string{"sdpa", "eager"} {
+					req := Request{Model: m, Method: method, SeqLen: 2048, Batch: 2, GradCkpt: gc, Attn: attn}
+					if method != Full {
+						req.LoRATargets = []string{"all-linear"}
+					}
+					e, err := Unsloth{}.Estimate(req)
+					if _, nerr := req.Normalize(); nerr != nil && method != Full {
+						// A target list the parsed model cannot resolve is
+						// refused before any estimator runs (hfconfig's
+						// business, reported to seed000 alike).
+						if err == nil {
+							t.Errorf("%s %s: accepted a request Normalize refuses: %v", entry.ID, method, nerr)
+						}
+						continue
+					}
+					if err != nil {
+						t.Fatalf("%s %s %s %s: %v", entry.ID, method, gc, attn, err)
+					}
+					var sum int64
+					for _, c := range e.Components {
+						if c.Bytes < 0 {
+							t.Errorf("%s %s %s %s: %s = %d", entry.ID, method, gc, attn, c.Name, c.Bytes)
+						}
+						sum += c.Bytes
+					}
+					acts, _ := e.Component(CActivations)
+					if sum != e.Total || e.Levels.Allocated != e.Total-unslothCUDAOverhead || acts == 0 {
+						t.Errorf("%s %s %s %s: total %d, components %d, allocated %d, activations %d", entry.ID, method, gc, attn, e.Total, sum, e.Levels.Allocated, acts)
+					}
+					if method != Full && e.TrainableParams <= 0 {
+						t.Errorf("%s %s: no trainable parameters", entry.ID, method)
+					}
+				}
+			}
+		}
+	}
+	if checked < 50 {
+		t.Errorf("only %d catalog models parsed; the sweep covers too little", checked)
 	}
 }
