@@ -38,7 +38,7 @@ var paramExceptions = map[string]paramException{
 		"= 2 × 14,770,033,664 bf16 parameters (a release runbook that checks that exact value in the stored index, file id 62825744798; " +
 		"a weights-size note, file id 53504957452, \"29.54 GB (matches index metadata exactly)\"); llama.cpp reports " +
 		"general.parameter_count 14770033664 for Qwen2.5-14B-Instruct GGUFs (stored index file ids 56913516336, 69153007027). " +
-		"The derived count equals these exactly; the card's \"14.7B\" truncates rather than rounds"},
+		"The derived count equals these exactly; the card's \"14.7B\" does not", evidenceParams: 14770033664},
 	// The model card says 32.5B; the derived count is 32,763,876,352 (32.8B,
 	// 0.92 % off). The weights side with the config.
 	"Qwen/Qwen2.5-32B": {evidence: "keras-team/keras-hub @ 12870d2794fb0f7a098e9afcc1ed37f3ef2e8cd2 : keras_hub/src/models/qwen/qwen_presets.py " +
