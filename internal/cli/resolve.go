@@ -242,12 +242,17 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 		return withHint(ExitError, fmt.Errorf("model %s is not available %s: %s (%s)", id, why, what, msg),
 			"run once online (drop --offline, unset HF_HUB_OFFLINE) to cache it, or pick a catalog model: canifinetune models")
 	}
-	if catErr != nil {
-		// The catalog's suggestions are the likeliest fix for a typo.
-		msg = fmt.Sprintf("%v; on the Hub: %s", catErr, msg)
-		return withHint(ExitError, errors.New(msg), hint+"; or pick a catalog model: canifinetune models")
+	msg = fmt.Sprintf("model %s: %s", id, msg)
+	if catErr != nil && (errors.Is(err, hub.ErrNotFound) || errors.Is(err, hub.ErrUnauthorized)) {
+		// Missing from both: most likely a typo, which the catalog's
+		// closest ids fix.
+		msg += "; it is not in the embedded catalog either"
+		if s := catalog.Suggest(id, 3); len(s) > 0 {
+			msg += " (closest: " + strings.Join(s, ", ") + ")"
+		}
+		hint += "; or pick a catalog model: canifinetune models"
 	}
-	return withHint(ExitError, fmt.Errorf("model %s: %s", id, msg), hint)
+	return withHint(ExitError, errors.New(msg), hint)
 }
 
 // hubMessage is a hub.Error without its hint, which Main prints as "Try:".

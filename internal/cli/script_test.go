@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -41,6 +44,31 @@ func TestScript(t *testing.T) {
 					ts.Fatalf("usage: mksafetensors FILE name:d1xd2...")
 				}
 				ts.Check(writeSafetensors(ts.MkAbs(args[0]), args[1:]))
+			},
+			// [!] grepdir TEXT DIR: some file under DIR contains TEXT (with
+			// !, none does), to prove a secret never reached the cache.
+			"grepdir": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: grepdir TEXT DIR")
+				}
+				var found []string
+				err := filepath.WalkDir(ts.MkAbs(args[1]), func(p string, d fs.DirEntry, err error) error {
+					if err != nil || d.IsDir() {
+						return err
+					}
+					b, err := os.ReadFile(p)
+					if err == nil && bytes.Contains(b, []byte(args[0])) {
+						found = append(found, p)
+					}
+					return nil
+				})
+				ts.Check(err)
+				if neg && len(found) > 0 {
+					ts.Fatalf("%q found in %v", args[0], found)
+				}
+				if !neg && len(found) == 0 {
+					ts.Fatalf("%q found in no file under %s", args[0], args[1])
+				}
 			},
 		},
 	})
