@@ -239,7 +239,10 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 		if offline {
 			why = "offline (--offline or HF_HUB_OFFLINE)"
 		}
-		return withHint(ExitError, fmt.Errorf("model %s is not available %s: %s (%s)", id, why, what, msg),
+		if he.Message != "" {
+			what += " (" + he.Message + ")"
+		}
+		return withHint(ExitError, fmt.Errorf("model %s is not available %s: %s", id, why, what),
 			"run once online (drop --offline, unset HF_HUB_OFFLINE) to cache it, or pick a catalog model: canifinetune models")
 	}
 	msg = fmt.Sprintf("model %s: %s", id, msg)
