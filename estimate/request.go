@@ -210,7 +210,7 @@ func (r Request) Normalize() (Request, error) {
 	if r.OverheadFraction < 0 || r.OverheadFraction >= 1 || r.SafetyFraction < 0 || r.SafetyFraction >= 1 {
 		return bad("overhead/safety fraction", fmt.Sprintf("%v/%v", r.OverheadFraction, r.SafetyFraction), "in [0, 1)")
 	}
-	if _, err := r.Model.Targets(r.targetsOrNil()); r.Method != Full && err != nil {
+	if _, err := r.Model.AdapterSum(r.targetsOrNil()); r.Method != Full && err != nil {
 		return r, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	return r, nil

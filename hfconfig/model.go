@@ -108,6 +108,7 @@ type Model struct {
 
 	attentionNames []string
 	mlpNames       []string
+	aggs           []moduleAgg
 }
 
 // PreQuant is a checkpoint's own quantization_config.
