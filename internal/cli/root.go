@@ -45,6 +45,7 @@ type Root struct {
 	// Commands are added here, one line each, in the order `--help` lists them.
 	Estimate EstimateCmd `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
 	Models   ModelsCmd   `cmd:"" help:"List the embedded model catalog."`
+	Validate ValidateCmd `cmd:"" help:"Score estimators against measured runs (JSON Lines): error by method, source and trust; verdicts against outcomes."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.
