@@ -166,7 +166,7 @@ type Estimator interface {
 var registry = map[string]Estimator{}
 
 // Default is the name of the default estimator.
-const Default = "seed000"
+const Default = "canifinetune"
 
 func register(e Estimator) { registry[e.Name()] = e }
 

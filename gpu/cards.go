@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -173,6 +175,23 @@ func lookupIndices(name string) ([]int, error) {
 	if idx, ok := table.byKey[key]; ok {
 		return idx, nil
 	}
+	// A name with a memory size ("rtx 3090 24gb", "4060 ti 16gb") is the
+	// card without it, if that card's memory is the size given.
+	if m := sizeSuffixRE.FindStringSubmatch(strings.TrimSpace(name)); m != nil {
+		if idx, ok := table.byKey[normalize(m[1])]; ok {
+			gb, _ := strconv.ParseFloat(m[2], 64)
+			var fit []int
+			for _, i := range idx {
+				if sizeMatches(table.cards[i].MemoryMiB, gb) {
+					fit = append(fit, i)
+				}
+			}
+			if len(fit) > 0 {
+				return fit, nil
+			}
+			return nil, fmt.Errorf("%w %q: the table's %s has %d MiB, not %s GB", ErrUnknownGPU, name, table.cards[idx[0]].Name, table.cards[idx[0]].MemoryMiB, m[2])
+		}
+	}
 	// A family name followed only by a form factor or size is a prefix of each
 	// variant's key: "v100" of "v100sxm216gb" and "v100sxm232gb".
 	var idx []int
@@ -194,6 +213,18 @@ func lookupIndices(name string) ([]int, error) {
 		hint = "; did you mean " + quoteNames(s) + "?"
 	}
 	return nil, fmt.Errorf("%w %q%s (`canifinetune gpus` lists the table)", ErrUnknownGPU, name, hint)
+}
+
+// sizeSuffixRE splits a name ending in a separated memory size: "RTX 3090
+// 24GB" → "RTX 3090", "24".
+var sizeSuffixRE = regexp.MustCompile(`(?i)^(.*?)[\s_-]+(\d+)\s*gb$`)
+
+// sizeMatches reports whether a card of mib MiB is sold as gb GB: within
+// 10 % of gb GiB, which covers both GiB-ish readings (24564 MiB for "24 GB")
+// and decimal marketing GB (24 × 10^9 bytes = 22888 MiB).
+func sizeMatches(mib int64, gb float64) bool {
+	want := gb * 1024
+	return float64(mib) > 0.9*want && float64(mib) < 1.1*want
 }
 
 func hasLetter(s string) bool {

@@ -77,6 +77,10 @@ func TestLookup(t *testing.T) {
 		{"Instinct MI210", "AMD Instinct MI210"},
 		{"Radeon RX 7900 XTX", "AMD Radeon RX 7900 XTX"},
 		{"7900xtx", "AMD Radeon RX 7900 XTX"},
+		{"RTX 3090 24GB", "NVIDIA GeForce RTX 3090"}, // name + its size
+		{"H200 141GB", "NVIDIA H200"},                // marketing size, 143771 MiB reading
+		{"V100 32GB", "Tesla V100-SXM2-32GB"},        // size picks the variant
+		{"h100-sxm5-80gb", "NVIDIA H100 80GB HBM3"},
 	}
 	for _, tt := range tests {
 		got, err := Lookup(tt.in)
@@ -100,6 +104,7 @@ func TestLookupErrors(t *testing.T) {
 		{"a100 pcie", ErrAmbiguousGPU, []string{"A100-PCIE-40GB", "A100 80GB PCIe"}},
 		{"rtx 4095", ErrUnknownGPU, []string{"did you mean", "RTX 4090"}},
 		{"4060", ErrUnknownGPU, []string{"RTX 4060 Ti"}}, // the 8 GB 4060 is not in the table: suggest, never substitute
+		{"4060 Ti 8GB", ErrUnknownGPU, []string{"has 16380 MiB, not 8 GB"}},
 		{"", ErrUnknownGPU, nil},
 		{"banana", ErrUnknownGPU, []string{"canifinetune gpus"}},
 	}

@@ -101,6 +101,10 @@ type Model struct {
 	Generic bool
 	// Notes are assumptions the shapes rest on, for the estimate's report.
 	Notes []string
+	// ExactParams is the parameter count read from the checkpoint's
+	// safetensors headers; when set it replaces the config-derived count in
+	// Params (0: not read).
+	ExactParams int64
 
 	attentionNames []string
 	mlpNames       []string
@@ -147,8 +151,17 @@ func (m *Model) TextParams() int64 {
 	return m.LinearParams() + m.NormParams() + m.EmbeddingLikeParams()
 }
 
-// Params is the checkpoint's parameter count, frozen towers included.
-func (m *Model) Params() int64 { return m.TextParams() + m.FrozenTowerParams }
+// Params is the checkpoint's parameter count, frozen towers included: the
+// exact count from safetensors headers when known, else the config-derived one.
+func (m *Model) Params() int64 {
+	if m.ExactParams > 0 {
+		return m.ExactParams
+	}
+	return m.ConfigParams()
+}
+
+// ConfigParams is the parameter count the config's shapes imply.
+func (m *Model) ConfigParams() int64 { return m.TextParams() + m.FrozenTowerParams }
 
 // ActiveFFN is the mean per-token feed-forward width over layers.
 func (m *Model) ActiveFFN() int64 {

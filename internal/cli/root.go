@@ -18,6 +18,7 @@ const (
 	ExitMarginal = 3 // estimate: verdict marginal (0.85 < ratio ≤ 0.97)
 	ExitNoFit    = 4 // estimate: verdict no (ratio > 0.97)
 	ExitNoGPU    = 5 // doctor: no GPU found on this machine
+	ExitOOM      = 6 // bench: the probe ran out of GPU memory (the setting does not fit, measured)
 )
 
 // Env carries everything a command needs from the outside world, so a test can
@@ -45,6 +46,9 @@ type Root struct {
 	// Commands are added here, one line each, in the order `--help` lists them.
 	Estimate EstimateCmd `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
 	Models   ModelsCmd   `cmd:"" help:"List the embedded model catalog."`
+	GPUs     GPUsCmd     `cmd:"" name:"gpus" help:"List the embedded GPU table (memory as the driver reports it)."`
+	Doctor   DoctorCmd   `cmd:"" name:"doctor" help:"Show this machine's GPUs, what holds their memory, the Python training stack, and what will go wrong."`
+	Bench    BenchCmd    `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 	Validate ValidateCmd `cmd:"" help:"Score estimators against measured runs (JSON Lines): error by method, source and trust; verdicts against outcomes."`
 }
 
