@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +18,7 @@ type ValidateCmd struct {
 
 	Estimator   string   `default:"" help:"Estimator to score (default: the default estimator; see 'canifinetune estimate --help')."`
 	Compare     []string `sep:"," placeholder:"NAME" help:"More estimators to score side by side with --estimator, on the rows all of them support."`
-	Calibration string   `placeholder:"FILE" help:"Apply a calibration written by 'canifinetune calibrate' before scoring."`
+	Calibration string   `placeholder:"FILE" help:"Score --estimator with the coefficients of a calibration written by 'canifinetune calibrate', on the cases inside its domain."`
 	Trust       []string `sep:"," placeholder:"LEVEL" help:"Score only cases of these trust levels (high,medium,low)."`
 	Method      []string `sep:"," placeholder:"METHOD" help:"Score only cases of these methods (full,lora,qlora)."`
 	Cases       bool     `help:"Print every case: measured and estimated peak, error, verdict, components, why a case is unsupported."`
@@ -41,7 +42,13 @@ Errors are signed: (estimated − measured) / measured; negative is an
 under-estimate, the direction that ends in an OOM. Fields a case leaves null
 are filled from its framework's defaults, and each case says which.
 
-Exit codes: 0 scored, 1 unreadable or malformed cases file, 2 usage.`
+With --calibration FILE, --estimator uses the calibration's coefficients on
+the cases inside its domain (model types, methods, stacks, GPU memory) and its
+embedded ones elsewhere; the report says how many cases were calibrated and why
+the others were not. Add --compare with the same estimator to see both.
+
+Exit codes: 0 scored, 1 unreadable or malformed cases or calibration file,
+2 usage.`
 }
 
 var (
@@ -59,13 +66,18 @@ func (c *ValidateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	var cal *evidence.Calibration
 	if c.Calibration != "" {
-		// TODO(calibration): when the lead's calibration lands in evidence, read
-		// FILE into an evidence.Calibration and wrap every estimator with
-		// evidence.Apply before scoring; a calibration outside its domain is not
-		// applied and the report says so (issue 3, "calibrate").
-		return usageErrorf("canifinetune validate "+c.File+"  (without --calibration)",
-			"--calibration %s: calibration is not available yet in this build", c.Calibration)
+		if cal, err = loadCalibration(c.Calibration); err != nil {
+			return err
+		}
+		// Only --estimator is calibrated, so that --compare with the same
+		// estimator sets the calibrated and the embedded coefficients side by side.
+		if ests[0].Name() != cal.Estimator {
+			return usageErrorf("canifinetune validate "+c.File+" --estimator "+cal.Estimator+" --calibration "+c.Calibration,
+				"--calibration %s calibrates the %s estimator, not %s", c.Calibration, cal.Estimator, ests[0].Name())
+		}
+		ests[0] = evidence.Calibrated{Cal: cal, Name_: c.Calibration}
 	}
 	all, err := readCases(c.File)
 	if err != nil {
@@ -83,6 +95,9 @@ func (c *ValidateCmd) Run(env *Env) error {
 	out, err := newValidateJSON(c.File, len(all), filter, cases, reps)
 	if err != nil {
 		return err
+	}
+	if cal != nil {
+		out.Calibration = newCalibrationJSON(c.Calibration, cal, cases)
 	}
 	if c.JSON {
 		return writeJSON(env.Stdout, out)
@@ -139,6 +154,27 @@ func (c *ValidateCmd) estimators() ([]estimate.Estimator, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// loadCalibration reads a calibration file written by `canifinetune
+// calibrate` (evidence.Calibration as JSON). A file that is not one is a bad
+// input file (exit 1).
+func loadCalibration(path string) (*evidence.Calibration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, withCode(ExitError, fmt.Errorf("read calibration: %w", err))
+	}
+	var cal evidence.Calibration
+	if err := json.Unmarshal(b, &cal); err != nil {
+		return nil, withHint(ExitError, fmt.Errorf("%s: not a calibration: %w", path, err), "canifinetune calibrate CASES.jsonl -o "+path)
+	}
+	switch {
+	case cal.SchemaVersion != 1:
+		return nil, withCode(ExitError, fmt.Errorf("%s: field schema_version: bad value %d (want 1)", path, cal.SchemaVersion))
+	case cal.Estimator == "":
+		return nil, withCode(ExitError, fmt.Errorf("%s: field estimator: missing (which estimator the coefficients are for)", path))
+	}
+	return &cal, nil
 }
 
 // readCases reads and validates a cases file. Every failure is exit 1 (a bad

@@ -19,6 +19,8 @@ type ValidateJSON struct {
 	// Estimators holds one report per estimator, in command-line order
 	// (--estimator, then --compare), each over every selected case.
 	Estimators []reportJSON `json:"estimators"`
+	// Calibration is present with --calibration.
+	Calibration *calibrationJSON `json:"calibration,omitempty"`
 	// Comparison is present when more than one estimator is scored.
 	Comparison *comparisonJSON `json:"comparison,omitempty"`
 	// Cases holds one entry per selected case and estimator: case order, then
@@ -86,12 +88,15 @@ type comparisonJSON struct {
 type validateCaseJSON struct {
 	ID        string `json:"id"`
 	Estimator string `json:"estimator"`
-	Model     string `json:"model"`
-	Method    string `json:"method"`
-	Framework string `json:"framework"`
-	Trust     string `json:"trust,omitempty"`
-	Kind      string `json:"kind"`
-	Status    string `json:"status"`
+	// EstimatorVersion tells a calibrated estimator from the same one
+	// uncalibrated (both are named canifinetune).
+	EstimatorVersion string `json:"estimator_version"`
+	Model            string `json:"model"`
+	Method           string `json:"method"`
+	Framework        string `json:"framework"`
+	Trust            string `json:"trust,omitempty"`
+	Kind             string `json:"kind"`
+	Status           string `json:"status"`
 	// MeasuredGiB is absent for an OOM case (it has no exact peak).
 	MeasuredGiB *float64 `json:"measured_gib,omitempty"`
 	// EstimatedGiB is the estimate of the measured kind; absent when unsupported.
@@ -138,7 +143,7 @@ func newValidateJSON(file string, total int, f evidence.Filter, cases []evidence
 		for _, r := range reps {
 			cr := r.Cases[i]
 			out.Cases = append(out.Cases, validateCaseJSON{
-				ID: cr.ID, Estimator: r.Estimator, Model: cr.Model, Method: cr.Method, Framework: cr.Framework,
+				ID: cr.ID, Estimator: r.Estimator, EstimatorVersion: r.Version, Model: cr.Model, Method: cr.Method, Framework: cr.Framework,
 				Trust: cr.Trust, Kind: cr.Kind, Status: cr.Status,
 				// From the case, not the result: an unsupported case still
 				// has its measured peak.
@@ -211,3 +216,42 @@ func rate(k, n int) *float64 {
 }
 
 func ptr(x float64) *float64 { return &x }
+
+type calibrationJSON struct {
+	File      string `json:"file"`
+	Estimator string `json:"estimator"`
+	Cohort    string `json:"cohort"`
+	// Applied counts the selected supported cases inside the domain; the
+	// others are estimated with the embedded coefficients.
+	Applied           int                    `json:"applied"`
+	NotApplied        int                    `json:"not_applied"`
+	NotAppliedReasons []evidence.ReasonCount `json:"not_applied_reasons"`
+}
+
+// newCalibrationJSON says on which cases a calibration was applied: the
+// calibrated estimator falls back to its embedded coefficients outside the
+// calibration's domain, and a report must not pass those rows off as
+// calibrated. Cases that cannot be turned into a request are unsupported and
+// counted there, not here.
+func newCalibrationJSON(file string, cal *evidence.Calibration, cases []evidence.Case) *calibrationJSON {
+	out := &calibrationJSON{File: file, Estimator: cal.Estimator, Cohort: cal.Cohort}
+	var outside []evidence.CaseResult
+	for _, c := range cases {
+		req, _, why := evidence.RequestFor(c)
+		if why != "" {
+			continue
+		}
+		if ok, reason := cal.Domain.Contains(req); !ok {
+			// Grouped like unsupported reasons: same shape, same order.
+			outside = append(outside, evidence.CaseResult{ID: c.ID, Status: evidence.StatusUnsupported, Unsupported: reason})
+			continue
+		}
+		out.Applied++
+	}
+	out.NotApplied = len(outside)
+	out.NotAppliedReasons = evidence.UnsupportedReasons(outside)
+	if out.NotAppliedReasons == nil {
+		out.NotAppliedReasons = []evidence.ReasonCount{}
+	}
+	return out
+}

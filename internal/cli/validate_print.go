@@ -26,6 +26,9 @@ func printValidate(w io.Writer, o ValidateJSON, filters string, perCase bool) {
 	}
 	fmt.Fprintf(w, "%s on %s: %s\n", strings.Join(names, " vs "), o.Input.File, sel)
 	fmt.Fprintln(w, "error = (estimated − measured) / measured, against the measured kind; negative = under-estimate")
+	if o.Calibration != nil {
+		printCalibration(w, o.Calibration)
+	}
 	if o.Comparison == nil {
 		printSingle(w, o.Estimators[0])
 	} else {
@@ -35,6 +38,18 @@ func printValidate(w io.Writer, o ValidateJSON, filters string, perCase bool) {
 	if perCase {
 		printCases(w, o)
 	}
+}
+
+// printCalibration says on which cases the calibration was applied and why
+// not on the others.
+func printCalibration(w io.Writer, cal *calibrationJSON) {
+	fmt.Fprintf(w, "calibration %s (%s, fitted on %s): applied to %d of %d supported cases\n",
+		cal.File, cal.Estimator, dash(cal.Cohort), cal.Applied, cal.Applied+cal.NotApplied)
+	if cal.NotApplied > 0 {
+		fmt.Fprintf(w, "not applied to %d (outside its domain; embedded coefficients used), by reason:\n", cal.NotApplied)
+		printReasons(w, cal.NotAppliedReasons)
+	}
+	fmt.Fprintln(w)
 }
 
 func printSingle(w io.Writer, r reportJSON) {
@@ -83,13 +98,34 @@ func printClassification(w io.Writer, cl classificationJSON) {
 		cl.MarginalExcluded, cl.UnknownExcluded, cl.NoCardExcluded, cl.UnsupportedExcluded)
 }
 
+// labels names each estimator's column: its name, with its version when
+// another column has the same name (a calibrated estimator next to itself).
+func labels(rs []reportJSON) []string {
+	count := map[string]map[string]bool{}
+	for _, r := range rs {
+		if count[r.Name] == nil {
+			count[r.Name] = map[string]bool{}
+		}
+		count[r.Name][r.Version] = true
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Name
+		if len(count[r.Name]) > 1 {
+			out[i] += " " + r.Version
+		}
+	}
+	return out
+}
+
 func printComparison(w io.Writer, o ValidateJSON) {
 	cmp := o.Comparison
-	fmt.Fprintf(w, "same observations: the %d of %d selected cases every estimator supports", cmp.Rows, o.Input.Selected)
+	label := labels(cmp.Estimators)
+	fmt.Fprintf(w, "same observations: the %d of %d selected cases every estimator supports\n", cmp.Rows, o.Input.Selected)
 	if cmp.Excluded > 0 {
-		fmt.Fprintf(w, " (%d left out: unsupported by at least one, listed below)", cmp.Excluded)
+		fmt.Fprintf(w, "(%d left out: unsupported by at least one estimator, listed below)\n", cmp.Excluded)
 	}
-	fmt.Fprint(w, "\n\n")
+	fmt.Fprintln(w)
 	t := table{align: "l" + strings.Repeat("r", len(cmp.Estimators))}
 	metric := func(label string, f func(reportJSON) string) {
 		row := []string{label}
@@ -98,7 +134,7 @@ func printComparison(w io.Writer, o ValidateJSON) {
 		}
 		t.add(row...)
 	}
-	metric("", func(r reportJSON) string { return r.Name })
+	t.add(append([]string{""}, label...)...)
 	metric("n scored", func(r reportJSON) string { return fmt.Sprint(r.Summary.N) })
 	metric("MAPE", func(r reportJSON) string { return abspct(r.Summary.MAPE) })
 	metric("median |err|", func(r reportJSON) string { return abspct(r.Summary.MedianAbs) })
@@ -126,11 +162,7 @@ func printComparison(w io.Writer, o ValidateJSON) {
 
 	fmt.Fprintln(w, "MAPE by group, same observations:")
 	t = table{align: "lr" + strings.Repeat("r", len(cmp.Estimators))}
-	head := []string{"", "n"}
-	for _, r := range cmp.Estimators {
-		head = append(head, r.Name)
-	}
-	t.add(head...)
+	t.add(append([]string{"", "n"}, label...)...)
 	first := groups(cmp.Estimators[0])
 	for gi, g := range first {
 		if gi > 0 {
@@ -158,16 +190,17 @@ func printUnsupported(w io.Writer, o ValidateJSON) {
 	}
 	var lists []*list
 	seen := map[string]*list{}
-	for _, r := range o.Estimators {
+	label := labels(o.Estimators)
+	for i, r := range o.Estimators {
 		if len(r.UnsupportedReasons) == 0 {
 			continue
 		}
 		key := fmt.Sprint(r.UnsupportedReasons)
 		if l, ok := seen[key]; ok {
-			l.names = append(l.names, r.Name)
+			l.names = append(l.names, label[i])
 			continue
 		}
-		l := &list{names: []string{r.Name}, r: r}
+		l := &list{names: []string{label[i]}, r: r}
 		seen[key] = l
 		lists = append(lists, l)
 	}
@@ -177,10 +210,15 @@ func printUnsupported(w io.Writer, o ValidateJSON) {
 			who = " by " + strings.Join(l.names, ", ")
 		}
 		fmt.Fprintf(w, "\nunsupported%s: %d of %d cases, by reason:\n", who, l.r.Summary.Unsupported, o.Input.Selected)
-		for _, rc := range l.r.UnsupportedReasons {
-			fmt.Fprint(w, wrapWords(strings.Fields(rc.Reason), fmt.Sprintf("%4d  ", rc.Count), "      ", 100))
-			fmt.Fprint(w, wrapWords(commaList(rc.IDs), "        ", "        ", 100))
-		}
+		printReasons(w, l.r.UnsupportedReasons)
+	}
+}
+
+// printReasons writes grouped reasons with their counts and case ids.
+func printReasons(w io.Writer, rs []evidence.ReasonCount) {
+	for _, rc := range rs {
+		fmt.Fprint(w, wrapWords(strings.Fields(rc.Reason), fmt.Sprintf("%4d  ", rc.Count), "      ", 100))
+		fmt.Fprint(w, wrapWords(commaList(rc.IDs), "        ", "        ", 100))
 	}
 }
 
@@ -233,8 +271,8 @@ func printCases(w io.Writer, o ValidateJSON) {
 	}
 	t := table{align: "llr" + strings.Repeat("rrl", k)}
 	head := []string{"id", "kind", "measured"}
-	for _, r := range o.Estimators {
-		head = append(head, r.Name, "error", "verdict")
+	for _, l := range labels(o.Estimators) {
+		head = append(head, l, "error", "verdict")
 	}
 	t.add(head...)
 	for i := 0; i+k <= len(o.Cases); i += k {

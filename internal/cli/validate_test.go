@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/evidence"
 	"github.com/google/go-cmp/cmp"
+	"github.com/rogpeppe/go-internal/txtar"
 )
 
 // TestValidateJSONConsistent runs validate --json on the dev cohort with every
@@ -165,5 +168,66 @@ func TestTable(t *testing.T) {
 		"x          –  n\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)
+	}
+}
+
+// TestValidateCalibrationDomain checks that --calibration changes the
+// estimates inside the calibration's domain and only there: a calibration
+// that doubles the activation and loss-chain coefficients, for LoRA runs made
+// with litgpt, scored next to the same estimator uncalibrated.
+func TestValidateCalibrationDomain(t *testing.T) {
+	ar, err := txtar.ParseFile("testdata/script/validate.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, f := range ar.Files {
+		if f.Name == "cases.jsonl" {
+			if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	coef := estimate.DefaultCoefficients
+	coef.Logits *= 2
+	coef.LogitsChunked *= 2
+	coef.ActGated *= 2
+	coef.ActClassic *= 2
+	coef.CkptPerLayer *= 2
+	cal := evidence.Calibration{SchemaVersion: 1, Estimator: "canifinetune", Cohort: "test", Coefficients: coef,
+		Domain: evidence.Domain{ModelTypes: []string{"qwen2"}, Methods: []string{"lora"}, Stacks: []string{"litgpt"}, GPUMemGiB: [2]float64{20, 30}}}
+	b, err := json.Marshal(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calPath := filepath.Join(dir, "cal.json")
+	if err := os.WriteFile(calPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	args := []string{"validate", filepath.Join(dir, "cases.jsonl"), "--estimator", "canifinetune", "--calibration", calPath, "--compare", "canifinetune", "--json"}
+	if code := Main(args, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var doc ValidateJSON
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Calibration == nil || doc.Calibration.Applied != 2 || doc.Calibration.NotApplied != 2 {
+		t.Fatalf("calibration = %+v, want applied 2 (q-lora, q-lora-ckpt), not applied 2", doc.Calibration)
+	}
+	inDomain := map[string]bool{"q-lora": true, "q-lora-ckpt": true}
+	for i := 0; i+1 < len(doc.Cases); i += 2 {
+		calib, plain := doc.Cases[i], doc.Cases[i+1]
+		if !strings.HasSuffix(calib.EstimatorVersion, "+calibrated") || strings.HasSuffix(plain.EstimatorVersion, "+calibrated") {
+			t.Fatalf("%s: versions %q, %q: want the calibrated one first", calib.ID, calib.EstimatorVersion, plain.EstimatorVersion)
+		}
+		if calib.EstimatedGiB == nil || plain.EstimatedGiB == nil {
+			continue // unsupported by both
+		}
+		differ := *calib.EstimatedGiB != *plain.EstimatedGiB
+		if differ != inDomain[calib.ID] {
+			t.Errorf("%s: calibrated %v GiB, embedded %v GiB; in the domain: %v", calib.ID, *calib.EstimatedGiB, *plain.EstimatedGiB, inDomain[calib.ID])
+		}
 	}
 }
