@@ -24,7 +24,12 @@ func printValidate(w io.Writer, o ValidateJSON, filters string, perCase bool) {
 	if o.Input.Selected != o.Input.Cases {
 		sel = fmt.Sprintf("%d of %d cases selected by %s", o.Input.Selected, o.Input.Cases, filters)
 	}
-	fmt.Fprintf(w, "%s on %s: %s\n", strings.Join(names, " vs "), o.Input.File, sel)
+	fmt.Fprintf(w, "%s: %s\n", o.Input.File, sel)
+	if len(names) == 1 {
+		fmt.Fprintf(w, "estimator: %s\n", names[0])
+	} else {
+		fmt.Fprintf(w, "estimators: %s\n", strings.Join(names, ", "))
+	}
 	fmt.Fprintln(w, "error = (estimated − measured) / measured, against the measured kind; negative = under-estimate")
 	if o.Calibration != nil {
 		printCalibration(w, o.Calibration)
