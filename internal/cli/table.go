@@ -12,9 +12,20 @@ import (
 type table struct {
 	align string // one byte per column; missing columns align left
 	rows  [][]string
+	// spans holds, by row index, text printed as is after that row, outside
+	// the columns: a long note would otherwise widen its column for every row.
+	spans map[int]string
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+// span prints text (one or more lines) under the last row added.
+func (t *table) span(text string) {
+	if t.spans == nil {
+		t.spans = map[int]string{}
+	}
+	t.spans[len(t.rows)-1] += text
+}
 
 // write pads every cell to its column's widest (in runes: "–" and "→" are one
 // column on a terminal) with two spaces between columns and no trailing blanks.
@@ -29,7 +40,7 @@ func (t *table) write(w io.Writer, indent string) error {
 		}
 	}
 	var b strings.Builder
-	for _, r := range t.rows {
+	for ri, r := range t.rows {
 		line := indent
 		for i, c := range r {
 			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
@@ -43,6 +54,7 @@ func (t *table) write(w io.Writer, indent string) error {
 			}
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		b.WriteString(t.spans[ri])
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -265,10 +265,16 @@ func printCases(w io.Writer, o ValidateJSON) {
 	k := len(o.Estimators)
 	fmt.Fprintln(w, "\ncases (GiB; estimated at the measured kind):")
 	if k == 1 {
-		t := table{align: "llrrrlll"}
-		t.add("id", "kind", "measured", "estimated", "error", "status", "verdict", "note")
+		t := table{align: "llrrrll"}
+		t.add("id", "kind", "measured", "estimated", "error", "status", "verdict")
 		for _, c := range o.Cases {
-			t.add(c.ID, c.Kind, measured(c), gibStr(c.EstimatedGiB), pct(c.ErrorPct), c.Status, dash(c.Verdict), note(c))
+			t.add(c.ID, c.Kind, measured(c), gibStr(c.EstimatedGiB), pct(c.ErrorPct), c.Status, dash(c.Verdict))
+			if c.Unsupported != "" {
+				t.span(wrapWords(strings.Fields("unsupported: "+c.Unsupported), "    ", "      ", 100))
+			}
+			if len(c.Assumed) > 0 {
+				t.span(wrapWords(strings.Fields("assumed from stack defaults: "+strings.Join(c.Assumed, ", ")), "    ", "      ", 100))
+			}
 		}
 		t.write(w, "")
 		printComponents(w, o.Cases)
@@ -351,17 +357,6 @@ func measured(c validateCaseJSON) string {
 		return "OOM"
 	}
 	return gibStr(c.MeasuredGiB)
-}
-
-func note(c validateCaseJSON) string {
-	var parts []string
-	if c.Unsupported != "" {
-		parts = append(parts, "unsupported: "+c.Unsupported)
-	}
-	if len(c.Assumed) > 0 {
-		parts = append(parts, "assumed: "+strings.Join(c.Assumed, ", "))
-	}
-	return strings.Join(parts, "; ")
 }
 
 func gibStr(x *float64) string {
