@@ -86,7 +86,7 @@ func (c *ValidateCmd) Run(env *Env) error {
 	cases := filter.Select(all)
 	if len(cases) == 0 {
 		return usageErrorf("canifinetune validate "+c.File+"  (without --trust / --method)",
-			"%s: %s select none of its %d cases", c.File, c.filterFlags(), len(all))
+			"%s: none of its %d cases matches %s", c.File, len(all), c.filterFlags())
 	}
 	reps := make([]evidence.Report, 0, len(ests))
 	for _, e := range ests {
@@ -171,8 +171,10 @@ func loadCalibration(path string) (*evidence.Calibration, error) {
 	switch {
 	case cal.SchemaVersion != 1:
 		return nil, withCode(ExitError, fmt.Errorf("%s: field schema_version: bad value %d (want 1)", path, cal.SchemaVersion))
-	case cal.Estimator == "":
-		return nil, withCode(ExitError, fmt.Errorf("%s: field estimator: missing (which estimator the coefficients are for)", path))
+	case cal.Estimator != evidence.Calibrated{}.Name():
+		// evidence.Calibrated carries only the default estimator's
+		// coefficients; another estimator's would be silently misapplied.
+		return nil, withCode(ExitError, fmt.Errorf("%s: field estimator: bad value %q (calibrations are for %s)", path, cal.Estimator, evidence.Calibrated{}.Name()))
 	}
 	return &cal, nil
 }
