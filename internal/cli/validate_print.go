@@ -59,7 +59,11 @@ func printCalibration(w io.Writer, cal *calibrationJSON) {
 
 func printSingle(w io.Writer, r reportJSON) {
 	s := r.Summary
-	fmt.Fprintf(w, "scored %d, OOM %d (no exact peak; in the verdicts only), unsupported %d (listed below)\n\n", s.N, s.OOM, s.Unsupported)
+	listed := ""
+	if s.Unsupported > 0 {
+		listed = " (listed below)"
+	}
+	fmt.Fprintf(w, "scored %d, OOM %d (no exact peak; in the verdicts only), unsupported %d%s\n\n", s.N, s.OOM, s.Unsupported, listed)
 	t := table{align: "lrrrrrrrrl"}
 	t.add("", "n", "OOM", "unsup.", "MAPE", "median |err|", "median err", "p90 |err|", "worst under", "")
 	row := func(label string, s summaryJSON) {
