@@ -103,7 +103,10 @@ type Terms struct {
 	CkptUnit float64
 	// Eager is the s² attention-score memory of eager attention.
 	Eager float64
-	Full  bool
+	// Dequant is QLoRA's transient 16-bit copy of the weight being
+	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
+	Dequant int64
+	Full    bool
 	// Shards divides sharded state (1 without sharding).
 	r Request
 }
@@ -144,6 +147,7 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 		}
 		t.Weights = int64(float64(linear)*quantBytesPerParam(r.Quant)) + rest*restBytes
 		t.QuantMeta = int64(float64(linear) * quantStateBytesPerParam(r.Quant))
+		t.Dequant = dequantWorkspace(m)
 	}
 	trainable := P
 	gradBytes := r.paramBytes()
@@ -185,7 +189,7 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 	}
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
-	act := float64(r.actBytes())
+	act := float64(residualBytes(r))
 	mlpT, mlpBytes := seedGatedMLPTensors, act
 	if m.MLP == hfconfig.MLPClassic {
 		mlpT = seedClassicMLPTensor
@@ -252,7 +256,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager
 	}
-	fwd := acts + max(logits, recompute) + float64(t.AutocastCache)
+	fwd := acts + max(logits, recompute) + float64(t.AutocastCache) + float64(t.Dequant)
 	step := float64(t.Grads + t.OptTransient)
 
 	add := func(name string, b int64, src string) {
@@ -269,7 +273,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger. Report its parts under their usual names.
 	if fwd >= step {
-		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache)), fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r)))
+		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache+t.Dequant)), fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)), fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef))
 		add(CGradients, 0, "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller")
 	} else {
@@ -338,6 +342,23 @@ func weightSource(r Request) string {
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
+}
+
+// residualBytes is the dtype of the activations a step saves. Autocast casts
+// only matmul inputs to 16-bit; norms, element-wise ops and the residual
+// stream run in the parameters' dtype, so a run whose module weights are fp32
+// (fp32 runs, litgpt's -mixed LoRA, mixed-precision full fine-tuning of fp32
+// weights) saves 4-byte activations, and 16-bit weights save 2-byte ones.
+func residualBytes(r Request) int64 {
+	switch {
+	case r.Precision == FP32:
+		return 4
+	case r.Method == Full && r.paramBytes() == 4:
+		return 4
+	case r.Method == LoRA && frozenBaseBytes(r) == 4:
+		return 4
+	}
+	return 2
 }
 
 // adapterDtypeBytes: PEFT keeps adapters in fp32 (autocast_adapter_dtype);

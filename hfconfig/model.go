@@ -195,7 +195,11 @@ func (m *Model) AllLinearTargets() []string {
 // model names them) to the selected Linear modules of every layer. A name that
 // matches no module is an error listing the names the model has.
 func (m *Model) Targets(spec []string) ([]Linear, error) {
+	// Scope keywords expand to the family's names that this model has (a
+	// DeepSeek without q_lora_rank has q_proj, not q_a_proj/q_b_proj);
+	// explicit names must all exist.
 	want := map[string]bool{}
+	explicit := map[string]bool{}
 	for _, s := range spec {
 		switch strings.ToLower(strings.TrimSpace(s)) {
 		case ScopeAttention:
@@ -213,6 +217,7 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 		case "":
 		default:
 			want[strings.TrimSpace(s)] = true
+			explicit[strings.TrimSpace(s)] = true
 		}
 	}
 	if len(want) == 0 {
@@ -229,7 +234,7 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 		}
 	}
 	var missing []string
-	for n := range want {
+	for n := range explicit {
 		if !found[n] {
 			missing = append(missing, n)
 		}
@@ -238,6 +243,9 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 		slices.Sort(missing)
 		return nil, fmt.Errorf("LoRA target %s matches no module of this %s model; its modules are %s",
 			strings.Join(missing, ", "), m.ModelType, strings.Join(m.moduleNames(), ", "))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("LoRA targets %v match no module of this %s model; its modules are %s", spec, m.ModelType, strings.Join(m.moduleNames(), ", "))
 	}
 	return out, nil
 }

@@ -189,3 +189,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A scope keyword expands to the modules the model has: DeepSeek-V2-Lite has
+// no q_lora_rank, so its attention scope is q_proj, kv_a_proj_with_mqa,
+// kv_b_proj and o_proj.
+func TestScopeSkipsAbsentModules(t *testing.T) {
+	m, err := Parse([]byte(`{"model_type":"deepseek_v2","hidden_size":32,"num_hidden_layers":1,"num_attention_heads":2,
+	"intermediate_size":64,"vocab_size":10,"q_lora_rank":null,"kv_lora_rank":8,"qk_nope_head_dim":4,
+	"qk_rope_head_dim":2,"v_head_dim":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lins, err := m.Targets([]string{"attention"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range lins {
+		names = append(names, l.Name)
+	}
+	if got := strings.Join(names, ","); got != "q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj" {
+		t.Errorf("attention scope = %s", got)
+	}
+	if _, err := m.Targets([]string{"q_a_proj"}); err == nil {
+		t.Error("an explicit absent module was accepted")
+	}
+}

@@ -37,6 +37,7 @@ type EstimateCmd struct {
 	NumGPUs     int64   `name:"num-gpus" default:"1" help:"Data-parallel world size for --strategy."`
 	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
 	Estimator   string  `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
+	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
 	JSON        bool    `help:"Print JSON (bytes and GiB) instead of a table."`
 }
 
@@ -66,6 +67,14 @@ func (c *EstimateCmd) Run(env *Env) error {
 	est, err := estimate.ByName(c.Estimator)
 	if err != nil {
 		return usageErrorf("canifinetune estimate --help", "%v", err)
+	}
+	if c.Calibration != "" {
+		if est.Name() != estimate.Default {
+			return usageErrorf("drop --estimator, or drop --calibration", "--calibration applies to the default estimator, not %s", est.Name())
+		}
+		if est, err = loadCalibration(c.Calibration); err != nil {
+			return err
+		}
 	}
 	req := estimate.Request{
 		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),

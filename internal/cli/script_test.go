@@ -30,6 +30,12 @@ func TestScript(t *testing.T) {
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("NO_COLOR", "1")
 			e.Setenv("CANIFINETUNE_TOOL_PATH", filepath.Join(e.WorkDir, "bin"))
+			// $DEV is the project's development cohort, for validate and calibrate scripts.
+			dev, err := filepath.Abs("../../evidence/dev.jsonl")
+			if err != nil {
+				return err
+			}
+			e.Setenv("DEV", dev)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -1,10 +1,9 @@
 package cli
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -34,7 +33,7 @@ trust; the verdicts against the outcomes with matched yes/no denominators; and
 every case that could not be estimated, grouped by reason.
 
 Examples:
-  canifinetune validate evidence/testdata/dev.jsonl --trust high,medium
+  canifinetune validate evidence/dev.jsonl --trust high,medium
   canifinetune validate dev.jsonl --compare seed000,unsloth --cases
   canifinetune validate dev.jsonl --estimator seed000 --json
 
@@ -68,7 +67,7 @@ func (c *ValidateCmd) Run(env *Env) error {
 	}
 	var cal *evidence.Calibration
 	if c.Calibration != "" {
-		if cal, err = loadCalibration(c.Calibration); err != nil {
+		if cal, err = readCalibration(c.Calibration); err != nil {
 			return err
 		}
 		// Only --estimator is calibrated, so that --compare with the same
@@ -77,9 +76,9 @@ func (c *ValidateCmd) Run(env *Env) error {
 			return usageErrorf("canifinetune validate "+c.File+" --estimator "+cal.Estimator+" --calibration "+c.Calibration,
 				"--calibration %s calibrates the %s estimator, not %s", c.Calibration, cal.Estimator, ests[0].Name())
 		}
-		ests[0] = evidence.Calibrated{Cal: cal, Name_: c.Calibration}
+		ests[0] = evidence.Calibrated{Cal: cal, Name_: filepath.Base(c.Calibration)}
 	}
-	all, err := readCases(c.File)
+	all, err := readCasesFile(c.File)
 	if err != nil {
 		return err
 	}
@@ -156,46 +155,18 @@ func (c *ValidateCmd) estimators() ([]estimate.Estimator, error) {
 	return out, nil
 }
 
-// loadCalibration reads a calibration file written by `canifinetune
-// calibrate` (evidence.Calibration as JSON). A file that is not one is a bad
-// input file (exit 1).
-func loadCalibration(path string) (*evidence.Calibration, error) {
+// readCalibration reads --calibration with evidence.ParseCalibration. Unlike
+// loadCalibration (estimate's), it returns the calibration itself: validate
+// reports on which cases its domain let it apply. A missing or malformed file
+// is a bad input file (exit 1).
+func readCalibration(path string) (*evidence.Calibration, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, withCode(ExitError, fmt.Errorf("read calibration: %w", err))
+		return nil, withHint(ExitError, fmt.Errorf("read calibration: %w", err), "canifinetune calibrate CASES.jsonl -o "+path)
 	}
-	var cal evidence.Calibration
-	if err := json.Unmarshal(b, &cal); err != nil {
-		return nil, withHint(ExitError, fmt.Errorf("%s: not a calibration: %w", path, err), "canifinetune calibrate CASES.jsonl -o "+path)
-	}
-	switch {
-	case cal.SchemaVersion != 1:
-		return nil, withCode(ExitError, fmt.Errorf("%s: field schema_version: bad value %d (want 1)", path, cal.SchemaVersion))
-	case cal.Estimator != evidence.Calibrated{}.Name():
-		// evidence.Calibrated carries only the default estimator's
-		// coefficients; another estimator's would be silently misapplied.
-		return nil, withCode(ExitError, fmt.Errorf("%s: field estimator: bad value %q (calibrations are for %s)", path, cal.Estimator, evidence.Calibrated{}.Name()))
-	}
-	return &cal, nil
-}
-
-// readCases reads and validates a cases file. Every failure is exit 1 (a bad
-// input file), with the file, line, field and value from evidence.ReadCases.
-func readCases(path string) ([]evidence.Case, error) {
-	f, err := os.Open(path)
+	cal, err := evidence.ParseCalibration(b, path)
 	if err != nil {
-		return nil, withCode(ExitError, fmt.Errorf("read cases: %w", err))
-	}
-	defer f.Close()
-	cases, err := evidence.ReadCases(f, path)
-	if err != nil {
-		if errors.Is(err, evidence.ErrInvalidCase) {
-			return nil, withHint(ExitError, err, "fix the line; the format is shared/measurements/SCHEMA.md")
-		}
 		return nil, withCode(ExitError, err)
 	}
-	if len(cases) == 0 {
-		return nil, withCode(ExitError, fmt.Errorf("%s: no cases (an empty file, or blank lines only)", path))
-	}
-	return cases, nil
+	return cal, nil
 }

@@ -21,7 +21,7 @@ import (
 // It pins no accuracy figure, so it holds whatever the estimators become.
 func TestValidateJSONConsistent(t *testing.T) {
 	names := estimate.Names()
-	args := []string{"validate", "../../evidence/testdata/dev.jsonl", "--json"}
+	args := []string{"validate", "../../evidence/dev.jsonl", "--json"}
 	if len(names) > 0 {
 		args = append(args, "--compare", strings.Join(names, ","))
 	}
