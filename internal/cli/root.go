@@ -61,6 +61,7 @@ type Root struct {
 	Models    ModelsCmd    `cmd:"" help:"List the embedded model catalog."`
 	GPUs      GPUsCmd      `cmd:"" name:"gpus" help:"List the embedded GPU table (memory as the driver reports it)."`
 	Doctor    DoctorCmd    `cmd:"" name:"doctor" help:"Show this machine's GPUs, what holds their memory, the Python training stack, and what will go wrong."`
+	Validate  ValidateCmd  `cmd:"" help:"Score estimators against measured runs (JSON Lines): error by method, source and trust; verdicts against outcomes."`
 	Calibrate CalibrateCmd `cmd:"" help:"Fit the default estimator's coefficients on measured cases and write a calibration file."`
 	Bench     BenchCmd     `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 }
