@@ -106,13 +106,9 @@ func readCasesFile(path string) ([]evidence.Case, error) {
 // loadCalibration reads --calibration into an estimator that applies it
 // inside its domain.
 func loadCalibration(path string) (estimate.Estimator, error) {
-	b, err := os.ReadFile(path)
+	cal, err := readCalibration(path)
 	if err != nil {
-		return nil, withHint(ExitUsage, fmt.Errorf("--calibration %s: %w", path, err), "canifinetune calibrate CASES.jsonl -o calibration.json")
-	}
-	cal, err := evidence.ParseCalibration(b, path)
-	if err != nil {
-		return nil, withCode(ExitError, err)
+		return nil, err
 	}
 	return evidence.Calibrated{Cal: cal, Name_: filepath.Base(path)}, nil
 }
