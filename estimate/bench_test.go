@@ -22,4 +22,17 @@ func BenchmarkEstimate(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "estimates/s")
 		})
 	}
+	// The numbers alone, as searches use them (Request.Terse).
+	terse := req
+	terse.Terse = true
+	b.Run("canifinetune-terse", func(b *testing.B) {
+		b.ReportAllocs()
+		est, _ := ByName("canifinetune")
+		for b.Loop() {
+			if _, err := est.Estimate(terse); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "estimates/s")
+	})
 }

@@ -230,6 +230,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	}
 	k := c.Coef
 	e := &Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
+	e.Components = e.buf[:0]
 	actCoef := k.ActClassic
 	if t.Gated {
 		actCoef = k.ActGated
@@ -259,27 +260,31 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	fwd := acts + max(logits, recompute) + float64(t.AutocastCache) + float64(t.Dequant)
 	step := float64(t.Grads + t.OptTransient)
 
-	add := func(name string, b int64, src string) {
-		e.Components = append(e.Components, Component{Name: name, Bytes: b, Source: src})
+	add := func(name string, b int64) {
+		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
-	add(CWeights, t.Weights, weightSource(r))
+	add(CWeights, t.Weights)
 	if r.Method == QLoRA {
-		add(CQuantOverhead, t.QuantMeta, fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant)))
+		add(CQuantOverhead, t.QuantMeta)
 	}
 	if r.Method != Full {
-		add(CAdapters, t.Adapters, fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), r.Stack))
+		add(CAdapters, t.Adapters)
 	}
-	add(COptimizer, t.OptStates, fmt.Sprintf("%s states, resident from the first step", r.Optimizer))
+	add(COptimizer, t.OptStates)
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger. Report its parts under their usual names.
-	if fwd >= step {
-		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache+t.Dequant)), fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r)))
-		add(CLogits, int64(logits*b2f(logits >= recompute)), fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef))
-		add(CGradients, 0, "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller")
+	fwdWins := fwd >= step
+	if fwdWins {
+		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache+t.Dequant)))
+		add(CLogits, int64(logits*b2f(logits >= recompute)))
+		add(CGradients, 0)
 	} else {
-		add(CActivations, 0, "the backward-end/optimizer-step phase is larger than the forward/loss phase")
-		add(CLogits, 0, "not live in the optimizer-step phase")
-		add(CGradients, t.Grads+t.OptTransient, "gradients + optimizer-step temporaries (the larger phase)")
+		add(CActivations, 0)
+		add(CLogits, 0)
+		add(CGradients, t.Grads+t.OptTransient)
+	}
+	if !r.Terse {
+		c.describe(e, r, actCoef, logitsCoef, fwdWins)
 	}
 	applySharding(e, r)
 	var alloc int64
@@ -288,29 +293,75 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	}
 	reserved := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedLargest*t.Largest + k.ReservedConstGiB*GiB)
 	process := reserved + int64(k.ContextGiB*GiB)
-	add(COverhead, process-alloc, fmt.Sprintf("caching allocator %.3g·allocated + %.3g·largest tensor + %.2f GiB, CUDA context %.2f GiB (%s)", k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB, c.CoefSource))
+	add(COverhead, process-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
-	e.TrainableParams = t.Grads / max(1, gradBytesOf(t, r))
 	if r.Method == Full {
 		e.TrainableParams = r.Model.Params()
 	} else {
 		e.TrainableParams = adapterParams(r) + extraTrainableParams(r)
 	}
 	var safe int64
+	safeF := seedSafetyFraction
+	if r.SafetyFraction > 0 {
+		safeF = r.SafetyFraction
+	}
 	if r.GPUTotal > 0 {
-		safeF := seedSafetyFraction
-		if r.SafetyFraction > 0 {
-			safeF = r.SafetyFraction
-		}
 		safe = frac(r.GPUTotal, safeF)
-		add(CSafety, safe, fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100))
+		add(CSafety, safe)
 	}
 	e.PlanningProxy = process
 	e.Total = process + safe
 	e.Verdict = verdict(e.Total, r)
-	e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
-	e.Confidence = confidence(r, c.Name())
+	if !r.Terse {
+		n := len(e.Components)
+		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching allocator %.3g·allocated + %.3g·largest tensor + %.2f GiB, CUDA context %.2f GiB (%s)",
+			k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB, c.CoefSource)
+		if r.GPUTotal > 0 {
+			e.Components[n-1].Source = fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100)
+		}
+		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
+		e.Confidence = confidence(r, c.Name())
+	}
 	return e, nil
+}
+
+// describe fills the sources of the step's components (not for terse requests).
+func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
+	for i := range e.Components {
+		comp := &e.Components[i]
+		switch comp.Name {
+		case CWeights:
+			comp.Source = weightSource(r)
+		case CQuantOverhead:
+			comp.Source = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
+		case CAdapters:
+			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), r.Stack)
+		case COptimizer:
+			comp.Source = r.Optimizer + " states, resident from the first step"
+		case CActivations:
+			comp.Source = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
+			if fwdWins {
+				comp.Source = fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r))
+			}
+		case CLogits:
+			comp.Source = "not live in the optimizer-step phase"
+			if fwdWins {
+				comp.Source = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+			}
+		case CGradients:
+			comp.Source = "gradients + optimizer-step temporaries (the larger phase)"
+			if fwdWins {
+				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+			}
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func b2f(b bool) float64 {
@@ -318,13 +369,6 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-func gradBytesOf(t Terms, r Request) int64 {
-	if r.Method == Full {
-		return r.paramBytes()
-	}
-	return adapterDtypeBytes(r)
 }
 
 func ckptNote(r Request) string {
@@ -335,6 +379,9 @@ func ckptNote(r Request) string {
 }
 
 func weightSource(r Request) string {
+	if r.Terse {
+		return ""
+	}
 	switch r.Method {
 	case QLoRA:
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[r.UpcastFrozen != nil && *r.UpcastFrozen])

@@ -87,6 +87,11 @@ type Request struct {
 	Available int64
 	// OverheadFraction and SafetyFraction override seed 000's 8 % and 5 %.
 	OverheadFraction, SafetyFraction float64
+
+	// Terse asks for the numbers only: no component sources, assumptions or
+	// confidence text. Searches over many requests (Changes, calibration,
+	// GPU selection) set it; the figures are identical.
+	Terse bool
 }
 
 // Sharding spreads training state over data-parallel GPUs.

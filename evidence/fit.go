@@ -139,6 +139,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		if _, err := (estimate.Canifinetune{Coef: FitStart}).Estimate(req); err != nil {
 			continue
 		}
+		req.Terse = true // the fit reads levels only
 		rows = append(rows, fitRow{c: c, req: req, y: *c.Measured.GiB * estimate.GiB})
 	}
 	if len(rows) < len(fitParams)+2 {

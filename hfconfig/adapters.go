@@ -14,9 +14,14 @@ type moduleAgg struct {
 	inOut int64
 }
 
-// index precomputes per-name sums so AdapterSum needs no allocation; Parse
-// calls it once the layers are built.
+// index precomputes the parameter sums and per-name adapter sums, so an
+// estimate needs no pass over the layers; Parse calls it once the layers are
+// built, and a Model is not changed after that (ExactParams aside, which
+// Params reads directly).
 func (m *Model) index() {
+	m.indexed = false
+	m.linearSum, m.normSum, m.ffnAv = m.LinearParams(), m.NormParams(), m.ActiveFFN()
+	m.indexed = true
 	m.aggs = m.aggs[:0]
 	for _, l := range m.Layers {
 		for _, lin := range l.Linears {
