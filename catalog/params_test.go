@@ -145,7 +145,7 @@ func TestStatedParamsMatchConfig(t *testing.T) {
 	}
 }
 
-// sharedStated are the counts that /work/shared/models/configs/SOURCES.md
+// sharedStated are the counts that shared/models/configs/SOURCES.md
 // states, column "Size / params stated by a source". They are written out
 // here, not parsed, because the column is prose; a row added there needs a row
 // here.
