@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/atomicfile"
 	"io"
 	"os"
 	"os/exec"
@@ -343,28 +344,8 @@ func WriteReceipt(path string, r Receipt) error {
 		return fmt.Errorf("encode receipt %s: %w", path, err)
 	}
 	b = append(b, '\n')
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write receipt %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write receipt %s: %w", path, werr)
+	if err := atomicfile.Write(path, b, 0o644); err != nil {
+		return fmt.Errorf("receipt: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/suggest"
 	"path"
 	"slices"
 	"strings"
@@ -184,7 +185,7 @@ func (c *catalog) suggest(name string, n int) []string {
 				target = name[j+1:]
 			}
 		}
-		cd := cand{id: c.entries[i].ID, score: levenshtein(q, target)}
+		cd := cand{id: c.entries[i].ID, score: suggest.Distance(q, target)}
 		if strings.Contains(target, q) || strings.Contains(q, target) {
 			cd = cand{id: cd.id, substr: true, score: abs(len(target) - len(q))}
 		}
@@ -230,25 +231,4 @@ func abs(x int) int {
 		return -x
 	}
 	return x
-}
-
-// levenshtein is the edit distance between a and b, in bytes.
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

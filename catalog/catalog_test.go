@@ -316,20 +316,6 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func TestLevenshtein(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"abc", "", 3}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"qwen2.5-7b", "qwen2.5-8b", 1},
-	}
-	for _, tt := range tests {
-		if got := levenshtein(tt.a, tt.b); got != tt.want {
-			t.Errorf("levenshtein(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
-
 // TestSourcesDocumentEveryEntry checks that models/SOURCES.md has a row for
 // every entry, so no file enters the catalog without its provenance written
 // down.

@@ -20,10 +20,11 @@ type CaseResult struct {
 	Model     string `json:"model"`
 	Method    string `json:"method"`
 	Framework string `json:"framework"`
-	Trust     string `json:"trust"`
+	Trust     string `json:"trust,omitempty"`
 	Kind      string `json:"kind"`
 	Status    string `json:"status"`
-	// MeasuredGiB is absent for OOM rows: an OOM has no exact peak.
+	// MeasuredGiB is absent for OOM rows: an OOM has no exact peak. An
+	// unsupported case still carries its measured peak.
 	MeasuredGiB  *float64 `json:"measured_gib,omitempty"`
 	EstimatedGiB *float64 `json:"estimated_gib,omitempty"`
 	// ErrorPct is (estimated − measured) / measured × 100: positive over-estimates.
@@ -90,7 +91,7 @@ func Score(cases []Case, est estimate.Estimator) Report {
 func ScoreCase(c Case, p Prediction) CaseResult {
 	r := CaseResult{ID: c.ID, Model: c.Model, Method: c.Method, Framework: c.Framework, Trust: c.Trust, Kind: c.Measured.Kind, Assumed: p.Assumed}
 	if p.Estimate == nil {
-		r.Status, r.Unsupported = StatusUnsupported, p.Unsupported
+		r.Status, r.Unsupported, r.MeasuredGiB = StatusUnsupported, p.Unsupported, c.Measured.GiB
 		return r
 	}
 	est := round3(float64(p.Predicted(c.Measured.Kind)) / estimate.GiB)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	names "github.com/canifinetune/canifinetune/internal/suggest"
 	"regexp"
 	"slices"
 	"sort"
@@ -256,7 +257,7 @@ func suggest(key string) []int {
 	type scored struct{ i, d int }
 	best := map[int]int{}
 	for k, is := range table.byKey {
-		d := editDistance(key, k)
+		d := names.Distance(key, k)
 		if strings.Contains(k, key) || strings.Contains(key, k) && len(k) >= 3 {
 			d = min(d, 1)
 		}
@@ -284,26 +285,6 @@ func suggest(key string) []int {
 		out = append(out, x.i)
 	}
 	return out
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func quoteNames(idx []int) string {

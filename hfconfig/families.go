@@ -152,14 +152,12 @@ func buildPhi3(r raw, m *Model) error {
 	h, hd := m.Hidden, m.HeadDim
 	m.attentionNames = []string{"qkv_proj", "o_proj"}
 	m.mlpNames = []string{"gate_up_proj", "down_proj"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: 2 * h, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("qkv_proj", RoleAttention, h, (m.Heads+2*m.KVHeads)*hd, false),
-			lin("o_proj", RoleAttention, m.Heads*hd, h, false),
-			lin("gate_up_proj", RoleMLP, h, 2*m.Intermediate, false),
-			lin("down_proj", RoleMLP, m.Intermediate, h, false),
-		}})
-	}
+	m.uniformLayers(2*h,
+		lin("qkv_proj", RoleAttention, h, (m.Heads+2*m.KVHeads)*hd, false),
+		lin("o_proj", RoleAttention, m.Heads*hd, h, false),
+		lin("gate_up_proj", RoleMLP, h, 2*m.Intermediate, false),
+		lin("down_proj", RoleMLP, m.Intermediate, h, false),
+	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = h
 	return nil
@@ -200,14 +198,12 @@ func buildGPT2(r raw, m *Model) error {
 	}
 	m.attentionNames = []string{"c_attn", "c_proj"}
 	m.mlpNames = []string{"c_fc", "c_proj"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: 4 * h, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("c_attn", RoleAttention, h, qkv, true),
-			lin("c_proj", RoleAttention, h, h, true),
-			lin("c_fc", RoleMLP, h, m.Intermediate, true),
-			lin("c_proj", RoleMLP, m.Intermediate, h, true),
-		}})
-	}
+	m.uniformLayers(4*h,
+		lin("c_attn", RoleAttention, h, qkv, true),
+		lin("c_proj", RoleAttention, h, h, true),
+		lin("c_fc", RoleMLP, h, m.Intermediate, true),
+		lin("c_proj", RoleMLP, m.Intermediate, h, true),
+	)
 	m.setEmbeddings(false)
 	m.PositionParams = positions * h
 	m.FinalNormParams = 2 * h
@@ -241,14 +237,12 @@ func buildNeoX(r raw, m *Model) error {
 	}
 	m.attentionNames = []string{"query_key_value", "dense"}
 	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: 4 * h, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("query_key_value", RoleAttention, h, 3*h, bias),
-			lin("dense", RoleAttention, h, h, bias),
-			lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, true),
-			lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, true),
-		}})
-	}
+	m.uniformLayers(4*h,
+		lin("query_key_value", RoleAttention, h, 3*h, bias),
+		lin("dense", RoleAttention, h, h, bias),
+		lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, true),
+		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, true),
+	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = 2 * h
 	if bloom {
@@ -297,14 +291,12 @@ func buildFalcon(r raw, m *Model) error {
 	}
 	m.attentionNames = []string{"query_key_value", "dense"}
 	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: norms, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("query_key_value", RoleAttention, h, (m.Heads+2*kv)*hd, bias),
-			lin("dense", RoleAttention, h, h, bias),
-			lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, bias),
-			lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, bias),
-		}})
-	}
+	m.uniformLayers(norms,
+		lin("query_key_value", RoleAttention, h, (m.Heads+2*kv)*hd, bias),
+		lin("dense", RoleAttention, h, h, bias),
+		lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, bias),
+		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, bias),
+	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = 2 * h
 	return nil
@@ -328,15 +320,13 @@ func buildQwenV1(r raw, m *Model) error {
 	h := m.Hidden
 	m.attentionNames = []string{"c_attn", "c_proj"}
 	m.mlpNames = []string{"w1", "w2", "c_proj"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: 2 * h, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("c_attn", RoleAttention, h, 3*h, true),
-			lin("c_proj", RoleAttention, h, h, false),
-			lin("w1", RoleMLP, h, m.Intermediate, false),
-			lin("w2", RoleMLP, h, m.Intermediate, false),
-			lin("c_proj", RoleMLP, m.Intermediate, h, false),
-		}})
-	}
+	m.uniformLayers(2*h,
+		lin("c_attn", RoleAttention, h, 3*h, true),
+		lin("c_proj", RoleAttention, h, h, false),
+		lin("w1", RoleMLP, h, m.Intermediate, false),
+		lin("w2", RoleMLP, h, m.Intermediate, false),
+		lin("c_proj", RoleMLP, m.Intermediate, h, false),
+	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = h
 	return nil
@@ -366,14 +356,12 @@ func buildChatGLM(r raw, m *Model) error {
 	h, hd := m.Hidden, m.HeadDim
 	m.attentionNames = []string{"query_key_value", "dense"}
 	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: 2 * h, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("query_key_value", RoleAttention, h, m.Heads*hd+2*m.KVHeads*hd, qkvBias || linBias),
-			lin("dense", RoleAttention, m.Heads*hd, h, linBias),
-			lin("dense_h_to_4h", RoleMLP, h, 2*m.Intermediate, linBias),
-			lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, linBias),
-		}})
-	}
+	m.uniformLayers(2*h,
+		lin("query_key_value", RoleAttention, h, m.Heads*hd+2*m.KVHeads*hd, qkvBias || linBias),
+		lin("dense", RoleAttention, m.Heads*hd, h, linBias),
+		lin("dense_h_to_4h", RoleMLP, h, 2*m.Intermediate, linBias),
+		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, linBias),
+	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = h
 	return nil
@@ -395,15 +383,13 @@ func buildBaichuan(r raw, m *Model) error {
 	h := m.Hidden
 	m.attentionNames = []string{"W_pack", "o_proj"}
 	m.mlpNames = []string{"gate_proj", "up_proj", "down_proj"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: 2 * h, FFNActive: m.Intermediate, Linears: []Linear{
-			lin("W_pack", RoleAttention, h, 3*h, false),
-			lin("o_proj", RoleAttention, h, h, false),
-			lin("gate_proj", RoleMLP, h, m.Intermediate, false),
-			lin("up_proj", RoleMLP, h, m.Intermediate, false),
-			lin("down_proj", RoleMLP, m.Intermediate, h, false),
-		}})
-	}
+	m.uniformLayers(2*h,
+		lin("W_pack", RoleAttention, h, 3*h, false),
+		lin("o_proj", RoleAttention, h, h, false),
+		lin("gate_proj", RoleMLP, h, m.Intermediate, false),
+		lin("up_proj", RoleMLP, h, m.Intermediate, false),
+		lin("down_proj", RoleMLP, m.Intermediate, h, false),
+	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = h
 	return nil
@@ -470,4 +456,13 @@ func preQuant(top raw) (*PreQuant, error) {
 		pq.Note = fmt.Sprintf("quantization_config with quant_method %q is not modelled: weights are estimated unquantized", method)
 	}
 	return pq, nil
+}
+
+// uniformLayers appends NumLayers identical full-attention blocks with the
+// given norm parameters and Linear modules (the layers share the slice,
+// which nothing modifies after parsing).
+func (m *Model) uniformLayers(norms int64, lins ...Linear) {
+	for range m.NumLayers {
+		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: norms, FFNActive: m.Intermediate, Linears: lins})
+	}
 }

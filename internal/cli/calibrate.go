@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -47,7 +48,7 @@ func (c *CalibrateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(c.Output, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(c.Output, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	if c.JSON {
@@ -111,27 +112,4 @@ func loadCalibration(path string) (estimate.Estimator, error) {
 		return nil, err
 	}
 	return evidence.Calibrated{Cal: cal, Name_: filepath.Base(path)}, nil
-}
-
-// writeFileAtomic writes via a temporary file in the same directory and a
-// rename, so a reader never sees a partial file and a failure leaves none.
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -86,26 +86,11 @@ type comparisonJSON struct {
 }
 
 type validateCaseJSON struct {
-	ID        string `json:"id"`
 	Estimator string `json:"estimator"`
 	// EstimatorVersion tells a calibrated estimator from the same one
 	// uncalibrated (both are named canifinetune).
 	EstimatorVersion string `json:"estimator_version"`
-	Model            string `json:"model"`
-	Method           string `json:"method"`
-	Framework        string `json:"framework"`
-	Trust            string `json:"trust,omitempty"`
-	Kind             string `json:"kind"`
-	Status           string `json:"status"`
-	// MeasuredGiB is absent for an OOM case (it has no exact peak).
-	MeasuredGiB *float64 `json:"measured_gib,omitempty"`
-	// EstimatedGiB is the estimate of the measured kind; absent when unsupported.
-	EstimatedGiB *float64           `json:"estimated_gib,omitempty"`
-	ErrorPct     *float64           `json:"error_pct,omitempty"`
-	Verdict      string             `json:"verdict,omitempty"`
-	Unsupported  string             `json:"unsupported,omitempty"`
-	Assumed      []string           `json:"assumed,omitempty"`
-	Components   map[string]float64 `json:"components_gib,omitempty"`
+	evidence.CaseResult
 }
 
 // newValidateJSON lays out the reports of every estimator on the selected
@@ -142,15 +127,7 @@ func newValidateJSON(file string, total int, f evidence.Filter, cases []evidence
 	for i := range cases {
 		for _, r := range reps {
 			cr := r.Cases[i]
-			out.Cases = append(out.Cases, validateCaseJSON{
-				ID: cr.ID, Estimator: r.Estimator, EstimatorVersion: r.Version, Model: cr.Model, Method: cr.Method, Framework: cr.Framework,
-				Trust: cr.Trust, Kind: cr.Kind, Status: cr.Status,
-				// From the case, not the result: an unsupported case still
-				// has its measured peak.
-				MeasuredGiB:  cases[i].Measured.GiB,
-				EstimatedGiB: cr.EstimatedGiB, ErrorPct: cr.ErrorPct, Verdict: cr.Verdict,
-				Unsupported: cr.Unsupported, Assumed: cr.Assumed, Components: cr.Components,
-			})
+			out.Cases = append(out.Cases, validateCaseJSON{Estimator: r.Estimator, EstimatorVersion: r.Version, CaseResult: cr})
 		}
 	}
 	return out, nil
