@@ -1,11 +1,11 @@
-package cli_test
+package cli
 
 import (
 	"bytes"
 	"compress/gzip"
 	"errors"
-	"flag"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,93 +13,142 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/canifinetune/canifinetune/internal/cli"
 )
 
-// TestMain makes the test binary double as the canifinetune command, so
-// scripts run the real CLI as a subprocess.
+// TestMain lets txtar scripts run the real command as `canifinetune`.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"canifinetune": func() { os.Exit(cli.Main(os.Args[1:], cli.OSEnv())) },
+		"canifinetune": func() { os.Exit(Main(os.Args[1:], OSEnv())) },
 	})
 }
 
-// update rewrites the golden files in the scripts (cmp stdout want.json).
-var update = flag.Bool("update", false, "update golden files in testdata/script/*.txtar")
-
-// TestScript runs testdata/script/*.txtar: every command, its output, its
-// errors and its exit codes, end to end.
+// TestScript runs every testdata/script/*.txtar end to end.
+//
+//   - Each script gets its own fake Hub (see newFakeHub) as HF_ENDPOINT and an
+//     empty Hugging Face cache under $WORK/hf, so no script touches the
+//     network or the user's cache.
+//   - CANIFINETUNE_TOOL_PATH=$WORK/bin, so doctor finds only the fake
+//     nvidia-smi / rocm-smi / python a script writes there, never the host's.
+//   - $DEV is the project's development cohort, for validate and calibrate.
+//   - $TRACES holds the real Kineto traces, for trace.
+//   - -update rewrites the golden files that scripts compare with cmp.
 func TestScript(t *testing.T) {
+	dev, err := filepath.Abs("../../evidence/dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, err := filepath.Abs("../../trace/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
-		Dir:           "testdata/script",
-		Setup:         setupTraces,
-		UpdateScripts: *update,
+		Dir:                 "testdata/script",
+		RequireExplicitExec: false,
+		UpdateScripts:       *update,
+		Setup: func(e *testscript.Env) error {
+			srv, err := newFakeHub()
+			if err != nil {
+				return err
+			}
+			e.Defer(srv.Close)
+			e.Setenv("NO_COLOR", "1")
+			e.Setenv("HF_ENDPOINT", srv.URL)
+			e.Setenv("HF_HOME", e.WorkDir+"/hf")
+			e.Setenv("FAKE_HF_TOKEN", fakeGoodToken)
+			e.Setenv("CANIFINETUNE_TOOL_PATH", filepath.Join(e.WorkDir, "bin"))
+			e.Setenv("DEV", dev)
+			e.Setenv("TRACES", traces)
+			return nil
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits": cmdExits,
+			// cut SRC DST N|half writes the first N bytes (or half) of SRC:
+			// truncated traces are made, not committed.
+			"cut": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: cut SRC DST N|half")
+				}
+				b, err := os.ReadFile(ts.MkAbs(args[0]))
+				ts.Check(err)
+				n := len(b) / 2
+				if args[2] != "half" {
+					n, err = strconv.Atoi(args[2])
+					ts.Check(err)
+				}
+				ts.Check(os.WriteFile(ts.MkAbs(args[1]), b[:min(n, len(b))], 0o644))
+			},
+			// gunzip SRC DST decompresses a gzipped trace.
+			"gunzip": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: gunzip SRC DST")
+				}
+				f, err := os.Open(ts.MkAbs(args[0]))
+				ts.Check(err)
+				defer f.Close()
+				zr, err := gzip.NewReader(f)
+				ts.Check(err)
+				b, err := io.ReadAll(zr)
+				ts.Check(err)
+				ts.Check(os.WriteFile(ts.MkAbs(args[1]), b, 0o644))
+			},
+			// mksafetensors FILE name:d1xd2… writes a BF16 safetensors file
+			// whose data is a sparse run of zeros.
+			"mksafetensors": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 2 {
+					ts.Fatalf("usage: mksafetensors FILE name:d1xd2...")
+				}
+				ts.Check(writeSafetensors(ts.MkAbs(args[0]), args[1:]))
+			},
+			// [!] grepdir TEXT DIR: some file under DIR contains TEXT (with
+			// !, none does), to prove a secret never reached the cache.
+			"grepdir": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: grepdir TEXT DIR")
+				}
+				var found []string
+				err := filepath.WalkDir(ts.MkAbs(args[1]), func(p string, d fs.DirEntry, err error) error {
+					if err != nil || d.IsDir() {
+						return err
+					}
+					b, err := os.ReadFile(p)
+					if err == nil && bytes.Contains(b, []byte(args[0])) {
+						found = append(found, p)
+					}
+					return nil
+				})
+				ts.Check(err)
+				if neg && len(found) > 0 {
+					ts.Fatalf("%q found in %v", args[0], found)
+				}
+				if !neg && len(found) == 0 {
+					ts.Fatalf("%q found in no file under %s", args[0], args[1])
+				}
+			},
 		},
 	})
 }
 
-// cmdExits runs a command and checks its exact exit code, which plain
-// `exec` / `! exec` cannot: `exits 2 canifinetune trace a b c`.
+// cmdExits is `exits N prog args...`: it runs prog and fails unless it exits
+// with N, so scripts can check the documented exit codes (testscript's `!`
+// only says "non-zero"). stdout and stderr are kept for the next checks.
 func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
-		ts.Fatalf("usage: exits CODE command [args...]")
+		ts.Fatalf("usage: exits N prog [args...]")
 	}
 	want, err := strconv.Atoi(args[0])
 	if err != nil {
-		ts.Fatalf("exits: bad code %q", args[0])
+		ts.Fatalf("exits: %q is not a number", args[0])
 	}
+	err = ts.Exec(args[1], args[2:]...)
 	got := 0
-	if err := ts.Exec(args[1], args[2:]...); err != nil {
+	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
-			ts.Fatalf("exits: %v", err)
+			ts.Fatalf("exits: run %s: %v", args[1], err)
 		}
 		got = ee.ExitCode()
 	}
 	if got != want {
-		ts.Fatalf("exit code %d, want %d", got, want)
+		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
 	}
-}
-
-// setupTraces puts the real traces in $WORK/traces, with two truncated
-// copies made here rather than committed: one cut inside the gzip header
-// data before any event, one cut halfway through the events.
-func setupTraces(env *testscript.Env) error {
-	dir := filepath.Join(env.WorkDir, "traces")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	src := filepath.Join("..", "..", "trace", "testdata")
-	for _, name := range []string{"hta_nccl_data_2streams_3steps.json.gz", "hta_ns_resolution_rank0_5steps.json.gz", "hta_sampled_rank0_4streams_2steps.json.gz"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return err
-		}
-	}
-	gz, err := os.ReadFile(filepath.Join(src, "hta_sampled_rank0_4streams_2steps.json.gz"))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cut_early.json.gz"), gz[:400], 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cut_half.json.gz"), gz[:len(gz)/2], 0o644); err != nil {
-		return err
-	}
-	// A plain (not gzipped) copy, to show detection goes by content.
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return err
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "sampled.json"), plain, 0o644)
 }

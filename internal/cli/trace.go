@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +62,7 @@ func (c *TraceCmd) Run(env *Env) error {
 	}
 	reports := make([]*trace.Report, len(c.Files))
 	for i, f := range c.Files {
-		r, err := analyzeFile(f, trace.Options{AllSteps: c.AllSteps})
+		r, err := analyzeTraceFile(f, trace.Options{AllSteps: c.AllSteps})
 		if err != nil {
 			return err
 		}
@@ -80,7 +79,7 @@ func (c *TraceCmd) Run(env *Env) error {
 		if c.JSON {
 			return writeJSON(env.Stdout, cmp)
 		}
-		writeComparison(env.Stdout, cmp)
+		writeTraceComparison(env.Stdout, cmp)
 		return nil
 	}
 	r := reports[0]
@@ -91,14 +90,14 @@ func (c *TraceCmd) Run(env *Env) error {
 	if c.JSON {
 		return writeJSON(env.Stdout, traceJSON{Report: r, WhatIf: ps})
 	}
-	writeReport(env.Stdout, r, c.Top)
-	writeWhatIf(env.Stdout, ps)
+	writeTraceReport(env.Stdout, r, c.Top)
+	writeTraceWhatIf(env.Stdout, ps)
 	return nil
 }
 
-// analyzeFile opens a trace, gunzipping it when it starts with the gzip
+// analyzeTraceFile opens a trace, gunzipping it when it starts with the gzip
 // magic (whatever its name), and analyses it.
-func analyzeFile(name string, opts trace.Options) (*trace.Report, error) {
+func analyzeTraceFile(name string, opts trace.Options) (*trace.Report, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
@@ -125,14 +124,8 @@ func analyzeFile(name string, opts trace.Options) (*trace.Report, error) {
 	return rep, nil
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// dur formats nanoseconds for people: three significant figures or so.
-func dur(ns int64) string {
+// fmtNS formats nanoseconds for people: three significant figures or so.
+func fmtNS(ns int64) string {
 	neg := ""
 	if ns < 0 {
 		neg, ns = "-", -ns
@@ -148,20 +141,20 @@ func dur(ns int64) string {
 	return fmt.Sprintf("%s%d ns", neg, ns)
 }
 
-func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+func tracePct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
-func perStep(p *int64) string {
+func tracePerStep(p *int64) string {
 	if p == nil {
 		return "-"
 	}
-	return dur(*p)
+	return fmtNS(*p)
 }
 
-// shorten keeps a kernel's name readable in a table: C++ signatures make
+// shortKernel keeps a kernel's name readable in a table: C++ signatures make
 // them hundreds of characters long. The argument list goes; the template
 // arguments stay as far as they fit, since they tell cutlass::Kernel<…>
 // instances apart.
-func shorten(s string, n int) string {
+func shortKernel(s string, n int) string {
 	s = strings.TrimPrefix(s, "void ")
 	if i := strings.LastIndex(s, ">("); i > 0 {
 		s = s[:i+1]
@@ -174,16 +167,16 @@ func shorten(s string, n int) string {
 	return s
 }
 
-func writeReport(out io.Writer, r *trace.Report, top int) {
+func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 	fmt.Fprintf(out, "trace %s: %d events, %.1f MB of JSON\n", r.Source, r.Events, float64(r.Bytes)/1e6)
 	for _, d := range r.Devices {
 		fmt.Fprintf(out, "\nGPU %d: %d ops on %d streams\n", d.Device, d.Ops, len(d.Streams))
 		fmt.Fprintf(out, "  busy %s of %s span (%s busy); Σdur %s, overlap %s (%s of busy)\n",
-			dur(d.BusyNS), dur(d.SpanNS), pct(d.BusyFraction), dur(d.SumDurNS), dur(d.OverlapNS), pct(ratio(d.OverlapNS, d.BusyNS)))
+			fmtNS(d.BusyNS), fmtNS(d.SpanNS), tracePct(d.BusyFraction), fmtNS(d.SumDurNS), fmtNS(d.OverlapNS), tracePct(traceRatio(d.OverlapNS, d.BusyNS)))
 		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  stream\tops\tbusy\tΣdur\tself-overlaps")
 		for _, s := range d.Streams {
-			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%d\n", s.Stream, s.Ops, dur(s.BusyNS), dur(s.SumDurNS), s.SelfOverlaps)
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%d\n", s.Stream, s.Ops, fmtNS(s.BusyNS), fmtNS(s.SumDurNS), s.SelfOverlaps)
 		}
 		tw.Flush()
 
@@ -194,7 +187,7 @@ func writeReport(out io.Writer, r *trace.Report, top int) {
 			if c.Ops == 0 {
 				continue
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", c.Name, c.Ops, dur(c.ExclusiveNS), pct(c.Share), perStep(c.PerStepNS), dur(c.SumDurNS))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", c.Name, c.Ops, fmtNS(c.ExclusiveNS), tracePct(c.Share), tracePerStep(c.PerStepNS), fmtNS(c.SumDurNS))
 		}
 		tw.Flush()
 
@@ -205,20 +198,20 @@ func writeReport(out io.Writer, r *trace.Report, top int) {
 			if i >= top {
 				break
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", shorten(k.Name, 48), k.Category, k.Ops, dur(k.ExclusiveNS), pct(k.Share), perStep(k.PerStepNS))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", shortKernel(k.Name, 48), k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS))
 		}
 		tw.Flush()
 
 		for _, lt := range d.Labels {
-			writeLabels(out, lt)
+			writeTraceLabels(out, lt)
 		}
-		writeSteps(out, d.Steps)
+		writeTraceSteps(out, d.Steps)
 		g := d.Gaps
 		fmt.Fprintf(out, "\n  idle gaps: %d, total %s; p50 %s, p90 %s, max %s; p50×n %s vs mean×n %s\n",
-			g.Count, dur(g.TotalNS), dur(g.P50NS), dur(g.P90NS), dur(g.MaxNS), dur(g.P50xNNS), dur(g.TotalNS))
+			g.Count, fmtNS(g.TotalNS), fmtNS(g.P50NS), fmtNS(g.P90NS), fmtNS(g.MaxNS), fmtNS(g.P50xNNS), fmtNS(g.TotalNS))
 		fmt.Fprintf(out, "    host launched late %s (%s), in launch call %s (%s), already queued %s (%s), unattributed %s (%s)\n",
-			dur(g.HostLateNS), pct(ratio(g.HostLateNS, g.TotalNS)), dur(g.LaunchNS), pct(ratio(g.LaunchNS, g.TotalNS)),
-			dur(g.QueuedNS), pct(ratio(g.QueuedNS, g.TotalNS)), dur(g.UnattributedNS), pct(ratio(g.UnattributedNS, g.TotalNS)))
+			fmtNS(g.HostLateNS), tracePct(traceRatio(g.HostLateNS, g.TotalNS)), fmtNS(g.LaunchNS), tracePct(traceRatio(g.LaunchNS, g.TotalNS)),
+			fmtNS(g.QueuedNS), tracePct(traceRatio(g.QueuedNS, g.TotalNS)), fmtNS(g.UnattributedNS), tracePct(traceRatio(g.UnattributedNS, g.TotalNS)))
 	}
 	if len(r.Flags) == 0 {
 		fmt.Fprintln(out, "\nreliability: no flags")
@@ -234,14 +227,14 @@ func writeReport(out io.Writer, r *trace.Report, top int) {
 	}
 }
 
-func ratio(a, b int64) float64 {
+func traceRatio(a, b int64) float64 {
 	if b == 0 {
 		return 0
 	}
 	return float64(a) / float64(b)
 }
 
-func writeLabels(out io.Writer, lt trace.LabelTable) {
+func writeTraceLabels(out io.Writer, lt trace.LabelTable) {
 	if len(lt.Rows) <= 1 && len(lt.Aggregates) == 0 && len(lt.NoGPUTime) == 0 {
 		return
 	}
@@ -249,11 +242,11 @@ func writeLabels(out io.Writer, lt trace.LabelTable) {
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  label\tn\texclusive\tshare\tper step\tinclusive")
 	for _, l := range lt.Rows {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", shorten(l.Name, 48), l.Instances, dur(l.ExclusiveNS), pct(l.Share), perStep(l.PerStepNS), dur(l.InclusiveNS))
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", shortKernel(l.Name, 48), l.Instances, fmtNS(l.ExclusiveNS), tracePct(l.Share), tracePerStep(l.PerStepNS), fmtNS(l.InclusiveNS))
 	}
 	tw.Flush()
 	for _, a := range lt.Aggregates {
-		fmt.Fprintf(out, "    aggregate (all its GPU time is in nested labels): %s, inclusive %s\n", a.Name, dur(a.InclusiveNS))
+		fmt.Fprintf(out, "    aggregate (all its GPU time is in nested labels): %s, inclusive %s\n", a.Name, fmtNS(a.InclusiveNS))
 	}
 	for _, names := range lt.Duplicates {
 		fmt.Fprintf(out, "    identical GPU time, same work: %s\n", strings.Join(names, " = "))
@@ -270,11 +263,11 @@ func writeLabels(out io.Writer, lt trace.LabelTable) {
 		fmt.Fprintf(out, "    %d label(s) with host time but no GPU time (launch nothing, or leak to another label): %s\n", n, strings.Join(names, ", "))
 	}
 	if lt.DoubleCounted {
-		fmt.Fprintf(out, "    Σ inclusive %s > busy: adding inclusive times double counts\n", dur(lt.InclusiveSumNS))
+		fmt.Fprintf(out, "    Σ inclusive %s > busy: adding inclusive times double counts\n", fmtNS(lt.InclusiveSumNS))
 	}
 }
 
-func writeSteps(out io.Writer, s trace.Steps) {
+func writeTraceSteps(out io.Writer, s trace.Steps) {
 	if len(s.Steps) == 0 {
 		return
 	}
@@ -282,28 +275,28 @@ func writeSteps(out io.Writer, s trace.Steps) {
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  step\tspan\tbusy\tgaps\tgap p50\tnote")
 	for _, st := range s.Steps {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d / %s\t%s\t%s\n", st.Name, dur(st.SpanNS), dur(st.BusyNS), st.GapCount, dur(st.GapNS), dur(st.GapP50NS), st.Note)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d / %s\t%s\t%s\n", st.Name, fmtNS(st.SpanNS), fmtNS(st.BusyNS), st.GapCount, fmtNS(st.GapNS), fmtNS(st.GapP50NS), st.Note)
 	}
 	tw.Flush()
 	t := s.Typical
-	fmt.Fprintf(out, "  typical (median of %d): span %s, busy %s (%s), gaps %s\n", t.Steps, dur(t.SpanNS), dur(t.BusyNS), pct(t.BusyFraction), dur(t.GapNS))
+	fmt.Fprintf(out, "  typical (median of %d): span %s, busy %s (%s), gaps %s\n", t.Steps, fmtNS(t.SpanNS), fmtNS(t.BusyNS), tracePct(t.BusyFraction), fmtNS(t.GapNS))
 }
 
-func writeWhatIf(out io.Writer, ps []trace.Projection) {
+func writeTraceWhatIf(out io.Writer, ps []trace.Projection) {
 	for _, p := range ps {
 		fmt.Fprintf(out, "\nwhat if %s were %gx faster on GPU %d: wall-clock at most %s shorter (%s per step of %s)\n",
-			p.Category, p.Speedup, p.Device, pct(p.Bound), dur(p.SavedNS), dur(p.StepNS))
+			p.Category, p.Speedup, p.Device, tracePct(p.Bound), fmtNS(p.SavedNS), fmtNS(p.StepNS))
 		fmt.Fprintf(out, "  Amdahl bound = share %s × busy fraction %s × (1 − 1/%g); reached only if all of it is on the critical path\n",
-			pct(p.Share), pct(p.BusyFraction), p.Speedup)
+			tracePct(p.Share), tracePct(p.BusyFraction), p.Speedup)
 	}
 }
 
-func writeComparison(out io.Writer, c *trace.Comparison) {
+func writeTraceComparison(out io.Writer, c *trace.Comparison) {
 	fmt.Fprintf(out, "before %s\nafter  %s\n", c.Before, c.After)
 	for _, d := range c.Devices {
 		fmt.Fprintf(out, "\nGPU %d (%s): busy %s → %s (%s), step %s → %s (%s), busy fraction %s → %s\n", d.Device, strings.ReplaceAll(d.Basis, "_", " "),
-			dur(d.Before.BusyNS), dur(d.After.BusyNS), dur(d.BusyDeltaNS), dur(d.Before.StepNS), dur(d.After.StepNS), dur(d.StepDeltaNS),
-			pct(d.Before.BusyFraction), pct(d.After.BusyFraction))
+			fmtNS(d.Before.BusyNS), fmtNS(d.After.BusyNS), fmtNS(d.BusyDeltaNS), fmtNS(d.Before.StepNS), fmtNS(d.After.StepNS), fmtNS(d.StepDeltaNS),
+			tracePct(d.Before.BusyFraction), tracePct(d.After.BusyFraction))
 		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  category\tbefore\tafter\tΔ\tΔ%\tshare before\tshare after\tΔshare")
 		for _, r := range d.Categories {
@@ -317,8 +310,8 @@ func writeComparison(out io.Writer, c *trace.Comparison) {
 			if r.WithinNoise {
 				dp += " (±5%)"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f pp\n", r.Name, dur(r.BeforeNS), dur(r.AfterNS), dur(r.DeltaNS), dp,
-				pct(r.BeforeShare), pct(r.AfterShare), r.ShareDeltaPP)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%+.1f pp\n", r.Name, fmtNS(r.BeforeNS), fmtNS(r.AfterNS), fmtNS(r.DeltaNS), dp,
+				tracePct(r.BeforeShare), tracePct(r.AfterShare), r.ShareDeltaPP)
 		}
 		tw.Flush()
 	}

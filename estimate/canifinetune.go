@@ -1,0 +1,488 @@
+package estimate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// Coefficients are the fitted numbers of the default estimator. Each is
+// fitted on a named cohort by `canifinetune calibrate`; the embedded defaults
+// (coefficients.json) are produced from evidence/dev.jsonl by `make-coefficients`
+// (see evidence.FitDefault) and a test re-runs that fit.
+type Coefficients struct {
+	// ActGated and ActClassic scale seed 000's per-layer activation shape
+	// s·b·(9·h·act + k·ffn·mlp_bytes) for gated (SwiGLU/GeGLU, k = 4.5) and
+	// classic two-matmul (k = 2.8) feed-forwards, measured on adapter runs.
+	ActGated   float64 `json:"act_gated"`
+	ActClassic float64 `json:"act_classic"`
+	// FullScale multiplies activations of full fine-tuning relative to adapter
+	// runs: a trained Linear saves its input for the weight gradient, a
+	// frozen one needs none.
+	FullScale float64 `json:"act_full_scale"`
+	// Logits is bytes per logit element of the stock loss chain (seed 000:
+	// 14 — bf16 logits, fp32 upcast, log-softmax, fp32 gradient).
+	Logits float64 `json:"logits_bytes"`
+	// LogitsChunked is bytes per logit element when the loss is chunked
+	// (litgpt's lm_head_chunk_size=128 + chunked_cross_entropy, torchtune's
+	// chunked CE): the 16-bit logits stay, the fp32 chain is per chunk.
+	LogitsChunked float64 `json:"logits_chunked_bytes"`
+	// CkptPerLayer is bytes per token per hidden unit each checkpointed
+	// block keeps (its input; seed 000: 2 × act_bytes = 4 for bf16).
+	CkptPerLayer float64 `json:"ckpt_bytes_per_token_hidden"`
+	// ReservedFrac, ReservedLargest and ReservedConstGiB map the allocated
+	// peak to the caching allocator's reserved peak: reserved = allocated ·
+	// (1 + frac) + largest · (the step's largest transient tensor) + const.
+	// Fragmentation grows with the largest blocks (seed 000, "when the
+	// estimator is wrong"), not with the card.
+	ReservedFrac     float64 `json:"reserved_frac"`
+	ReservedLargest  float64 `json:"reserved_largest"`
+	ReservedConstGiB float64 `json:"reserved_const_gib"`
+	// ContextGiB is what the device shows beyond reserved memory: the CUDA
+	// context, cuBLAS/cuDNN workspaces (not fitted: the dev cohort has no
+	// decoder row measured with nvidia-smi).
+	ContextGiB float64 `json:"context_gib"`
+}
+
+// Canifinetune is the default estimator: seed 000's components, combined as the
+// peak over the phases of a step rather than their sum, with allocated,
+// reserved and device levels predicted separately and coefficients fitted on
+// measured runs.
+type Canifinetune struct {
+	Coef Coefficients
+	// CoefSource names where Coef came from (embedded default or a calibration file).
+	CoefSource string
+}
+
+// Name implements Estimator.
+func (Canifinetune) Name() string { return "canifinetune" }
+
+// Version implements Estimator.
+func (Canifinetune) Version() string { return "1.0.0" }
+
+// Describe implements Estimator.
+func (Canifinetune) Describe() string {
+	return "default: phase-peak model (forward/loss vs backward-end/optimizer step), separate allocated/reserved/process levels, coefficients fitted on evidence/dev.jsonl"
+}
+
+// Terms are the first-principles pieces of a step, before fitted
+// coefficients: what evidence.Fit regresses on.
+type Terms struct {
+	// Static is resident through the whole step: weights, quantization
+	// metadata, adapters, and for full mixed-precision runs nothing else.
+	Weights, QuantMeta, Adapters int64
+	// OptStates are the optimizer's persistent states (present from the
+	// first step on, so in every steady-state peak).
+	OptStates int64
+	// Grads are the trainable parameters' gradients, alive from backward
+	// to the optimizer step (freed by zero_grad(set_to_none=True)).
+	Grads int64
+	// OptTransient is the optimizer step's temporary memory (foreach
+	// AdamW's tensor-sized intermediates).
+	OptTransient int64
+	// AutocastCache is the bf16 copy of fp32 trainable weights that
+	// torch.autocast keeps for the forward and backward of a mixed-precision run.
+	AutocastCache int64
+	// ActUnit is Σ over layers of seed 000's per-layer activation shape
+	// (coefficient 1).
+	ActUnit float64
+	// Gated tells which activation coefficient applies.
+	Gated bool
+	// Chunked is true when the loss is computed in chunks.
+	Chunked bool
+	// Largest is the step's largest transient tensor in bytes: the fp32
+	// logits of an unchunked loss, else the widest fp32 MLP intermediate.
+	Largest float64
+	// LayerUnit is one layer's share of ActUnit (the recomputation peak
+	// under checkpointing).
+	LayerUnit float64
+	// LogitUnit is the number of logit elements s·b·vocab (0 with a fused loss).
+	LogitUnit float64
+	// CkptUnit is layers·s·b·h (0 without checkpointing).
+	CkptUnit float64
+	// Eager is the s² attention-score memory of eager attention.
+	Eager float64
+	// Dequant is QLoRA's transient 16-bit copy of the weight being
+	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
+	Dequant int64
+	Full    bool
+	// Shards divides sharded state (1 without sharding).
+	r Request
+}
+
+func init() {
+	register(Canifinetune{Coef: DefaultCoefficients, CoefSource: "embedded (fitted on evidence/dev.jsonl)"})
+}
+
+// Terms computes the first-principles pieces of a request.
+func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
+	r, err := req.Normalize()
+	if err != nil {
+		return Terms{}, r, err
+	}
+	m := r.Model
+	t := Terms{r: r, Full: r.Method == Full}
+	P := m.Params()
+	adapterBytes := adapterDtypeBytes(r)
+
+	switch r.Method {
+	case Full:
+		t.Weights = P * r.paramBytes()
+		if r.Precision == BF16Mixed || r.Precision == FP16Mixed {
+			// torch.autocast caches the 16-bit cast of each fp32 weight that
+			// requires grad for the forward and backward (cache_enabled=True).
+			t.AutocastCache = P * 2
+		}
+	case LoRA:
+		t.Weights = P * frozenBaseBytes(r)
+	case QLoRA:
+		linear := m.LinearParams()
+		rest := P - linear
+		restBytes := int64(2)
+		if r.UpcastFrozen != nil && *r.UpcastFrozen {
+			restBytes = 4 // prepare_model_for_kbit_training casts non-quantized params to fp32
+		} else if r.Precision == FP32 || (r.Stack == "litgpt" && (r.Precision == BF16Mixed || r.Precision == FP16Mixed)) {
+			restBytes = 4
+		}
+		t.Weights = int64(float64(linear)*quantBytesPerParam(r.Quant)) + rest*restBytes
+		t.QuantMeta = int64(float64(linear) * quantStateBytesPerParam(r.Quant))
+		t.Dequant = dequantWorkspace(m)
+	}
+	trainable := P
+	gradBytes := r.paramBytes()
+	if r.Method != Full {
+		trainable = adapterParams(r) + extraTrainableParams(r)
+		gradBytes = adapterBytes
+		t.Adapters = trainable * adapterBytes
+	}
+	t.Grads = trainable * gradBytes
+	stateBytes := gradBytes
+	switch r.OptimizerStateDtype {
+	case "fp32":
+		stateBytes = 4
+	case "bf16":
+		stateBytes = 2
+	}
+	switch r.Optimizer {
+	case "sgd":
+		// Plain SGD without momentum keeps no state (seed 000 §4).
+	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit":
+		// Two 8-bit states plus one fp32 absmax per 2048-element block
+		// (bitsandbytes blockwise 8-bit optimizers).
+		t.OptStates = trainable*2 + trainable*2*4/2048
+	case "lion_8bit":
+		t.OptStates = trainable + trainable*4/2048
+	case "paged_adamw_32bit":
+		t.OptStates = trainable * 8
+	case "adafactor":
+		// Factored second moment: one row and one column vector per matrix;
+		// no first moment by default (transformers Adafactor beta1=None).
+		t.OptStates = adafactorState(m, r)
+	default:
+		t.OptStates = 2 * trainable * stateBytes
+		if r.Optimizer != "adamw_torch_fused" {
+			// foreach AdamW materialises tensor-sized intermediates in the
+			// step (seed 000 §4: 3× vs 2× parameter bytes).
+			t.OptTransient = trainable * stateBytes
+		}
+	}
+
+	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
+	act := float64(residualBytes(r))
+	mlpT, mlpBytes := seedGatedMLPTensors, act
+	if m.MLP == hfconfig.MLPClassic {
+		mlpT = seedClassicMLPTensor
+	}
+	if r.Method == QLoRA {
+		mlpBytes = seedQLoRAMLPBytes
+	}
+	perLayer := s * b * (seedAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
+	if r.Attn == "eager" {
+		t.Eager = seedEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
+	}
+	L := float64(m.NumLayers)
+	t.LayerUnit = perLayer
+	t.ActUnit = L * perLayer
+	if ckptOn(r) {
+		t.CkptUnit = L * s * b * h
+	}
+	t.Gated = m.MLP != hfconfig.MLPClassic
+	switch lossPath(r) {
+	case "full":
+		t.LogitUnit = s * b * float64(m.Vocab)
+		t.Largest = 4 * t.LogitUnit
+	case "chunked":
+		t.LogitUnit = s * b * float64(m.Vocab)
+		t.Chunked = true
+		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
+	default:
+		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
+	}
+	return t, r, nil
+}
+
+// Estimate implements Estimator.
+func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
+	t, r, err := c.Terms(req)
+	if err != nil {
+		return nil, err
+	}
+	k := c.Coef
+	e := &Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
+	e.Components = e.buf[:0]
+	actCoef := k.ActClassic
+	if t.Gated {
+		actCoef = k.ActGated
+	}
+	if t.Full {
+		actCoef *= k.FullScale
+	}
+	var acts float64
+	layers := float64(r.Model.NumLayers)
+	if ckptOn(r) {
+		// Checkpointed blocks keep their inputs; the recomputed layer and the
+		// loss chain do not coexist (the loss is done before the first
+		// recomputation), so the transient is the larger of the two.
+		acts = k.CkptPerLayer * t.CkptUnit
+	} else {
+		acts = actCoef*t.ActUnit + t.Eager*layers
+	}
+	logitsCoef := k.Logits
+	if t.Chunked {
+		logitsCoef = k.LogitsChunked
+	}
+	logits := logitsCoef * t.LogitUnit
+	recompute := 0.0
+	if ckptOn(r) {
+		recompute = actCoef*t.LayerUnit + t.Eager
+	}
+	fwd := acts + max(logits, recompute) + float64(t.AutocastCache) + float64(t.Dequant)
+	step := float64(t.Grads + t.OptTransient)
+
+	add := func(name string, b int64) {
+		e.Components = append(e.Components, Component{Name: name, Bytes: b})
+	}
+	add(CWeights, t.Weights)
+	if r.Method == QLoRA {
+		add(CQuantOverhead, t.QuantMeta)
+	}
+	if r.Method != Full {
+		add(CAdapters, t.Adapters)
+	}
+	add(COptimizer, t.OptStates)
+	// The step's transient peak: forward/loss or backward-end/optimizer step,
+	// whichever is larger. Report its parts under their usual names.
+	fwdWins := fwd >= step
+	if fwdWins {
+		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache+t.Dequant)))
+		add(CLogits, int64(logits*b2f(logits >= recompute)))
+		add(CGradients, 0)
+	} else {
+		add(CActivations, 0)
+		add(CLogits, 0)
+		add(CGradients, t.Grads+t.OptTransient)
+	}
+	if !r.Terse {
+		c.describe(e, r, actCoef, logitsCoef, fwdWins)
+	}
+	applySharding(e, r)
+	var alloc int64
+	for _, comp := range e.Components {
+		alloc += comp.Bytes
+	}
+	reserved := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedLargest*t.Largest + k.ReservedConstGiB*GiB)
+	process := reserved + int64(k.ContextGiB*GiB)
+	add(COverhead, process-alloc)
+	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
+	if r.Method == Full {
+		e.TrainableParams = r.Model.Params()
+	} else {
+		e.TrainableParams = adapterParams(r) + extraTrainableParams(r)
+	}
+	var safe int64
+	safeF := seedSafetyFraction
+	if r.SafetyFraction > 0 {
+		safeF = r.SafetyFraction
+	}
+	if r.GPUTotal > 0 {
+		safe = frac(r.GPUTotal, safeF)
+		add(CSafety, safe)
+	}
+	e.PlanningProxy = process
+	e.Total = process + safe
+	e.Verdict = verdict(e.Total, r)
+	if !r.Terse {
+		n := len(e.Components)
+		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching allocator %.3g·allocated + %.3g·largest tensor + %.2f GiB, CUDA context %.2f GiB (%s)",
+			k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB, c.CoefSource)
+		if r.GPUTotal > 0 {
+			e.Components[n-1].Source = fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100)
+		}
+		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
+		e.Confidence = confidence(r, c.Name())
+	}
+	return e, nil
+}
+
+// describe fills the sources of the step's components (not for terse requests).
+func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
+	for i := range e.Components {
+		comp := &e.Components[i]
+		switch comp.Name {
+		case CWeights:
+			comp.Source = weightSource(r)
+		case CQuantOverhead:
+			comp.Source = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
+		case CAdapters:
+			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), r.Stack)
+		case COptimizer:
+			comp.Source = r.Optimizer + " states, resident from the first step"
+		case CActivations:
+			comp.Source = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
+			if fwdWins {
+				comp.Source = fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r))
+			}
+		case CLogits:
+			comp.Source = "not live in the optimizer-step phase"
+			if fwdWins {
+				comp.Source = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+			}
+		case CGradients:
+			comp.Source = "gradients + optimizer-step temporaries (the larger phase)"
+			if fwdWins {
+				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+			}
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func ckptNote(r Request) string {
+	if ckptOn(r) {
+		return "; checkpointed: block inputs + the larger of the loss chain and one recomputed layer"
+	}
+	return ""
+}
+
+func weightSource(r Request) string {
+	if r.Terse {
+		return ""
+	}
+	switch r.Method {
+	case QLoRA:
+		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[r.UpcastFrozen != nil && *r.UpcastFrozen])
+	case LoRA:
+		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
+	}
+	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
+}
+
+// residualBytes is the dtype of the activations a step saves. Autocast casts
+// only matmul inputs to 16-bit; norms, element-wise ops and the residual
+// stream run in the parameters' dtype, so a run whose module weights are fp32
+// (fp32 runs, litgpt's -mixed LoRA, mixed-precision full fine-tuning of fp32
+// weights) saves 4-byte activations, and 16-bit weights save 2-byte ones.
+func residualBytes(r Request) int64 {
+	switch {
+	case r.Precision == FP32:
+		return 4
+	case r.Method == Full && r.paramBytes() == 4:
+		return 4
+	case r.Method == LoRA && frozenBaseBytes(r) == 4:
+		return 4
+	}
+	return 2
+}
+
+// adapterDtypeBytes: PEFT keeps adapters in fp32 (autocast_adapter_dtype);
+// stacks that train in pure 16-bit keep them in 16-bit.
+func adapterDtypeBytes(r Request) int64 {
+	switch r.Stack {
+	case "hf-trainer", "trl", "peft-accelerate", "axolotl", "unsloth", "":
+		return 4
+	}
+	if r.Precision == BF16True || r.Precision == FP16True {
+		return 2
+	}
+	return 4
+}
+
+// frozenBaseBytes: HF stacks load the base in 16-bit; litgpt (Fabric) keeps
+// module parameters in fp32 under -mixed precision.
+func frozenBaseBytes(r Request) int64 {
+	if r.FrozenBaseBytes > 0 {
+		return r.FrozenBaseBytes
+	}
+	if r.Precision == FP32 {
+		return 4
+	}
+	if r.Stack == "litgpt" && (r.Precision == BF16Mixed || r.Precision == FP16Mixed) {
+		return 4
+	}
+	return 2
+}
+
+// quantStateBytesPerParam is bitsandbytes' quantization state per weight:
+// NF4/FP4 keep one fp32 absmax per 64-weight block (4/64 = 0.0625 B); double
+// quantization stores those absmax in 8 bits with one fp32 scale per 256
+// blocks (1/64 + 4/(64·256) ≈ 0.0159 B); int8 keeps one fp32 scale per row,
+// which seed 000 measured at ~0.15 B/param with its outlier buffers.
+func quantStateBytesPerParam(scheme string) float64 {
+	switch scheme {
+	case "nf4-dq":
+		return 1.0/64 + 4.0/(64*256)
+	case "int8":
+		return 0.15
+	}
+	return 4.0 / 64
+}
+
+func adafactorState(m *hfconfig.Model, r Request) int64 {
+	var n int64
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			n += (lin.In + lin.Out) * lin.Copies
+		}
+	}
+	n += m.Vocab + m.Hidden
+	return n * 4
+}
+
+// String renders the coefficients for notes and errors.
+func (k Coefficients) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_chunked=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_const=%.3g GiB context=%.3g GiB",
+		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsChunked, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB)
+	return b.String()
+}
+
+// lossPath is how the step computes its loss: "fused" (Liger,
+// cut-cross-entropy: no logits materialised), "chunked" (an explicit chunked
+// loss, or litgpt, whose finetune scripts always call the model with
+// lm_head_chunk_size=128 and chunked_cross_entropy), or "full" (stock HF).
+func lossPath(r Request) string {
+	switch r.FusedCE {
+	case "liger", "cut_cross_entropy":
+		return "fused"
+	case "chunked":
+		return "chunked"
+	}
+	if r.Stack == "litgpt" {
+		return "chunked"
+	}
+	return "full"
+}

@@ -1,0 +1,196 @@
+package estimate
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Component names, stable in JSON output.
+const (
+	CWeights       = "weights"
+	CQuantOverhead = "quant_overhead"
+	CAdapters      = "lora_adapters"
+	CGradients     = "gradients"
+	COptimizer     = "optimizer_states"
+	CActivations   = "activations"
+	CLogits        = "logits_chain"
+	COverhead      = "cuda_overhead"
+	CSafety        = "safety_margin"
+)
+
+// Component is one term of the footprint, with where its formula comes from.
+type Component struct {
+	Name   string
+	Bytes  int64
+	Source string
+}
+
+// Levels are the peaks each kind of measurement should show (SCHEMA.md):
+// tensors (max_memory_allocated), what the caching allocator holds
+// (max_memory_reserved), and what the device shows (nvidia-smi, with the CUDA
+// context). Active is reported as Allocated: every estimator here models
+// live tensors, and active ≥ allocated only by freed-but-unreleased blocks.
+type Levels struct {
+	Allocated int64
+	Reserved  int64
+	Process   int64
+}
+
+// Level returns the predicted peak for a measurement kind.
+func (l Levels) Level(kind string) (int64, error) {
+	switch kind {
+	case "allocated", "active":
+		return l.Allocated, nil
+	case "reserved":
+		return l.Reserved, nil
+	case "process":
+		return l.Process, nil
+	}
+	return 0, fmt.Errorf("unknown measurement kind %q", kind)
+}
+
+// Fit is a feasibility verdict.
+type Fit string
+
+// Verdicts (seed 000): yes ≤ 0.85 < marginal ≤ 0.97 < no. Unknown when no
+// GPU budget was given.
+const (
+	FitYes      Fit = "yes"
+	FitMarginal Fit = "marginal"
+	FitNo       Fit = "no"
+	FitUnknown  Fit = "unknown"
+)
+
+// Verdict thresholds of seed 000: heuristic planning thresholds, not
+// calibrated OOM probabilities.
+const (
+	YesRatio      = 0.85
+	MarginalRatio = 0.97
+)
+
+// Verdict compares the planning total with the budget.
+type Verdict struct {
+	Fit    Fit
+	Ratio  float64 // total / budget; 0 when unknown
+	Budget int64   // bytes the run may use
+	// BudgetSource says what the budget is: "free memory" or "total memory".
+	BudgetSource string
+}
+
+// Classify applies the seed 000 thresholds.
+func Classify(total, budget int64) Verdict {
+	if budget <= 0 {
+		return Verdict{Fit: FitUnknown}
+	}
+	ratio := float64(total) / float64(budget)
+	v := Verdict{Ratio: ratio, Budget: budget}
+	switch {
+	case ratio <= YesRatio:
+		v.Fit = FitYes
+	case ratio <= MarginalRatio:
+		v.Fit = FitMarginal
+	default:
+		v.Fit = FitNo
+	}
+	return v
+}
+
+// Grade is a qualitative evidence grade, never a probability.
+type Grade string
+
+// Grades.
+const (
+	High   Grade = "high"
+	Medium Grade = "medium"
+	Low    Grade = "low"
+)
+
+// Confidence is a grade with the reason for it.
+type Confidence struct {
+	Grade  Grade
+	Reason string
+}
+
+// Estimate is an estimator's answer for one request.
+type Estimate struct {
+	Estimator string
+	Version   string
+
+	Components []Component
+	// Total is the planning total: every component, safety margin included once.
+	Total int64
+	// PlanningProxy is Total − safety margin: what a measured reserved peak is
+	// compared with (seed 000).
+	PlanningProxy int64
+	Levels        Levels
+	Verdict       Verdict
+
+	Params          int64
+	TrainableParams int64
+
+	Assumptions []string
+	Confidence  Confidence
+	// PerGPU is true when components are per GPU of a sharded run.
+	PerGPU bool
+	// HostOffload is host RAM that CPU offload needs, per GPU process.
+	HostOffload int64
+
+	// buf backs Components so an estimate allocates once. An Estimate is
+	// used through its pointer; a copy would share the backing array.
+	buf [10]Component
+}
+
+// Component returns the bytes of a named component (0 and false when absent).
+func (e *Estimate) Component(name string) (int64, bool) {
+	for _, c := range e.Components {
+		if c.Name == name {
+			return c.Bytes, true
+		}
+	}
+	return 0, false
+}
+
+// Largest returns component names ordered by size, largest first.
+func (e *Estimate) Largest() []Component {
+	cs := append([]Component(nil), e.Components...)
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Bytes > cs[j].Bytes })
+	return cs
+}
+
+// Estimator is a named memory model.
+type Estimator interface {
+	Name() string
+	Version() string
+	// Describe is one line on what the estimator is, for --help and reports.
+	Describe() string
+	Estimate(Request) (*Estimate, error)
+}
+
+// registry holds the estimators by name; Default names the default.
+var registry = map[string]Estimator{}
+
+// Default is the name of the default estimator.
+const Default = "canifinetune"
+
+func register(e Estimator) { registry[e.Name()] = e }
+
+// ByName returns a registered estimator.
+func ByName(name string) (Estimator, error) {
+	if name == "" || name == "default" {
+		name = Default
+	}
+	if e, ok := registry[name]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("unknown estimator %q (have %v)", name, Names())
+}
+
+// Names lists the registered estimators, sorted.
+func Names() []string {
+	var ns []string
+	for n := range registry {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}

@@ -1,0 +1,95 @@
+package estimate
+
+import "fmt"
+
+// applySharding turns single-GPU components into per-GPU ones for a
+// data-parallel run. What each strategy divides by the world size N:
+//
+//	ddp, fsdp_no_shard: nothing; DDP's reducer keeps gradient buckets the size
+//	  of the gradients (PyTorch DDP docs, gradient_as_bucket_view: "the saved
+//	  memory size will be equal to the total gradients size").
+//	zero1:              optimizer states (DeepSpeed ZeRO stage 1).
+//	zero2, fsdp_shard_grad_op: gradients and optimizer states (ZeRO stage 2).
+//	zero3, fsdp_full_shard, fsdp_hybrid_shard: weights, adapters, gradients and
+//	  optimizer states (ZeRO stage 3), plus the gathered parameters of the
+//	  layer being computed and the one prefetched.
+//
+// DeepSpeed's estimate_zero2_model_states_mem_needs / estimate_zero3_… use the
+// same division: per GPU 2·P + 16·P/N for ZeRO-2 (fp16 params, fp32 grads,
+// Adam states and master weights), 18·P/N (+ largest layer) for ZeRO-3.
+// CPU offload moves optimizer states (and, for "params", sharded weights) to
+// host RAM, which HostOffload reports.
+func applySharding(e *Estimate, r Request) {
+	st, n := r.Sharding.Strategy, r.Sharding.GPUs
+	note := func(c *Component, s string) {
+		if !r.Terse {
+			c.Source += s
+		}
+	}
+	if st == "" || st == "none" {
+		if n > 1 {
+			e.Assumptions = append(e.Assumptions, fmt.Sprintf("%d GPUs without a sharding strategy: each holds a full replica", n))
+		}
+		return
+	}
+	e.PerGPU = true
+	div := func(names ...string) {
+		for i := range e.Components {
+			for _, nm := range names {
+				if e.Components[i].Name == nm {
+					e.Components[i].Bytes = (e.Components[i].Bytes + n - 1) / n
+					note(&e.Components[i], fmt.Sprintf("; ÷ %d GPUs (%s)", n, st))
+				}
+			}
+		}
+	}
+	switch st {
+	case "ddp", "fsdp_no_shard":
+		for i := range e.Components {
+			if e.Components[i].Name == CGradients {
+				e.Components[i].Bytes *= 2
+				note(&e.Components[i], "; ×2 for DDP gradient buckets")
+			}
+		}
+	case "zero1":
+		div(COptimizer)
+	case "zero2", "fsdp_shard_grad_op":
+		div(CGradients, COptimizer)
+	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
+		w, _ := e.Component(CWeights)
+		layers := int64(len(r.Model.Layers))
+		div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
+		if layers > 0 && n > 1 {
+			// Two layers' unsharded parameters are live: the one computing and
+			// the one prefetched (FSDP forward/backward prefetch, ZeRO-3 prefetch).
+			gathered := 2 * w / layers
+			for i := range e.Components {
+				if e.Components[i].Name == CWeights {
+					e.Components[i].Bytes += gathered
+					note(&e.Components[i], "; + 2 gathered layers")
+				}
+			}
+		}
+	}
+	off := r.Sharding.CPUOffload
+	if off == "optimizer" || off == "params+optimizer" {
+		for i := range e.Components {
+			if e.Components[i].Name == COptimizer {
+				e.HostOffload += e.Components[i].Bytes
+				e.Components[i].Bytes = 0
+				note(&e.Components[i], "; offloaded to CPU")
+			}
+		}
+	}
+	if off == "params" || off == "params+optimizer" {
+		layers := int64(len(r.Model.Layers))
+		for i := range e.Components {
+			if e.Components[i].Name == CWeights && layers > 0 {
+				keep := 2 * e.Components[i].Bytes / layers
+				e.HostOffload += e.Components[i].Bytes - keep
+				e.Components[i].Bytes = keep
+				note(&e.Components[i], "; parameters offloaded to CPU, 2 layers resident")
+			}
+		}
+	}
+}

@@ -1,0 +1,187 @@
+// Package evidence reads measured fine-tuning memory cases (the JSON Lines format
+// of shared/measurements/SCHEMA.md), scores estimators against them and fits the
+// default estimator's coefficients on a development cohort. It is pure: callers
+// hand it readers and get plain structs back.
+//
+// It refuses a case whose required fields are missing or out of range, naming
+// the line, field and value. A field the source does not settle is nil — never
+// a guess, and a missing measurement is never treated as zero.
+package evidence
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Case is one measured training run: the configuration that produced a peak
+// GPU-memory figure, and that figure. Field names and meanings follow SCHEMA.md.
+type Case struct {
+	ID                  string   `json:"id"`
+	Source              string   `json:"source"`
+	Trust               string   `json:"trust"`
+	Model               string   `json:"model"`
+	Arch                *string  `json:"arch"`
+	Method              string   `json:"method"`
+	Precision           string   `json:"precision"`
+	Quant               *Quant   `json:"quant"`
+	LoRA                *LoRA    `json:"lora"`
+	SeqLen              *int     `json:"seq_len"`
+	SeqLenKind          string   `json:"seq_len_kind"`
+	Batch               *int     `json:"batch"`
+	GradAccum           *int     `json:"grad_accum"`
+	GradCkpt            *string  `json:"grad_ckpt"`
+	Optimizer           *string  `json:"optimizer"`
+	OptimizerStateDtype *string  `json:"optimizer_state_dtype"`
+	Attn                *string  `json:"attn"`
+	FusedCE             *string  `json:"fused_ce"`
+	OtherKernels        []string `json:"other_kernels"`
+	Framework           string   `json:"framework"`
+	GPU                 GPU      `json:"gpu"`
+	Sharding            Sharding `json:"sharding"`
+	Measured            Measured `json:"measured"`
+	Notes               string   `json:"notes"`
+}
+
+// Quant is the quantization of a frozen base model.
+type Quant struct {
+	Scheme       string  `json:"scheme"`
+	DoubleQuant  *bool   `json:"double_quant"`
+	ComputeDtype *string `json:"compute_dtype"`
+	StorageDtype *string `json:"storage_dtype"`
+}
+
+// LoRA is the adapter configuration of a lora/qlora case.
+type LoRA struct {
+	Rank           int      `json:"rank"`
+	Alpha          *int     `json:"alpha"`
+	Targets        []string `json:"targets"`
+	ExtraTrainable []string `json:"extra_trainable"`
+}
+
+// GPU is the hardware a case ran on; figures are per GPU.
+type GPU struct {
+	Name    *string  `json:"name"`
+	Count   *int     `json:"count"`
+	VRAMGiB *float64 `json:"vram_gib"`
+}
+
+// Sharding is how training state was spread over GPUs.
+type Sharding struct {
+	Strategy   string `json:"strategy"`
+	CPUOffload string `json:"cpu_offload"`
+}
+
+// Measured is the peak-memory figure of a case and its kind.
+type Measured struct {
+	Kind     string   `json:"kind"`
+	GiB      *float64 `json:"gib"`
+	OOM      bool     `json:"oom"`
+	Original string   `json:"original"`
+}
+
+// Kinds of measurement, smallest to largest (SCHEMA.md).
+const (
+	KindAllocated = "allocated" // torch.cuda.max_memory_allocated
+	KindActive    = "active"    // active_bytes.all.peak
+	KindReserved  = "reserved"  // torch.cuda.max_memory_reserved
+	KindProcess   = "process"   // nvidia-smi / NVML: reserved + CUDA context and other allocations
+)
+
+// ErrInvalidCase is wrapped by every validation error of ReadCases.
+var ErrInvalidCase = errors.New("invalid case")
+
+var (
+	validMethods    = set("full", "lora", "qlora")
+	validPrecisions = set("bf16-mixed", "bf16-true", "fp16-mixed", "fp32", "fp16-true")
+	validKinds      = set(KindAllocated, KindActive, KindReserved, KindProcess)
+	validTrust      = set("high", "medium", "low")
+	validStrategies = set("none", "ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "fsdp_hybrid_shard", "zero1", "zero2", "zero3")
+	validOffload    = set("", "none", "params", "optimizer", "params+optimizer")
+)
+
+func set(xs ...string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// ReadCases reads JSON Lines cases from r. name is used in error messages
+// (usually the file name). Blank lines are skipped. The first invalid line stops
+// the read with an error that names the file, line, case id, field and value.
+func ReadCases(r io.Reader, name string) ([]Case, error) {
+	var cases []Case
+	seen := map[string]int{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var c Case
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if err := dec.Decode(&c); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, ErrInvalidCase, err)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		if prev, ok := seen[c.ID]; ok {
+			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, ErrInvalidCase, c.ID, prev)
+		}
+		seen[c.ID] = line
+		cases = append(cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return cases, nil
+}
+
+// Validate checks the fields every consumer relies on.
+func (c *Case) Validate() error {
+	bad := func(field string, v any) error {
+		return fmt.Errorf("%w: case %q: field %s: bad value %v", ErrInvalidCase, c.ID, field, v)
+	}
+	switch {
+	case c.ID == "":
+		return bad("id", `""`)
+	case c.Model == "":
+		return bad("model", `""`)
+	case !validMethods[c.Method]:
+		return bad("method", fmt.Sprintf("%q (want full, lora or qlora)", c.Method))
+	case !validPrecisions[c.Precision]:
+		return bad("precision", fmt.Sprintf("%q", c.Precision))
+	case !validKinds[c.Measured.Kind]:
+		return bad("measured.kind", fmt.Sprintf("%q (want allocated, active, reserved or process)", c.Measured.Kind))
+	case c.Trust != "" && !validTrust[c.Trust]:
+		return bad("trust", fmt.Sprintf("%q", c.Trust))
+	case c.Sharding.Strategy != "" && !validStrategies[c.Sharding.Strategy]:
+		return bad("sharding.strategy", fmt.Sprintf("%q", c.Sharding.Strategy))
+	case !validOffload[c.Sharding.CPUOffload]:
+		return bad("sharding.cpu_offload", fmt.Sprintf("%q", c.Sharding.CPUOffload))
+	case c.Measured.OOM && c.Measured.GiB != nil:
+		return bad("measured.gib", fmt.Sprintf("%v with oom=true (an OOM has no exact peak)", *c.Measured.GiB))
+	case !c.Measured.OOM && c.Measured.GiB == nil:
+		return bad("measured.gib", "null without oom=true")
+	case c.Measured.GiB != nil && !(*c.Measured.GiB > 0):
+		return bad("measured.gib", *c.Measured.GiB)
+	case c.SeqLen != nil && *c.SeqLen <= 0:
+		return bad("seq_len", *c.SeqLen)
+	case c.Batch != nil && *c.Batch <= 0:
+		return bad("batch", *c.Batch)
+	case c.LoRA != nil && c.LoRA.Rank <= 0:
+		return bad("lora.rank", c.LoRA.Rank)
+	case (c.Method == "lora" || c.Method == "qlora") && c.LoRA == nil:
+		return bad("lora", "null for a "+c.Method+" case")
+	}
+	return nil
+}

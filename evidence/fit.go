@@ -1,0 +1,320 @@
+package evidence
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/canifinetune/canifinetune/estimate"
+)
+
+// Calibration is the default estimator's coefficients fitted on a cohort,
+// with the rows used, their residuals, and the domain the fit is valid in.
+type Calibration struct {
+	SchemaVersion    int                   `json:"schema_version"`
+	Estimator        string                `json:"estimator"`
+	EstimatorVersion string                `json:"estimator_version"`
+	Cohort           string                `json:"cohort"`
+	Method           string                `json:"method"`
+	Coefficients     estimate.Coefficients `json:"coefficients"`
+	Rows             []string              `json:"rows"`
+	Residuals        []Residual            `json:"residuals"`
+	Summary          Summary               `json:"fit_summary"`
+	Domain           Domain                `json:"domain"`
+}
+
+// Residual is one fitted row.
+type Residual struct {
+	ID          string  `json:"id"`
+	Kind        string  `json:"kind"`
+	MeasuredGiB float64 `json:"measured_gib"`
+	FittedGiB   float64 `json:"fitted_gib"`
+	ErrorPct    float64 `json:"error_pct"`
+	// Weight is the final robust (Huber) weight: below 1 for rows the fit
+	// treats as outliers.
+	Weight float64 `json:"weight"`
+}
+
+// Domain is where a calibration may be applied: the model types, methods and
+// stacks it saw, and the range of GPU memory of its rows.
+type Domain struct {
+	ModelTypes []string   `json:"model_types"`
+	Methods    []string   `json:"methods"`
+	Stacks     []string   `json:"stacks"`
+	GPUMemGiB  [2]float64 `json:"gpu_memory_gib"`
+}
+
+// Contains reports whether a request lies in the domain, and if not, why.
+func (d Domain) Contains(r estimate.Request) (bool, string) {
+	if r.Model != nil && !slices.Contains(d.ModelTypes, r.Model.ModelType) {
+		return false, fmt.Sprintf("model type %s is not among the fitted %v", r.Model.ModelType, d.ModelTypes)
+	}
+	m := string(r.Method)
+	if m == "" {
+		m = string(estimate.LoRA)
+	}
+	if !slices.Contains(d.Methods, m) {
+		return false, fmt.Sprintf("method %s is not among the fitted %v", m, d.Methods)
+	}
+	if r.Stack != "" && !slices.Contains(d.Stacks, r.Stack) {
+		return false, fmt.Sprintf("stack %s is not among the fitted %v", r.Stack, d.Stacks)
+	}
+	if r.GPUTotal > 0 {
+		g := float64(r.GPUTotal) / estimate.GiB
+		if g < d.GPUMemGiB[0]*0.95 || g > d.GPUMemGiB[1]*1.05 {
+			return false, fmt.Sprintf("GPU memory %.0f GiB is outside the fitted %.0f–%.0f GiB", g, d.GPUMemGiB[0], d.GPUMemGiB[1])
+		}
+	}
+	return true, ""
+}
+
+// FitStart is where the fit starts: seed 000's values (activation shape ×1,
+// 14 B per logit, a bf16 block input per checkpointed layer), a small
+// allocator overhead, and the CUDA context the transformers performance
+// guide measured (1343 MiB, shared/measurements hf-perf rows), which the fit
+// keeps fixed because the cohort has no decoder row read with nvidia-smi.
+var FitStart = estimate.Coefficients{
+	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 14, LogitsChunked: 4, CkptPerLayer: 4,
+	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
+}
+
+// FitFloors: the fit keeps each coefficient at or above a physical floor,
+// so collinear terms cannot trade places: activations at least half seed
+// 000's shape; full fine-tuning saves at least what adapter training saves
+// (a trained Linear keeps its input, a frozen one need not); an unchunked
+// loss chain holds at least bf16 logits, a bf16 log-softmax and a bf16
+// gradient (6 B per logit), a chunked one at least the bf16 logits (2 B); a
+// checkpointed block keeps at least its bf16 input (2 B per token per hidden
+// unit); allocator terms are non-negative.
+//
+// huberK is the relative error (10 %) beyond which a row's weight falls as
+// 1/|error|: a few rows whose configuration the source leaves loose cannot
+// pull the coefficients on their own.
+const huberK = 0.10
+
+// ErrNothingToFit is returned when no case can be used.
+var ErrNothingToFit = errors.New("no usable cases to fit")
+
+type fitRow struct {
+	c   Case
+	req estimate.Request
+	y   float64 // measured bytes
+}
+
+// coefficient accessors in fit order.
+var fitParams = []struct {
+	name  string
+	get   func(*estimate.Coefficients) *float64
+	scale float64 // step for numeric derivatives (the model is piecewise linear)
+	// lower is the physical floor of the coefficient (see FitFloors).
+	lower float64
+}{
+	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5},
+	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5},
+	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1},
+	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 6},
+	{"logits_chunked_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsChunked }, 0.1, 2},
+	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2},
+	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0},
+	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0},
+	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01, 0},
+}
+
+// Fit fits the default estimator's coefficients on the high- and
+// medium-trust, supported, non-OOM cases: Gauss–Newton steps solved by
+// non-negative least squares on relative errors, reweighted with Huber
+// weights. It is deterministic: the same cases give the same coefficients.
+func Fit(cases []Case, cohort string) (*Calibration, error) {
+	var rows []fitRow
+	for _, c := range cases {
+		if c.Trust == "low" || c.Measured.OOM || c.Measured.GiB == nil || c.Measured.Kind == KindProcess {
+			continue
+		}
+		req, _, why := RequestFor(c)
+		if why != "" {
+			continue
+		}
+		if _, err := (estimate.Canifinetune{Coef: FitStart}).Estimate(req); err != nil {
+			continue
+		}
+		req.Terse = true // the fit reads levels only
+		rows = append(rows, fitRow{c: c, req: req, y: *c.Measured.GiB * estimate.GiB})
+	}
+	if len(rows) < len(fitParams)+2 {
+		return nil, fmt.Errorf("%w: %d rows for %d coefficients", ErrNothingToFit, len(rows), len(fitParams))
+	}
+	k := FitStart
+	weights := make([]float64, len(rows))
+	for i := range weights {
+		weights[i] = 1
+	}
+	predict := func(k estimate.Coefficients, r fitRow) float64 {
+		e, err := (estimate.Canifinetune{Coef: k}).Estimate(r.req)
+		if err != nil {
+			return math.NaN()
+		}
+		b, _ := e.Levels.Level(r.c.Measured.Kind)
+		return float64(b)
+	}
+	loss := func(k estimate.Coefficients) float64 {
+		var s float64
+		for i, r := range rows {
+			d := (predict(k, r) - r.y) / r.y
+			s += weights[i] * d * d
+		}
+		return s
+	}
+	for outer := 0; outer < 8; outer++ {
+		for iter := 0; iter < 40; iter++ {
+			A := make([][]float64, len(rows))
+			b := make([]float64, len(rows))
+			for i, r := range rows {
+				p0 := predict(k, r)
+				w := math.Sqrt(weights[i]) / r.y
+				A[i] = make([]float64, len(fitParams))
+				rhs := r.y - p0
+				for j, fp := range fitParams {
+					kk := k
+					*fp.get(&kk) += fp.scale
+					d := (predict(kk, r) - p0) / fp.scale
+					A[i][j] = w * d
+					rhs += d * *fp.get(&k)
+				}
+				b[i] = w * rhs
+			}
+			// Floors by substitution: x = lower + x', x' ≥ 0.
+			for i := range A {
+				for j, fp := range fitParams {
+					b[i] -= A[i][j] * fp.lower
+				}
+			}
+			x, err := nnls(A, b)
+			if err != nil {
+				return nil, err
+			}
+			for j, fp := range fitParams {
+				x[j] += fp.lower
+			}
+			next := k
+			for j, fp := range fitParams {
+				*fp.get(&next) = x[j]
+			}
+			// Damped step: piecewise-linear phases can make a full step overshoot.
+			before := loss(k)
+			step := 1.0
+			for ; step > 1e-3; step /= 2 {
+				trial := k
+				for _, fp := range fitParams {
+					*fp.get(&trial) = *fp.get(&k) + step*(*fp.get(&next)-*fp.get(&k))
+				}
+				if loss(trial) <= before {
+					next = trial
+					break
+				}
+			}
+			if step <= 1e-3 {
+				break
+			}
+			moved := 0.0
+			for _, fp := range fitParams {
+				moved = math.Max(moved, math.Abs(*fp.get(&next)-*fp.get(&k))/math.Max(1e-3, math.Abs(*fp.get(&k))))
+			}
+			k = next
+			if moved < 1e-7 {
+				break
+			}
+		}
+		for i, r := range rows {
+			d := math.Abs(predict(k, r)-r.y) / r.y
+			weights[i] = 1
+			if d > huberK {
+				weights[i] = huberK / d
+			}
+		}
+	}
+	for _, fp := range fitParams {
+		*fp.get(&k) = roundSig(*fp.get(&k), 4)
+	}
+	cal := &Calibration{
+		SchemaVersion: 1, Estimator: "canifinetune", EstimatorVersion: estimate.Canifinetune{}.Version(),
+		Cohort: cohort, Coefficients: k,
+		Method: "Gauss–Newton on relative error, each step a non-negative least-squares solve, Huber reweighting (k = 10 %); trust high+medium, supported, non-OOM rows; context_gib fixed",
+	}
+	var results []CaseResult
+	dom := map[string]map[string]bool{"types": {}, "methods": {}, "stacks": {}}
+	gmin, gmax := math.Inf(1), 0.0
+	for i, r := range rows {
+		p := predict(k, r)
+		e := (p - r.y) / r.y * 100
+		cal.Rows = append(cal.Rows, r.c.ID)
+		cal.Residuals = append(cal.Residuals, Residual{ID: r.c.ID, Kind: r.c.Measured.Kind,
+			MeasuredGiB: round3(r.y / estimate.GiB), FittedGiB: round3(p / estimate.GiB), ErrorPct: round3(e), Weight: round3(weights[i])})
+		ep := round3(e)
+		m := round3(r.y / estimate.GiB)
+		results = append(results, CaseResult{ID: r.c.ID, Status: StatusOK, ErrorPct: &ep, MeasuredGiB: &m})
+		dom["types"][r.req.Model.ModelType] = true
+		dom["methods"][string(r.req.Method)] = true
+		dom["stacks"][r.req.Stack] = true
+		if r.req.GPUTotal > 0 {
+			g := float64(r.req.GPUTotal) / estimate.GiB
+			gmin, gmax = math.Min(gmin, g), math.Max(gmax, g)
+		}
+	}
+	cal.Summary = Summarize(results)
+	keys := func(m map[string]bool) []string {
+		var s []string
+		for x := range m {
+			s = append(s, x)
+		}
+		sort.Strings(s)
+		return s
+	}
+	cal.Domain = Domain{ModelTypes: keys(dom["types"]), Methods: keys(dom["methods"]), Stacks: keys(dom["stacks"]), GPUMemGiB: [2]float64{round3(gmin), round3(gmax)}}
+	return cal, nil
+}
+
+func roundSig(x float64, digits int) float64 {
+	if x == 0 {
+		return 0
+	}
+	p := math.Pow(10, float64(digits)-math.Ceil(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+// Calibrated is the default estimator with a calibration's coefficients,
+// applied only inside the calibration's domain; outside it the embedded
+// coefficients are used and the estimate says so.
+type Calibrated struct {
+	Cal   *Calibration
+	Name_ string
+}
+
+// Name implements estimate.Estimator.
+func (c Calibrated) Name() string { return "canifinetune" }
+
+// Version implements estimate.Estimator.
+func (c Calibrated) Version() string { return estimate.Canifinetune{}.Version() + "+calibrated" }
+
+// Describe implements estimate.Estimator.
+func (c Calibrated) Describe() string {
+	return "the default estimator with coefficients from " + c.Name_
+}
+
+// Estimate implements estimate.Estimator.
+func (c Calibrated) Estimate(r estimate.Request) (*estimate.Estimate, error) {
+	if ok, why := c.Cal.Domain.Contains(r); !ok {
+		e, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}.Estimate(r)
+		if err == nil {
+			e.Assumptions = append(e.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.Name_, why))
+		}
+		return e, err
+	}
+	e, err := estimate.Canifinetune{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.Name_}.Estimate(r)
+	if err == nil {
+		e.Version = c.Version()
+		e.Assumptions = append(e.Assumptions, "coefficients from calibration "+c.Name_)
+	}
+	return e, err
+}

@@ -1,0 +1,182 @@
+package evidence
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/catalog"
+	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// Prediction is an estimator's answer for one case.
+type Prediction struct {
+	// Estimate is nil when the case is unsupported.
+	Estimate *estimate.Estimate
+	// Unsupported says why the case cannot be estimated ("" when it can).
+	Unsupported string
+	// Assumed lists the fields the case leaves null that the stack's default filled.
+	Assumed []string
+	// Request is the configuration the case was estimated with.
+	Request estimate.Request
+}
+
+// Predicted returns the estimate at the case's measurement kind, in bytes.
+func (p Prediction) Predicted(kind string) int64 {
+	if p.Estimate == nil {
+		return 0
+	}
+	b, _ := p.Estimate.Levels.Level(kind)
+	return b
+}
+
+// Predict estimates one case with its own configuration.
+func Predict(est estimate.Estimator, c Case) Prediction {
+	req, assumed, why := RequestFor(c)
+	if why != "" {
+		return Prediction{Unsupported: why, Assumed: assumed}
+	}
+	e, err := est.Estimate(req)
+	if err != nil {
+		return Prediction{Unsupported: err.Error(), Assumed: assumed, Request: req}
+	}
+	return Prediction{Estimate: e, Assumed: assumed, Request: req}
+}
+
+// unsupportedKernels are switches the memory model does not represent; a
+// case using one is reported unsupported rather than estimated wrongly.
+var unsupportedKernels = []string{"optimizer-in-backward", "activation-offload", "foak"}
+
+// RequestFor turns a case into an estimate request, filling the fields the
+// source leaves null from the framework's preset (and saying which). It
+// returns a reason when the case needs something the model does not cover.
+func RequestFor(c Case) (estimate.Request, []string, string) {
+	var assumed []string
+	e, err := catalog.Lookup(c.Model)
+	if err != nil {
+		return estimate.Request{}, nil, fmt.Sprintf("model %s is not in the catalog", c.Model)
+	}
+	m, err := hfconfig.Parse(e.Config)
+	if err != nil {
+		return estimate.Request{}, nil, err.Error()
+	}
+	if c.SeqLen == nil {
+		return estimate.Request{}, nil, "seq_len unknown (the source does not state the padded length)"
+	}
+	if c.Batch == nil {
+		return estimate.Request{}, nil, "batch unknown"
+	}
+	for _, k := range c.OtherKernels {
+		if slices.Contains(unsupportedKernels, k) {
+			return estimate.Request{}, nil, fmt.Sprintf("%s is not modelled", k)
+		}
+	}
+	r := estimate.Request{
+		Model:     m,
+		Method:    estimate.Method(c.Method),
+		Precision: estimate.Precision(c.Precision),
+		SeqLen:    int64(*c.SeqLen),
+		Batch:     int64(*c.Batch),
+	}
+	if c.Quant != nil {
+		switch c.Quant.Scheme {
+		case "nf4", "fp4":
+			r.Quant = c.Quant.Scheme
+			if c.Quant.DoubleQuant != nil && *c.Quant.DoubleQuant && c.Quant.Scheme == "nf4" {
+				r.Quant = "nf4-dq"
+			}
+		case "int8":
+			r.Quant = "int8"
+		default:
+			return r, nil, fmt.Sprintf("quant scheme %q is not modelled", c.Quant.Scheme)
+		}
+		if c.Quant.StorageDtype != nil {
+			r.QuantStorage = *c.Quant.StorageDtype
+		}
+		if c.Method != "qlora" {
+			return r, nil, "a quantized frozen base outside qlora is not modelled"
+		}
+	}
+	if c.LoRA != nil {
+		r.LoRARank = int64(c.LoRA.Rank)
+		for _, t := range c.LoRA.Targets {
+			switch t {
+			case "lm_head", "output_layer", "embed_out":
+				// A LoRA adapter on the output layer: rank × (hidden + vocab).
+				r.ExtraLoRAOnHead = true
+			default:
+				r.LoRATargets = append(r.LoRATargets, t)
+			}
+		}
+		r.ExtraTrainable = c.LoRA.ExtraTrainable
+		if _, err := m.Targets(r.LoRATargets); err != nil {
+			return r, nil, err.Error()
+		}
+	}
+	if c.GradCkpt != nil {
+		r.GradCkpt = *c.GradCkpt
+	} else {
+		assumed = append(assumed, "grad_ckpt")
+	}
+	if c.Optimizer != nil {
+		r.Optimizer = normalizeOptimizer(*c.Optimizer)
+	} else {
+		assumed = append(assumed, "optimizer")
+	}
+	if c.OptimizerStateDtype != nil {
+		r.OptimizerStateDtype = *c.OptimizerStateDtype
+	}
+	if c.Attn != nil {
+		r.Attn = *c.Attn
+	} else {
+		assumed = append(assumed, "attn")
+	}
+	if c.FusedCE != nil {
+		r.FusedCE = *c.FusedCE
+	}
+	r.Compile = slices.Contains(c.OtherKernels, "torch.compile")
+	if st, err := estimate.StackByName(c.Framework); err == nil {
+		st.Apply(&r)
+	} else {
+		assumed = append(assumed, "stack (framework "+c.Framework+" has no preset; hf-trainer defaults)")
+		st, _ := estimate.StackByName("hf-trainer")
+		st.Apply(&r)
+	}
+	if r.GradCkpt == "" {
+		r.GradCkpt = "none"
+	}
+	// GPU: the card's own memory when it is in the table, else the stated size.
+	if c.GPU.Name != nil {
+		if card, err := gpu.Lookup(*c.GPU.Name); err == nil {
+			r.GPUTotal = card.MemoryBytes()
+		}
+	}
+	if r.GPUTotal == 0 && c.GPU.VRAMGiB != nil {
+		r.GPUTotal = int64(*c.GPU.VRAMGiB * estimate.GiB)
+	}
+	if c.Sharding.Strategy != "" && c.Sharding.Strategy != "none" {
+		n := int64(1)
+		if c.GPU.Count != nil {
+			n = int64(*c.GPU.Count)
+		}
+		if n < 2 && c.Sharding.Strategy != "ddp" {
+			return r, assumed, fmt.Sprintf("sharding %s without a GPU count", c.Sharding.Strategy)
+		}
+		r.Sharding = estimate.Sharding{Strategy: c.Sharding.Strategy, GPUs: n, CPUOffload: c.Sharding.CPUOffload}
+	}
+	return r, assumed, ""
+}
+
+// normalizeOptimizer maps optimizer names that behave alike onto the names
+// the estimators know.
+func normalizeOptimizer(name string) string {
+	switch strings.ToLower(name) {
+	case "adamw_hf", "adamw", "adam":
+		return "adamw_torch" // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
+	case "paged_adamw_8bit", "adamw_8bit", "adamw_bnb_8bit", "bnb_adamw_8bit":
+		return strings.ToLower(name)
+	}
+	return strings.ToLower(name)
+}

@@ -1,0 +1,26 @@
+// Package gpu knows the GPUs a fine-tuning run may land on and what a machine
+// actually has.
+//
+// It provides:
+//
+//   - an embedded table of cards (cards.json) with memory as the driver reports
+//     it in MiB (nvidia-smi memory.total, rocm-smi VRAM Total Memory), not the
+//     marketing GB, each row naming where its number comes from;
+//   - forgiving lookup by name (Lookup, Match) and parsing of card lists such
+//     as "4xA100-80GB" or "2xH100,1x4090" (ParseGPUList) and of detected
+//     indices such as "0,2" (ParseIndexList);
+//   - pure parsers of nvidia-smi and rocm-smi output, and a Prober interface
+//     with a real implementation that runs those tools under a timeout and a
+//     fake for tests;
+//   - a probe of the Python training stack (torch, transformers, peft, …)
+//     behind the StackProber interface;
+//   - Diagnose, which turns an inventory and a stack into findings a user can
+//     act on; and
+//   - SelectGPUs / SelectExplicit, the multi-GPU placement of seed 001.
+//
+// It refuses to guess: a card that is not in the table stays unmatched rather
+// than being mapped to the nearest name, a missing Python package is absent
+// rather than given a version, and a field nvidia-smi reports as [N/A] is
+// unknown (-1) rather than zero. How a model is sharded across the chosen GPUs
+// (DDP, FSDP, ZeRO) belongs to package estimate, not here.
+package gpu

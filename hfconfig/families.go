@@ -1,0 +1,468 @@
+package hfconfig
+
+import (
+	"fmt"
+	"strings"
+)
+
+// buildDeepSeek: Multi-head Latent Attention (q_lora_rank, kv_lora_rank) and
+// DeepSeekMoE (routed + shared experts, first_k_dense_replace dense layers).
+func buildDeepSeek(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.need("intermediate_size"); err != nil {
+		return err
+	}
+	if err := tied(r, m, false); err != nil {
+		return err
+	}
+	m.MLP = MLPGated
+	h := m.Hidden
+	get := func(key string) int64 {
+		if err != nil {
+			return 0
+		}
+		var v int64
+		v, err = r.first(0, key)
+		return v
+	}
+	qLora, kvLora := get("q_lora_rank"), get("kv_lora_rank")
+	nope, rope, vhd := get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
+	experts, moeInter, shared := get("n_routed_experts"), get("moe_intermediate_size"), get("n_shared_experts")
+	firstDense, freq := get("first_k_dense_replace"), get("moe_layer_freq")
+	if err != nil {
+		return err
+	}
+	if kvLora == 0 || nope+rope == 0 || vhd == 0 {
+		return fmt.Errorf("%w: DeepSeek MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim", ErrMalformed)
+	}
+	if freq == 0 {
+		freq = 1
+	}
+	topk, _ := r.str("topk_method", "")
+	m.Experts = experts
+	if m.ExpertsPerToken, err = r.first(0, "num_experts_per_tok"); err != nil {
+		return err
+	}
+	qhd := nope + rope
+	m.attentionNames = []string{"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}
+	m.mlpNames = []string{"gate_proj", "up_proj", "down_proj"}
+	for i := int64(0); i < m.NumLayers; i++ {
+		L := Layer{Attention: "full", NormParams: 2*h + kvLora}
+		if qLora > 0 {
+			L.Linears = append(L.Linears, lin("q_a_proj", RoleAttention, h, qLora, false), lin("q_b_proj", RoleAttention, qLora, m.Heads*qhd, false))
+			L.NormParams += qLora
+		} else {
+			L.Linears = append(L.Linears, lin("q_proj", RoleAttention, h, m.Heads*qhd, false))
+		}
+		L.Linears = append(L.Linears,
+			lin("kv_a_proj_with_mqa", RoleAttention, h, kvLora+rope, false),
+			lin("kv_b_proj", RoleAttention, kvLora, m.Heads*(nope+vhd), false),
+			lin("o_proj", RoleAttention, m.Heads*vhd, h, false))
+		if experts > 0 && i >= firstDense && i%freq == 0 {
+			L.MoE = true
+			L.Linears = append(L.Linears,
+				Linear{Name: "gate_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
+				Linear{Name: "up_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
+				Linear{Name: "down_proj", Role: RoleExpert, In: moeInter, Out: h, Copies: experts},
+				lin("gate", RoleRouter, h, experts, false))
+			if topk == "noaux_tc" {
+				L.NormParams += experts // e_score_correction_bias, a full-precision vector
+			}
+			L.FFNActive = m.ExpertsPerToken * moeInter
+			if shared > 0 {
+				si := shared * moeInter
+				L.Linears = append(L.Linears,
+					lin("gate_proj", RoleSharedExpert, h, si, false),
+					lin("up_proj", RoleSharedExpert, h, si, false),
+					lin("down_proj", RoleSharedExpert, si, h, false))
+				L.FFNActive += si
+			}
+		} else {
+			L.Linears = append(L.Linears,
+				lin("gate_proj", RoleMLP, h, m.Intermediate, false),
+				lin("up_proj", RoleMLP, h, m.Intermediate, false),
+				lin("down_proj", RoleMLP, m.Intermediate, h, false))
+			L.FFNActive = m.Intermediate
+		}
+		m.Layers = append(m.Layers, L)
+	}
+	m.setEmbeddings(false)
+	m.FinalNormParams = h
+	if n, _ := r.first(0, "num_nextn_predict_layers"); n > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("the checkpoint's %d multi-token-prediction layer(s) are not loaded by transformers and are not counted", n))
+	}
+	m.Notes = append(m.Notes, fmt.Sprintf("MoE: %d routed experts (%d active per token), %d shared; first %d layers dense", experts, m.ExpertsPerToken, shared, firstDense))
+	return nil
+}
+
+// buildPhi: Phi-1/1.5/2 — parallel attention and MLP under one LayerNorm,
+// biased q/k/v/dense and fc1/fc2, an untied lm_head with bias.
+func buildPhi(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.first(4*m.Hidden, "intermediate_size", "n_inner"); err != nil {
+		return err
+	}
+	if err := tied(r, m, false); err != nil {
+		return err
+	}
+	m.MLP = MLPClassic
+	h := m.Hidden
+	qkln, _ := r.boolField("qk_layernorm", false)
+	m.attentionNames = []string{"q_proj", "k_proj", "v_proj", "dense"}
+	m.mlpNames = []string{"fc1", "fc2"}
+	for i := int64(0); i < m.NumLayers; i++ {
+		L := Layer{Attention: "full", NormParams: 2 * h, FFNActive: m.Intermediate}
+		if qkln {
+			L.NormParams += 4 * m.HeadDim
+		}
+		L.Linears = []Linear{
+			lin("q_proj", RoleAttention, h, m.Heads*m.HeadDim, true),
+			lin("k_proj", RoleAttention, h, m.KVHeads*m.HeadDim, true),
+			lin("v_proj", RoleAttention, h, m.KVHeads*m.HeadDim, true),
+			lin("dense", RoleAttention, m.Heads*m.HeadDim, h, true),
+			lin("fc1", RoleMLP, h, m.Intermediate, true),
+			lin("fc2", RoleMLP, m.Intermediate, h, true),
+		}
+		m.Layers = append(m.Layers, L)
+	}
+	m.setEmbeddings(true)
+	m.FinalNormParams = 2 * h
+	return nil
+}
+
+// buildPhi3: Phi-3/3.5/4 — fused qkv_proj and gate_up_proj, RMSNorm.
+func buildPhi3(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.need("intermediate_size"); err != nil {
+		return err
+	}
+	if err := tied(r, m, false); err != nil {
+		return err
+	}
+	m.MLP = MLPGated
+	h, hd := m.Hidden, m.HeadDim
+	m.attentionNames = []string{"qkv_proj", "o_proj"}
+	m.mlpNames = []string{"gate_up_proj", "down_proj"}
+	m.uniformLayers(2*h,
+		lin("qkv_proj", RoleAttention, h, (m.Heads+2*m.KVHeads)*hd, false),
+		lin("o_proj", RoleAttention, m.Heads*hd, h, false),
+		lin("gate_up_proj", RoleMLP, h, 2*m.Intermediate, false),
+		lin("down_proj", RoleMLP, m.Intermediate, h, false),
+	)
+	m.setEmbeddings(false)
+	m.FinalNormParams = h
+	return nil
+}
+
+// buildGPT2 covers gpt2 and gpt_bigcode: Conv1D/Linear c_attn (fused q/k/v;
+// multi-query in bigcode), learned absolute positions, LayerNorm, tied head.
+func buildGPT2(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.first(4*m.Hidden, "n_inner"); err != nil {
+		return err
+	}
+	if m.Intermediate == 0 {
+		m.Intermediate = 4 * m.Hidden
+	}
+	if err := tied(r, m, true); err != nil {
+		return err
+	}
+	positions, err := r.need("n_positions", "max_position_embeddings")
+	if err != nil {
+		return err
+	}
+	m.MLP = MLPClassic
+	h := m.Hidden
+	qkv := 3 * h
+	if m.ModelType == "gpt_bigcode" {
+		mq, err := r.boolField("multi_query", true)
+		if err != nil {
+			return err
+		}
+		if mq {
+			m.KVHeads = 1
+			qkv = h + 2*m.HeadDim
+		}
+	}
+	m.attentionNames = []string{"c_attn", "c_proj"}
+	m.mlpNames = []string{"c_fc", "c_proj"}
+	m.uniformLayers(4*h,
+		lin("c_attn", RoleAttention, h, qkv, true),
+		lin("c_proj", RoleAttention, h, h, true),
+		lin("c_fc", RoleMLP, h, m.Intermediate, true),
+		lin("c_proj", RoleMLP, m.Intermediate, h, true),
+	)
+	m.setEmbeddings(false)
+	m.PositionParams = positions * h
+	m.FinalNormParams = 2 * h
+	if m.ModelType == "gpt2" {
+		m.Notes = append(m.Notes, "GPT-2 uses Conv1D, which bitsandbytes does not quantize; QLoRA figures for it are an upper bound on savings")
+	}
+	return nil
+}
+
+// buildNeoX covers gpt_neox and bloom: fused query_key_value, dense,
+// dense_h_to_4h, dense_4h_to_h, all biased; LayerNorm.
+func buildNeoX(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.first(4*m.Hidden, "intermediate_size"); err != nil {
+		return err
+	}
+	bloom := m.ModelType == "bloom"
+	if err := tied(r, m, bloom); err != nil {
+		return err
+	}
+	m.MLP = MLPClassic
+	h := m.Hidden
+	bias := true
+	if !bloom {
+		if bias, err = r.boolField("attention_bias", true); err != nil {
+			return err
+		}
+	}
+	m.attentionNames = []string{"query_key_value", "dense"}
+	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
+	m.uniformLayers(4*h,
+		lin("query_key_value", RoleAttention, h, 3*h, bias),
+		lin("dense", RoleAttention, h, h, bias),
+		lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, true),
+		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, true),
+	)
+	m.setEmbeddings(false)
+	m.FinalNormParams = 2 * h
+	if bloom {
+		m.FinalNormParams += 2 * h // word_embeddings_layernorm
+	}
+	return nil
+}
+
+// buildFalcon: fused query_key_value with multi-query (7B) or grouped KV under
+// new_decoder_architecture (40B/180B), parallel attention, no biases by default.
+func buildFalcon(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.first(4*m.Hidden, "ffn_hidden_size"); err != nil {
+		return err
+	}
+	if err := tied(r, m, true); err != nil {
+		return err
+	}
+	m.MLP = MLPClassic
+	h, hd := m.Hidden, m.HeadDim
+	newArch, _ := r.boolField("new_decoder_architecture", false)
+	mq, _ := r.boolField("multi_query", true)
+	parallel, _ := r.boolField("parallel_attn", true)
+	bias, err := r.boolField("bias", false)
+	if err != nil {
+		return err
+	}
+	var kv int64
+	switch {
+	case newArch:
+		kv = m.KVHeads
+	case mq:
+		kv = 1
+	default:
+		kv = m.Heads
+	}
+	m.KVHeads = kv
+	norms := 2 * h
+	if newArch {
+		norms = 4 * h // ln_attn and ln_mlp
+	} else if !parallel {
+		norms = 4 * h
+	}
+	m.attentionNames = []string{"query_key_value", "dense"}
+	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
+	m.uniformLayers(norms,
+		lin("query_key_value", RoleAttention, h, (m.Heads+2*kv)*hd, bias),
+		lin("dense", RoleAttention, h, h, bias),
+		lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, bias),
+		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, bias),
+	)
+	m.setEmbeddings(false)
+	m.FinalNormParams = 2 * h
+	return nil
+}
+
+// buildQwenV1: the first Qwen (remote code): c_attn (q/k/v fused, biased),
+// c_proj, and a SwiGLU of w1/w2 whose width is intermediate_size/2.
+func buildQwenV1(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	inter, err := r.need("intermediate_size")
+	if err != nil {
+		return err
+	}
+	m.Intermediate = inter / 2 // modeling_qwen: ff_dim_in = intermediate_size // 2
+	if err := tied(r, m, false); err != nil {
+		return err
+	}
+	m.MLP = MLPGated
+	h := m.Hidden
+	m.attentionNames = []string{"c_attn", "c_proj"}
+	m.mlpNames = []string{"w1", "w2", "c_proj"}
+	m.uniformLayers(2*h,
+		lin("c_attn", RoleAttention, h, 3*h, true),
+		lin("c_proj", RoleAttention, h, h, false),
+		lin("w1", RoleMLP, h, m.Intermediate, false),
+		lin("w2", RoleMLP, h, m.Intermediate, false),
+		lin("c_proj", RoleMLP, m.Intermediate, h, false),
+	)
+	m.setEmbeddings(false)
+	m.FinalNormParams = h
+	return nil
+}
+
+// buildChatGLM: ChatGLM2/3 (remote code): query_key_value with multi-query
+// groups, dense, a SwiGLU dense_h_to_4h of twice ffn_hidden_size, RMSNorm,
+// separate output_layer.
+func buildChatGLM(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.need("ffn_hidden_size"); err != nil {
+		return err
+	}
+	mq, _ := r.boolField("multi_query_attention", false)
+	if !mq {
+		m.KVHeads = m.Heads
+	}
+	if err := tied(r, m, false); err != nil {
+		return err
+	}
+	qkvBias, _ := r.boolField("add_qkv_bias", false)
+	linBias, _ := r.boolField("add_bias_linear", false)
+	m.MLP = MLPGated
+	h, hd := m.Hidden, m.HeadDim
+	m.attentionNames = []string{"query_key_value", "dense"}
+	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
+	m.uniformLayers(2*h,
+		lin("query_key_value", RoleAttention, h, m.Heads*hd+2*m.KVHeads*hd, qkvBias || linBias),
+		lin("dense", RoleAttention, m.Heads*hd, h, linBias),
+		lin("dense_h_to_4h", RoleMLP, h, 2*m.Intermediate, linBias),
+		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, linBias),
+	)
+	m.setEmbeddings(false)
+	m.FinalNormParams = h
+	return nil
+}
+
+// buildBaichuan: Baichuan 2 (remote code): fused W_pack q/k/v, Llama MLP.
+func buildBaichuan(r raw, m *Model) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.need("intermediate_size"); err != nil {
+		return err
+	}
+	if err := tied(r, m, false); err != nil {
+		return err
+	}
+	m.MLP = MLPGated
+	h := m.Hidden
+	m.attentionNames = []string{"W_pack", "o_proj"}
+	m.mlpNames = []string{"gate_proj", "up_proj", "down_proj"}
+	m.uniformLayers(2*h,
+		lin("W_pack", RoleAttention, h, 3*h, false),
+		lin("o_proj", RoleAttention, h, h, false),
+		lin("gate_proj", RoleMLP, h, m.Intermediate, false),
+		lin("up_proj", RoleMLP, h, m.Intermediate, false),
+		lin("down_proj", RoleMLP, m.Intermediate, h, false),
+	)
+	m.setEmbeddings(false)
+	m.FinalNormParams = h
+	return nil
+}
+
+// towerParams counts a multimodal checkpoint's vision tower (SigLIP/CLIP-style
+// ViT from vision_config) and projector, frozen in text fine-tuning.
+func towerParams(top raw) (int64, string, error) {
+	v, ok, err := top.object("vision_config")
+	if err != nil || !ok {
+		return 0, "", err
+	}
+	h, _ := v.first(0, "hidden_size")
+	layers, _ := v.first(0, "num_hidden_layers")
+	inter, _ := v.first(0, "intermediate_size")
+	patch, _ := v.first(14, "patch_size")
+	img, _ := v.first(224, "image_size")
+	ch, _ := v.first(3, "num_channels")
+	if h == 0 || layers == 0 || inter == 0 || patch == 0 {
+		return 0, "vision_config present but incomplete: the vision tower is not counted", nil
+	}
+	patches := (img / patch) * (img / patch)
+	perLayer := 4*(h*h+h) + 2*2*h + (h*inter + inter) + (inter*h + h)
+	n := ch*patch*patch*h + h + patches*h + layers*perLayer + 2*h
+	if t, ok, _ := top.object("text_config"); ok {
+		th, _ := t.first(0, "hidden_size")
+		n += h*th + h // projector to the text width and its norm
+	}
+	vt, _ := v.str("model_type", "vision")
+	return n, fmt.Sprintf("vision tower (%s, %d layers) counted as %.2fB frozen parameters; LoRA is not inferred for it", strings.TrimSuffix(vt, "_model"), layers, float64(n)/1e9), nil
+}
+
+// preQuant reads a checkpoint's own quantization_config.
+func preQuant(top raw) (*PreQuant, error) {
+	q, ok, err := top.object("quantization_config")
+	if err != nil || !ok {
+		return nil, err
+	}
+	method, err := q.str("quant_method", "")
+	if err != nil {
+		return nil, err
+	}
+	pq := &PreQuant{Method: method}
+	switch strings.ToLower(method) {
+	case "bitsandbytes":
+		four, _ := q.boolField("load_in_4bit", false)
+		eight, _ := q.boolField("load_in_8bit", false)
+		pq.DoubleQuant, _ = q.boolField("bnb_4bit_use_double_quant", false)
+		pq.SkipModules, _ = q.strings("llm_int8_skip_modules")
+		switch {
+		case four:
+			pq.Bits = 4
+		case eight:
+			pq.Bits = 8
+		}
+		pq.Note = fmt.Sprintf("checkpoint is pre-quantized with bitsandbytes %d-bit (double quant %v); modules kept in 16-bit: %v", pq.Bits, pq.DoubleQuant, pq.SkipModules)
+	case "gptq", "awq":
+		pq.Bits, _ = q.first(4, "bits", "w_bit")
+		pq.Note = fmt.Sprintf("checkpoint is %s %d-bit: LoRA trains on it as a frozen packed base; estimated as packed %d-bit Linear weights with no bnb absmax overhead", strings.ToUpper(method), pq.Bits, pq.Bits)
+	case "fp8":
+		pq.Bits = 8
+		pq.Note = "checkpoint stores FP8 weights; fine-tuning stacks dequantize to bf16 on load, and the estimate assumes that"
+	default:
+		pq.Note = fmt.Sprintf("quantization_config with quant_method %q is not modelled: weights are estimated unquantized", method)
+	}
+	return pq, nil
+}
+
+// uniformLayers appends NumLayers identical full-attention blocks with the
+// given norm parameters and Linear modules (the layers share the slice,
+// which nothing modifies after parsing).
+func (m *Model) uniformLayers(norms int64, lins ...Linear) {
+	for range m.NumLayers {
+		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: norms, FFNActive: m.Intermediate, Linears: lins})
+	}
+}

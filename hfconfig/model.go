@@ -1,0 +1,278 @@
+package hfconfig
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Role is what a Linear module does in its layer.
+type Role string
+
+// Roles of Linear modules. LoRA scopes select by role.
+const (
+	RoleAttention    Role = "attention"     // q/k/v/o projections, fused or not
+	RoleMLP          Role = "mlp"           // dense feed-forward projections
+	RoleExpert       Role = "expert"        // one projection, replicated per routed expert
+	RoleSharedExpert Role = "shared_expert" // the always-active expert of Qwen2-MoE / DeepSeek
+	RoleRouter       Role = "router"        // the expert-choice gate
+	RoleOther        Role = "other"         // per-layer-input projections and the like
+)
+
+// Linear is one Linear (or Conv1D) module of a decoder layer, named as the
+// model names it so a LoRA target list resolves against it.
+type Linear struct {
+	Name   string
+	Role   Role
+	In     int64
+	Out    int64
+	Bias   bool
+	Copies int64 // routed experts replicate a projection; 1 otherwise
+}
+
+// Params is the module's parameter count over all its copies.
+func (l Linear) Params() int64 {
+	p := l.In * l.Out
+	if l.Bias {
+		p += l.Out
+	}
+	return p * l.Copies
+}
+
+// Layer is one decoder block.
+type Layer struct {
+	Linears []Linear
+	// NormParams counts the block's norm weights (and biases for LayerNorm).
+	NormParams int64
+	// MoE is true when the block's feed-forward is a routed mixture of experts.
+	MoE bool
+	// Attention is "full" or "sliding"; sliding layers keep a bounded window.
+	Attention string
+	// FFNActive is the feed-forward width one token passes through (for MoE:
+	// the active experts' widths plus the shared expert), used for activations.
+	FFNActive int64
+}
+
+// MLPKind tells gated (SwiGLU / GeGLU: three matrices, an extra intermediate
+// tensor) from classic two-matmul feed-forwards; activation memory differs.
+type MLPKind string
+
+// MLP kinds.
+const (
+	MLPGated   MLPKind = "gated"
+	MLPClassic MLPKind = "classic"
+)
+
+// Model is the parsed shape of a decoder-only language model.
+type Model struct {
+	// ModelType is the text model's model_type ("llama", "qwen2", …).
+	ModelType string
+	// Outer is the top-level model_type when the text model sits in text_config.
+	Outer string
+	// Family groups model types that share module names and defaults.
+	Family string
+
+	Hidden, NumLayers, Heads, KVHeads, HeadDim, Intermediate, Vocab int64
+	// Experts and ExpertsPerToken are 0 for dense models.
+	Experts, ExpertsPerToken int64
+	MLP                      MLPKind
+	TiedEmbeddings           bool
+	// SlidingWindow is the window of sliding-attention layers (0: none).
+	SlidingWindow int64
+
+	Layers []Layer
+
+	// EmbeddingParams: token embeddings (and per-layer-input embeddings).
+	EmbeddingParams int64
+	// PositionParams: learned absolute position embeddings (gpt2, bigcode).
+	PositionParams int64
+	// LMHeadParams: a separate output matrix (0 when tied), with bias if any.
+	LMHeadParams int64
+	// FinalNormParams: the norm after the last block (plus embedding norms).
+	FinalNormParams int64
+	// FrozenTowerParams: a vision/audio tower of a multimodal checkpoint,
+	// counted as frozen weights; LoRA targets are never inferred for it.
+	FrozenTowerParams int64
+
+	// PreQuantized describes a quantization_config the checkpoint ships with.
+	PreQuantized *PreQuant
+	// Generic is true when model_type was not recognised and the standard
+	// Llama-style fields were used; estimates on it get low confidence.
+	Generic bool
+	// Notes are assumptions the shapes rest on, for the estimate's report.
+	Notes []string
+	// ExactParams is the parameter count read from the checkpoint's
+	// safetensors headers; when set it replaces the config-derived count in
+	// Params (0: not read).
+	ExactParams int64
+
+	attentionNames []string
+	mlpNames       []string
+	aggs           []moduleAgg
+	// Cached sums, filled by index() once the layers are final.
+	indexed                   bool
+	linearSum, normSum, ffnAv int64
+}
+
+// PreQuant is a checkpoint's own quantization_config.
+type PreQuant struct {
+	Method      string // bitsandbytes, gptq, awq, fp8, …
+	Bits        int64
+	DoubleQuant bool
+	SkipModules []string
+	Note        string
+}
+
+// LinearParams counts every Linear weight and bias in the decoder layers: what
+// bitsandbytes quantizes under QLoRA (seed 000 §1).
+func (m *Model) LinearParams() int64 {
+	if m.indexed {
+		return m.linearSum
+	}
+	var n int64
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			n += lin.Params()
+		}
+	}
+	return n
+}
+
+// NormParams counts all norm weights, in blocks and after them.
+func (m *Model) NormParams() int64 {
+	if m.indexed {
+		return m.normSum
+	}
+	n := m.FinalNormParams
+	for _, l := range m.Layers {
+		n += l.NormParams
+	}
+	return n
+}
+
+// EmbeddingLikeParams counts the matrices that stay full precision under QLoRA:
+// input embedding, learned positions and a separate lm_head.
+func (m *Model) EmbeddingLikeParams() int64 {
+	return m.EmbeddingParams + m.PositionParams + m.LMHeadParams
+}
+
+// TextParams is the parameter count of the language model.
+func (m *Model) TextParams() int64 {
+	return m.LinearParams() + m.NormParams() + m.EmbeddingLikeParams()
+}
+
+// Params is the checkpoint's parameter count, frozen towers included: the
+// exact count from safetensors headers when known, else the config-derived one.
+func (m *Model) Params() int64 {
+	if m.ExactParams > 0 {
+		return m.ExactParams
+	}
+	return m.ConfigParams()
+}
+
+// ConfigParams is the parameter count the config's shapes imply.
+func (m *Model) ConfigParams() int64 { return m.TextParams() + m.FrozenTowerParams }
+
+// ActiveFFN is the mean per-token feed-forward width over layers.
+func (m *Model) ActiveFFN() int64 {
+	if m.indexed {
+		return m.ffnAv
+	}
+	if len(m.Layers) == 0 {
+		return m.Intermediate
+	}
+	var s int64
+	for _, l := range m.Layers {
+		s += l.FFNActive
+	}
+	return s / int64(len(m.Layers))
+}
+
+// Scope names accepted by Targets besides explicit module names.
+const (
+	ScopeAttention = "attention"
+	ScopeAllLinear = "all-linear"
+	ScopeMLP       = "mlp"
+)
+
+// AttentionTargets is the family's attention scope (seed 000's table).
+func (m *Model) AttentionTargets() []string { return slices.Clone(m.attentionNames) }
+
+// AllLinearTargets is the family's all-linear scope: attention plus MLP and
+// expert projections. Routers are left out, as in seed 000's table.
+func (m *Model) AllLinearTargets() []string {
+	return append(slices.Clone(m.attentionNames), m.mlpNames...)
+}
+
+// Targets resolves a LoRA target list (scope keywords and/or module names as the
+// model names them) to the selected Linear modules of every layer. A name that
+// matches no module is an error listing the names the model has.
+func (m *Model) Targets(spec []string) ([]Linear, error) {
+	// Scope keywords expand to the family's names that this model has (a
+	// DeepSeek without q_lora_rank has q_proj, not q_a_proj/q_b_proj);
+	// explicit names must all exist.
+	want := map[string]bool{}
+	explicit := map[string]bool{}
+	for _, s := range spec {
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case ScopeAttention:
+			for _, n := range m.attentionNames {
+				want[n] = true
+			}
+		case ScopeAllLinear, "all_linear", "all":
+			for _, n := range m.AllLinearTargets() {
+				want[n] = true
+			}
+		case ScopeMLP:
+			for _, n := range m.mlpNames {
+				want[n] = true
+			}
+		case "":
+		default:
+			want[strings.TrimSpace(s)] = true
+			explicit[strings.TrimSpace(s)] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("empty LoRA target list")
+	}
+	found := map[string]bool{}
+	var out []Linear
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if want[lin.Name] {
+				found[lin.Name] = true
+				out = append(out, lin)
+			}
+		}
+	}
+	var missing []string
+	for n := range explicit {
+		if !found[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("LoRA target %s matches no module of this %s model; its modules are %s",
+			strings.Join(missing, ", "), m.ModelType, strings.Join(m.moduleNames(), ", "))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("LoRA targets %v match no module of this %s model; its modules are %s", spec, m.ModelType, strings.Join(m.moduleNames(), ", "))
+	}
+	return out, nil
+}
+
+func (m *Model) moduleNames() []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if !seen[lin.Name] {
+				seen[lin.Name] = true
+				names = append(names, lin.Name)
+			}
+		}
+	}
+	return names
+}

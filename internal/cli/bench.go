@@ -1,0 +1,334 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/canifinetune/canifinetune/bench"
+)
+
+// benchEstimator makes the estimate a receipt records before its run. It is
+// nil until the memory model (package estimate) is wired here; a receipt then
+// has no estimate slot rather than a made-up one.
+var benchEstimator bench.Estimator
+
+// BenchCmd runs a bounded training probe on this machine's GPU and writes a receipt.
+type BenchCmd struct {
+	Model string `arg:"" optional:"" help:"Hugging Face id or local model directory (with --random-init, a directory or config.json is enough). With --to-case: a receipt file."`
+
+	ModelID     string        `name:"model-id" placeholder:"ORG/NAME" help:"Hugging Face id to record when MODEL is a local directory."`
+	Method      string        `default:"lora" enum:"full,lora,qlora" help:"What is trained: full, lora or qlora."`
+	Rank        int           `default:"16" help:"LoRA rank."`
+	Alpha       int           `help:"LoRA alpha (default 2×rank)."`
+	Targets     []string      `default:"q_proj,k_proj,v_proj,o_proj" help:"LoRA target modules as the model names them, or all-linear."`
+	Precision   string        `default:"bf16-true" enum:"bf16-mixed,bf16-true,fp32" help:"bf16-mixed (fp32 weights, bf16 autocast), bf16-true or fp32."`
+	DoubleQuant bool          `default:"true" negatable:"" help:"QLoRA: double-quantize the NF4 scales."`
+	Optimizer   string        `default:"adamw_torch" enum:"adamw_torch,adamw_torch_fused,sgd,adamw_8bit,paged_adamw_8bit" help:"Optimizer, named as in HF TrainingArguments."`
+	Attn        string        `default:"sdpa" enum:"sdpa,eager,flash_attention_2" help:"Attention implementation."`
+	GradCkpt    bool          `help:"Gradient checkpointing (HF, non-reentrant)."`
+	SeqLen      int           `default:"2048" help:"Tokens per sequence."`
+	Batch       int           `default:"1" help:"Micro-batch size."`
+	Updates     int           `default:"3" help:"Optimizer updates to run."`
+	GradAccum   int           `default:"1" help:"Micro-batches per update."`
+	Device      int           `default:"0" help:"CUDA device index."`
+	RandomInit  bool          `help:"Build the model from its config.json with random weights (memory does not depend on weight values)."`
+	Receipt     string        `placeholder:"FILE" help:"Receipt path (default canifinetune-bench-<UTC time>.json)."`
+	Python      string        `default:"python3" help:"Python interpreter with torch, transformers and peft."`
+	Timeout     time.Duration `default:"10m" help:"Stop the probe after this long (it still writes a receipt)."`
+	Trace       string        `placeholder:"FILE" help:"Also record a torch.profiler chrome trace of the probed steps."`
+	Sweep       string        `placeholder:"KEY=V1,V2,…" help:"Probe increasing values of batch, seq-len or rank; stop at the first OOM; report the largest that fits."`
+	JSON        bool          `name:"json" help:"Print the receipt (or the sweep) as JSON."`
+	ToCase      bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (SCHEMA.md) for validate and calibrate."`
+}
+
+// Help is the long help of `canifinetune bench --help`.
+func (c *BenchCmd) Help() string {
+	return `The probe (Python, embedded in this binary) trains the configuration with stock
+transformers/PEFT/bitsandbytes on synthetic tokens of exactly seq-len × batch for
+--updates optimizer updates and measures torch's peaks. A receipt is always
+written, also on OOM, a crash, a missing module, a timeout or Ctrl-C.
+
+Exit codes: 0 the probe succeeded (--sweep: it found the largest setting that fits);
+6 out of GPU memory (--sweep: even the smallest setting); 1 any other failure
+(the receipt says which); 2 bad flags.
+
+Receipts become measured cases for validate and calibrate with:
+  canifinetune bench --to-case receipt.json >> cases.jsonl`
+}
+
+// Run runs the probe (or the sweep, or the conversion).
+func (c *BenchCmd) Run(env *Env) error {
+	if c.ToCase {
+		return c.toCase(env)
+	}
+	if c.Model == "" {
+		return usageErrorf("canifinetune bench Qwen/Qwen2.5-0.5B --method lora --seq-len 1024", "bench: missing MODEL")
+	}
+	cfg := c.config()
+	if err := bench.ValidateConfig(cfg); err != nil {
+		return usageErrorf("canifinetune bench --help", "bench: %v", err)
+	}
+	receipt := c.Receipt
+	if receipt == "" {
+		receipt = "canifinetune-bench-" + time.Now().UTC().Format("20060102T150405Z") + ".json"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	opts := bench.Options{
+		Config: cfg, Python: c.Python, ReceiptPath: receipt, Timeout: c.Timeout,
+		Estimator: benchEstimator, ToolVersion: Version,
+	}
+	if env.IsTerminal {
+		opts.Progress = env.Stderr
+	}
+	if c.Sweep != "" {
+		return c.sweep(ctx, env, opts)
+	}
+	r, err := bench.Run(ctx, opts)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	if c.JSON {
+		if err := writeJSON(env.Stdout, r); err != nil {
+			return withCode(ExitError, fmt.Errorf("write receipt JSON: %w", err))
+		}
+	} else {
+		printReceipt(env.Stdout, r, receipt)
+	}
+	return statusErr(r, receipt)
+}
+
+func (c *BenchCmd) config() bench.ProbeConfig {
+	cfg := bench.ProbeConfig{
+		Model: c.Model, ModelID: c.ModelID, RandomInit: c.RandomInit, Method: c.Method, Precision: c.Precision,
+		Optimizer: c.Optimizer, Attn: c.Attn, GradCkpt: c.GradCkpt, SeqLen: c.SeqLen, Batch: c.Batch,
+		Updates: c.Updates, GradAccum: c.GradAccum, Device: c.Device,
+	}
+	if c.Method != "full" {
+		cfg.Rank, cfg.Alpha, cfg.Targets = c.Rank, c.Alpha, c.Targets
+	}
+	if c.Method == "qlora" {
+		cfg.Quant = &bench.Quant{Scheme: "nf4", DoubleQuant: c.DoubleQuant}
+	}
+	if c.Trace != "" {
+		// The probe runs in a temporary directory: give it an absolute path.
+		if abs, err := filepath.Abs(c.Trace); err == nil {
+			cfg.Trace = abs
+		}
+	}
+	return cfg
+}
+
+// statusErr maps a receipt's status to the exit code: 0 success, ExitOOM for
+// an OOM, ExitError for everything else.
+func statusErr(r bench.Receipt, path string) error {
+	switch r.Status {
+	case bench.StatusSuccess:
+		return nil
+	case bench.StatusOOM:
+		return withCode(ExitOOM, fmt.Errorf("bench: out of memory at stage %s (receipt %s)", r.Stage, path))
+	}
+	msg := firstLine(r.Error)
+	if r.MissingModule != "" {
+		msg = fmt.Sprintf("missing Python module %q: %s", r.MissingModule, msg)
+	}
+	return withCode(ExitError, fmt.Errorf("bench: %s: %s (receipt %s)", r.Status, msg, path))
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// sweepKeys are the settings --sweep can vary, with how each sets a config.
+var sweepKeys = map[string]func(*bench.ProbeConfig, int){
+	"batch":   func(c *bench.ProbeConfig, v int) { c.Batch = v },
+	"seq-len": func(c *bench.ProbeConfig, v int) { c.SeqLen = v },
+	"rank":    func(c *bench.ProbeConfig, v int) { c.Rank = v },
+}
+
+// parseSweep parses KEY=V1,V2,… into the key and its values, ascending and unique.
+func parseSweep(s string) (string, []int, error) {
+	key, list, ok := strings.Cut(s, "=")
+	key = strings.ReplaceAll(strings.TrimSpace(key), "_", "-")
+	if !ok || sweepKeys[key] == nil {
+		return "", nil, fmt.Errorf("--sweep %q: want KEY=V1,V2,… with KEY batch, seq-len or rank", s)
+	}
+	seen := map[int]bool{}
+	var vals []int
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return "", nil, fmt.Errorf("--sweep %q: bad value %q (want integers > 0)", s, f)
+		}
+		if !seen[v] {
+			seen[v] = true
+			vals = append(vals, v)
+		}
+	}
+	sort.Ints(vals)
+	return key, vals, nil
+}
+
+// sweepResult is the --json output of a sweep.
+type sweepResult struct {
+	Key        string          `json:"key"`
+	Values     []int           `json:"values"`
+	LargestFit *int            `json:"largest_fit"`
+	Receipts   []string        `json:"receipts"`
+	Results    []bench.Receipt `json:"results"`
+}
+
+func (c *BenchCmd) sweep(ctx context.Context, env *Env, base bench.Options) error {
+	key, vals, err := parseSweep(c.Sweep)
+	if err != nil {
+		return usageErrorf("canifinetune bench MODEL --sweep batch=1,2,4,8", "bench: %v", err)
+	}
+	if key == "rank" && base.Config.Method == "full" {
+		return usageErrorf("canifinetune bench MODEL --method lora --sweep rank=8,16,32", "bench: --sweep rank needs --method lora or qlora")
+	}
+	res := sweepResult{Key: key, Values: vals}
+	stem := strings.TrimSuffix(base.ReceiptPath, ".json")
+	var last bench.Receipt
+	var lastPath string
+	for _, v := range vals {
+		opts := base
+		sweepKeys[key](&opts.Config, v)
+		opts.ReceiptPath = fmt.Sprintf("%s-%s%d.json", stem, key, v)
+		if t := opts.Config.Trace; t != "" {
+			// One trace per probe: each would overwrite the last.
+			ext := filepath.Ext(t)
+			opts.Config.Trace = fmt.Sprintf("%s-%s%d%s", strings.TrimSuffix(t, ext), key, v, ext)
+		}
+		r, err := bench.Run(ctx, opts)
+		if err != nil {
+			return withCode(ExitError, err)
+		}
+		res.Receipts = append(res.Receipts, opts.ReceiptPath)
+		res.Results = append(res.Results, r)
+		last, lastPath = r, opts.ReceiptPath
+		if !c.JSON {
+			fmt.Fprintf(env.Stdout, "%s=%d\t%s\t%s\t%s\n", key, v, r.Status, peakText(r), opts.ReceiptPath)
+		}
+		if r.Status != bench.StatusSuccess {
+			break // a larger setting will not fit either; other failures need the user
+		}
+		fit := v
+		res.LargestFit = &fit
+	}
+	if c.JSON {
+		if err := writeJSON(env.Stdout, res); err != nil {
+			return withCode(ExitError, fmt.Errorf("write sweep JSON: %w", err))
+		}
+	} else if res.LargestFit != nil {
+		fmt.Fprintf(env.Stdout, "largest %s that fits, measured: %d\n", key, *res.LargestFit)
+	} else {
+		fmt.Fprintf(env.Stdout, "no %s tried fits\n", key)
+	}
+	switch {
+	case last.Status == bench.StatusSuccess, last.Status == bench.StatusOOM && res.LargestFit != nil:
+		return nil
+	default:
+		return statusErr(last, lastPath)
+	}
+}
+
+func peakText(r bench.Receipt) string {
+	if g := r.Measured.PeakReservedGB; g != nil && r.Status == bench.StatusSuccess {
+		return fmt.Sprintf("peak reserved %.2f GiB", *g)
+	}
+	if r.Status == bench.StatusOOM {
+		return "out of memory at " + r.Stage
+	}
+	return "-"
+}
+
+// printReceipt writes the human summary of a receipt.
+func printReceipt(w io.Writer, r bench.Receipt, path string) {
+	c := r.Config
+	what := c.Method
+	if c.Method != "full" {
+		what = fmt.Sprintf("%s r%d", c.Method, c.Rank)
+	}
+	fmt.Fprintf(w, "bench: %s — %d/%d updates of %s (%s, seq %d × batch %d, %s, %s)\n",
+		r.Status, r.CompletedUpdates, c.Updates, c.Model, what, c.SeqLen, c.Batch, c.Precision, c.Optimizer)
+	if r.Status != bench.StatusSuccess {
+		fmt.Fprintf(w, "  stage          %s\n", orDash(r.Stage))
+		if e := firstLine(r.Error); e != "" {
+			fmt.Fprintf(w, "  error          %s\n", e)
+		}
+	}
+	m := r.Measured
+	row := func(name string, gb *float64, what string) {
+		if gb != nil {
+			fmt.Fprintf(w, "  %-14s %7.2f GiB  %s\n", name, *gb, what)
+		}
+	}
+	if r.Status == bench.StatusOOM {
+		fmt.Fprintln(w, "  (peaks below cover only what ran before the OOM: a lower bound)")
+	}
+	row("peak reserved", m.PeakReservedGB, "max_memory_reserved")
+	row("peak allocated", m.PeakAllocatedGB, "max_memory_allocated")
+	row("peak active", m.PeakActiveGB, "active_bytes.all.peak")
+	if r.GPU != nil && r.GPU.TotalGB != nil {
+		row("device total", r.GPU.TotalGB, r.GPU.Name)
+	}
+	if t := r.Timing; t != nil && t.MeanStepS != nil {
+		tps := ""
+		if t.TokensPerS != nil {
+			tps = fmt.Sprintf(", %.0f tokens/s", *t.TokensPerS)
+		}
+		fmt.Fprintf(w, "  %-14s %7.3f s%s\n", "step", *t.MeanStepS, tps)
+	}
+	if o := r.Optimizer; o != nil {
+		var st []string
+		for _, s := range o.States {
+			st = append(st, fmt.Sprintf("%s %.1f MiB in %d tensors", s.Dtype, float64(s.Bytes)/(1<<20), s.Tensors))
+		}
+		fmt.Fprintf(w, "  %-14s %s (%s)\n", "optimizer", o.Class, strings.Join(st, ", "))
+	}
+	if e := r.Estimate; e != nil {
+		fmt.Fprintf(w, "  %-14s %7.2f GiB  %s %s, %s\n", "estimate", e.TotalGB, e.Estimator, e.Version, e.Kind)
+	}
+	fmt.Fprintf(w, "receipt: %s\n", path)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (c *BenchCmd) toCase(env *Env) error {
+	if c.Model == "" {
+		return usageErrorf("canifinetune bench --to-case receipt.json >> cases.jsonl", "bench --to-case: missing the receipt file")
+	}
+	r, err := bench.ReadReceipt(c.Model)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	cs, err := bench.ToCase(r)
+	if err != nil {
+		if errors.Is(err, bench.ErrNotACase) {
+			return withCode(ExitError, fmt.Errorf("%s: %w (only success and oom receipts measured a peak)", c.Model, err))
+		}
+		return withCode(ExitError, fmt.Errorf("%s: %w", c.Model, err))
+	}
+	b, err := json.Marshal(cs)
+	if err != nil {
+		return withCode(ExitError, fmt.Errorf("encode case: %w", err))
+	}
+	_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
+	return err
+}

@@ -1,0 +1,373 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/canifinetune/canifinetune/gpu"
+)
+
+// DoctorCmd reports the machine's GPUs, the processes holding their memory,
+// the Python training stack, and what will go wrong.
+//
+// Exit codes: 0 when GPUs were found (findings do not change it), 5
+// (ExitNoGPU) when the machine has none, 1 when nvidia-smi / rocm-smi fails
+// or does not answer within --timeout.
+//
+// Tools are looked up in $CANIFINETUNE_TOOL_PATH when set (a PATH-style
+// list, for tests and unusual installs), else in $PATH.
+//
+// With --json it prints, schema "canifinetune.doctor/v1" (memory fields are
+// null when the driver reported none, "[N/A]"):
+//
+//	{
+//	  "schema": "canifinetune.doctor/v1",
+//	  "tool": "nvidia-smi",            // "nvidia-smi" | "rocm-smi" | "" (no GPU)
+//	  "driver_version": "550.54.14",
+//	  "cuda_version": "12.4",          // highest CUDA the driver supports; "" on AMD
+//	  "gpus": [{
+//	    "index": 0, "name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-…",
+//	    "total_mib": 24564, "total_bytes": 25757220864, "total_gb": 23.99,
+//	    "used_mib": …, "used_bytes": …, "used_gb": …,
+//	    "free_mib": …, "free_bytes": …, "free_gb": …,
+//	    "compute_capability": "8.9", "mig": false,
+//	    "card": "NVIDIA GeForce RTX 4090",   // matched table row, null if none
+//	    "bf16": true                          // from the table row, null if none
+//	  }],
+//	  "processes": [{"gpu_index": 0, "gpu_uuid": "GPU-…", "pid": 1873,
+//	    "name": "/usr/lib/xorg/Xorg", "type": "G",
+//	    "used_mib": 612, "used_bytes": 641728512, "used_gb": 0.59}],
+//	  "python": {"python": "/usr/bin/python3", "python_version": "3.11.4",
+//	    "packages": {"torch": "2.4.0", …},  // absent package: no key
+//	    "torch_cuda": "12.1", "cuda_available": true,
+//	    "torch_error": "…", "probe_error": "…"},   // python: null when not probed
+//	  "findings": [{"code": "display-process", "severity": "warning",
+//	    "gpu": 0, "message": "…", "hint": "…"}],
+//	  "warnings": ["…"]
+//	}
+type DoctorCmd struct {
+	JSON          bool          `help:"Print the report as JSON (schema canifinetune.doctor/v1; sizes in bytes, *_gb in GiB)."`
+	Python        string        `help:"Python interpreter of the training environment (default: python3, then python, on PATH)." placeholder:"PATH"`
+	Timeout       time.Duration `default:"10s" help:"How long nvidia-smi / rocm-smi may take before doctor gives up."`
+	PythonTimeout time.Duration `default:"60s" help:"How long the Python stack probe (it imports torch) may take."`
+}
+
+// doctorSchema names the JSON layout; it changes only with a new version.
+const doctorSchema = "canifinetune.doctor/v1"
+
+// toolPath is where doctor looks for nvidia-smi, rocm-smi and python.
+func toolPath(env *Env) string {
+	if env.Getenv == nil {
+		return ""
+	}
+	if p := env.Getenv("CANIFINETUNE_TOOL_PATH"); p != "" {
+		return p
+	}
+	return env.Getenv("PATH")
+}
+
+// Help is the long help of `canifinetune doctor --help`.
+func (c *DoctorCmd) Help() string {
+	return `Reads the GPUs with nvidia-smi (rocm-smi on AMD): index, name, UUID, total /
+used / free MiB, driver and CUDA version, compute capability, MIG mode, and the
+processes holding memory, display compositors and browsers included. Probes
+the Python training stack (torch and its CUDA, transformers, peft,
+bitsandbytes, accelerate, trl, flash-attn, liger-kernel) and lists what will go
+wrong. Pass the free memory it shows to estimate as --available-vram-gb.
+
+Tools are looked up in $CANIFINETUNE_TOOL_PATH when set, else in $PATH.
+
+Exit codes: 0 GPUs found, 5 no GPU on this machine, 1 nvidia-smi failed or hung.`
+}
+
+// DetectGPUs runs the real GPU probe the way doctor does: tools from
+// CANIFINETUNE_TOOL_PATH or PATH, the whole probe bounded by timeout (0:
+// gpu.DefaultProbeTimeout). It is what `estimate --gpu auto` calls; the error
+// wraps gpu.ErrNoGPU, gpu.ErrProbeTimeout or gpu.ErrProbeFailed.
+func DetectGPUs(ctx context.Context, env *Env, timeout time.Duration) (gpu.Inventory, error) {
+	return gpu.SMIProber{LookPath: gpu.LookPathIn(toolPath(env)), Timeout: timeout}.Probe(ctx)
+}
+
+// Run probes the machine and prints the report.
+func (c *DoctorCmd) Run(env *Env) error {
+	if c.Timeout <= 0 || c.PythonTimeout <= 0 {
+		return usageErrorf("canifinetune doctor --timeout 10s", "--timeout and --python-timeout must be positive durations")
+	}
+	look := gpu.LookPathIn(toolPath(env))
+	var stacker gpu.StackProber
+	switch {
+	case c.Python != "":
+		py := c.Python
+		// A bare name ("python3.11") is looked up like the tools; a path is used as given.
+		if !strings.ContainsRune(py, filepath.Separator) {
+			if p, err := look(py); err == nil {
+				py = p
+			}
+		}
+		stacker = gpu.PythonProber{Python: py, Timeout: c.PythonTimeout}
+	default:
+		for _, name := range []string{"python3", "python"} {
+			if p, err := look(name); err == nil {
+				stacker = gpu.PythonProber{Python: p, Timeout: c.PythonTimeout}
+				break
+			}
+		}
+		if stacker == nil {
+			stacker = gpu.FakeStackProber{Stack: gpu.Stack{ProbeError: "no python3 or python on PATH"}}
+		}
+	}
+	return runDoctor(context.Background(), env, c, detectProber{env: env, timeout: c.Timeout}, stacker)
+}
+
+// detectProber is DetectGPUs as a gpu.Prober.
+type detectProber struct {
+	env     *Env
+	timeout time.Duration
+}
+
+func (p detectProber) Probe(ctx context.Context) (gpu.Inventory, error) {
+	return DetectGPUs(ctx, p.env, p.timeout)
+}
+
+// runDoctor is doctor with its probes injected.
+func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober gpu.Prober, stacker gpu.StackProber) error {
+	inv, perr := prober.Probe(ctx)
+	noGPU := errors.Is(perr, gpu.ErrNoGPU)
+	if perr != nil && !noGPU {
+		tool := "nvidia-smi"
+		if inv.Tool != "" {
+			tool = inv.Tool
+		}
+		if errors.Is(perr, gpu.ErrProbeTimeout) {
+			return &exitError{code: ExitError,
+				err:  fmt.Errorf("%s did not answer within %s: %w", tool, c.Timeout, perr),
+				hint: "a wedged driver makes nvidia-smi hang; run it yourself, check `dmesg`, or raise --timeout"}
+		}
+		return &exitError{code: ExitError,
+			err:  fmt.Errorf("read the GPUs: %w", perr),
+			hint: "run nvidia-smi yourself; \"Driver/library version mismatch\" is fixed by a reboot"}
+	}
+	if noGPU {
+		inv = gpu.Inventory{}
+	}
+	stack, _ := stacker.ProbeStack(ctx) // a failed probe is reported in stack.ProbeError
+	findings := gpu.Diagnose(inv, &stack)
+
+	if c.JSON {
+		if err := writeJSON(env.Stdout, doctorReport(inv, &stack, findings)); err != nil {
+			return err
+		}
+	} else if err := printDoctor(env.Stdout, inv, perr, &stack, findings); err != nil {
+		return err
+	}
+	if noGPU {
+		return withCode(ExitNoGPU, perr)
+	}
+	return nil
+}
+
+type doctorJSON struct {
+	Schema        string          `json:"schema"`
+	Tool          string          `json:"tool"`
+	DriverVersion string          `json:"driver_version"`
+	CUDAVersion   string          `json:"cuda_version"`
+	GPUs          []doctorGPUJSON `json:"gpus"`
+	Processes     []processJSON   `json:"processes"`
+	Python        *gpu.Stack      `json:"python"`
+	Findings      []gpu.Finding   `json:"findings"`
+	Warnings      []string        `json:"warnings"`
+}
+
+type doctorGPUJSON struct {
+	Index             int      `json:"index"`
+	Name              string   `json:"name"`
+	UUID              string   `json:"uuid"`
+	TotalMiB          *int64   `json:"total_mib"`
+	TotalBytes        *int64   `json:"total_bytes"`
+	TotalGB           *float64 `json:"total_gb"`
+	UsedMiB           *int64   `json:"used_mib"`
+	UsedBytes         *int64   `json:"used_bytes"`
+	UsedGB            *float64 `json:"used_gb"`
+	FreeMiB           *int64   `json:"free_mib"`
+	FreeBytes         *int64   `json:"free_bytes"`
+	FreeGB            *float64 `json:"free_gb"`
+	ComputeCapability string   `json:"compute_capability"`
+	MIG               bool     `json:"mig"`
+	Card              *string  `json:"card"`
+	BF16              *bool    `json:"bf16"`
+}
+
+type processJSON struct {
+	GPUIndex  int      `json:"gpu_index"`
+	GPUUUID   string   `json:"gpu_uuid"`
+	PID       int      `json:"pid"`
+	Name      string   `json:"name"`
+	Type      string   `json:"type"`
+	UsedMiB   *int64   `json:"used_mib"`
+	UsedBytes *int64   `json:"used_bytes"`
+	UsedGB    *float64 `json:"used_gb"`
+}
+
+// mem returns the MiB, bytes and GiB of a MiB reading, all nil when unknown.
+func mem(mib int64) (*int64, *int64, *float64) {
+	if mib < 0 {
+		return nil, nil, nil
+	}
+	b := mib * gpu.MiB
+	g := gibOf(b)
+	return &mib, &b, &g
+}
+
+func doctorReport(inv gpu.Inventory, stack *gpu.Stack, findings []gpu.Finding) doctorJSON {
+	out := doctorJSON{Schema: doctorSchema, Tool: inv.Tool, DriverVersion: inv.Driver, CUDAVersion: inv.CUDA,
+		GPUs: []doctorGPUJSON{}, Processes: []processJSON{}, Findings: findings, Warnings: inv.Warnings}
+	if stack != nil {
+		s := *stack
+		if s.Packages == nil {
+			s.Packages = map[string]string{}
+		}
+		out.Python = &s
+	}
+	if out.Findings == nil {
+		out.Findings = []gpu.Finding{}
+	}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
+	for _, d := range inv.GPUs {
+		g := doctorGPUJSON{Index: d.Index, Name: d.Name, UUID: d.UUID, ComputeCapability: d.ComputeCapability, MIG: d.MIG}
+		g.TotalMiB, g.TotalBytes, g.TotalGB = mem(d.TotalMiB)
+		g.UsedMiB, g.UsedBytes, g.UsedGB = mem(d.UsedMiB)
+		g.FreeMiB, g.FreeBytes, g.FreeGB = mem(d.FreeMiB)
+		if d.Card != nil {
+			name, bf16 := d.Card.Name, d.Card.BF16
+			g.Card, g.BF16 = &name, &bf16
+		}
+		out.GPUs = append(out.GPUs, g)
+	}
+	for _, p := range inv.Processes {
+		j := processJSON{GPUIndex: p.GPUIndex, GPUUUID: p.GPUUUID, PID: p.PID, Name: p.Name, Type: p.Type}
+		j.UsedMiB, j.UsedBytes, j.UsedGB = mem(p.UsedMiB)
+		out.Processes = append(out.Processes, j)
+	}
+	return out
+}
+
+func mibCell(m int64) string {
+	if m < 0 {
+		return "?"
+	}
+	return fmt.Sprint(m)
+}
+
+func gibCell(m int64) string {
+	if m < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", float64(m)/1024)
+}
+
+func printDoctor(w io.Writer, inv gpu.Inventory, perr error, stack *gpu.Stack, findings []gpu.Finding) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(inv.GPUs) == 0 {
+		why := "no GPU was detected"
+		if perr != nil {
+			why = strings.TrimPrefix(perr.Error(), gpu.ErrNoGPU.Error()+": ")
+		}
+		fmt.Fprintf(tw, "No GPU found on this machine (%s).\n", why)
+	} else {
+		var about []string
+		if inv.Driver != "" {
+			about = append(about, "driver "+inv.Driver)
+		}
+		if inv.CUDA != "" {
+			about = append(about, "CUDA "+inv.CUDA)
+		}
+		fmt.Fprintf(tw, "GPUs (%s)\n", strings.Join(append([]string{inv.Tool}, about...), ", "))
+		fmt.Fprintln(tw, "IDX\tNAME\tTOTAL MiB\tUSED MiB\tFREE MiB\tFREE GiB\tCC\tMIG\tUUID")
+		for _, d := range inv.GPUs {
+			mig := "off"
+			if d.MIG {
+				mig = "on"
+			}
+			cc := d.ComputeCapability
+			if cc == "" {
+				cc = "?"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.Name, mibCell(d.TotalMiB), mibCell(d.UsedMiB),
+				mibCell(d.FreeMiB), gibCell(d.FreeMiB), cc, mig, d.UUID)
+		}
+	}
+	if len(inv.Processes) > 0 {
+		fmt.Fprintln(tw, "\nProcesses holding GPU memory")
+		fmt.Fprintln(tw, "GPU\tPID\tTYPE\tUSED MiB\tNAME")
+		procs := slices.Clone(inv.Processes)
+		slices.SortStableFunc(procs, func(a, b gpu.Process) int { return a.GPUIndex - b.GPUIndex })
+		for _, p := range procs {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", p.GPUIndex, p.PID, p.Type, mibCell(p.UsedMiB), p.Name)
+		}
+	}
+	fmt.Fprintln(tw)
+	switch {
+	case stack == nil:
+	case stack.ProbeError != "":
+		fmt.Fprintf(tw, "Python: not probed (%s)\n", stack.ProbeError)
+	default:
+		fmt.Fprintf(tw, "Python: %s (%s)\n", stack.Python, stack.PythonVersion)
+		for _, pkg := range gpu.StackPackages {
+			v, ok := stack.Packages[pkg]
+			if !ok {
+				fmt.Fprintf(tw, "  %s\tnot installed\n", pkg)
+				continue
+			}
+			if pkg == "torch" {
+				v += torchDetail(stack)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", pkg, v)
+		}
+	}
+	fmt.Fprintln(tw)
+	if len(findings) == 0 {
+		fmt.Fprintln(tw, "Findings: none.")
+	} else {
+		fmt.Fprintln(tw, "Findings")
+		for _, f := range findings {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Severity, f.Code, f.Message)
+			if f.Hint != "" {
+				fmt.Fprintf(tw, "  \t\tTry: %s\n", f.Hint)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func torchDetail(s *gpu.Stack) string {
+	var parts []string
+	switch {
+	case s.TorchCUDA != "":
+		parts = append(parts, "CUDA "+s.TorchCUDA)
+	case s.TorchHIP != "":
+		parts = append(parts, "ROCm "+s.TorchHIP)
+	}
+	if s.CUDAAvailable != nil {
+		if *s.CUDAAvailable {
+			parts = append(parts, "GPU usable")
+		} else {
+			parts = append(parts, "GPU not usable")
+		}
+	}
+	if s.TorchError != "" {
+		parts = append(parts, "import fails")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}

@@ -1,0 +1,439 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/gpu"
+)
+
+// EstimateCmd is `canifinetune estimate`.
+type EstimateCmd struct {
+	Model      string `arg:"" help:"Hub id as org/name[@revision] (the embedded catalog first, else the Hub), or a local directory (config.json, *.safetensors) / config.json."`
+	ModelFlags `embed:""`
+
+	Method     string   `enum:"full,lora,qlora" default:"lora" help:"What is trained: full, lora or qlora (${enum})."`
+	Precision  string   `enum:"bf16-true,bf16-mixed,fp16-true,fp16-mixed,fp32" default:"bf16-true" help:"bf16-true: weights, grads and optimizer states in bf16 (seed 000's 'bf16'); -mixed keeps fp32 master weights (${enum})."`
+	Quant      string   `help:"QLoRA base quantization: nf4, nf4-dq (double quant, default), fp4, int8."`
+	Rank       int64    `default:"16" help:"LoRA rank."`
+	Targets    []string `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
+	Extra      []string `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
+	SeqLen     int64    `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
+	Batch      int64    `default:"1" help:"Micro-batch size per GPU."`
+	GradCkpt   string   `name:"grad-ckpt" enum:"none,full,unsloth,offload" default:"none" help:"Activation checkpointing (${enum})."`
+	Optimizer  string   `default:"adamw_torch" help:"adamw_torch (foreach), adamw_torch_fused, sgd, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit."`
+	OptimDtype string   `name:"optimizer-state-dtype" help:"fp32 or bf16; default: the parameter dtype."`
+	Attn       string   `enum:"sdpa,flash_attention_2,eager,flex_attention" default:"sdpa" help:"Attention implementation; eager adds the s² score matrix (${enum})."`
+	FusedCE    string   `name:"fused-ce" enum:"none,liger,chunked,cut_cross_entropy" default:"none" help:"Fused or chunked cross-entropy, which removes the logits chain (${enum})."`
+
+	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus')."`
+	GPUVRAMGB   float64 `name:"gpu-vram-gb" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
+	AvailableGB float64 `name:"available-vram-gb" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
+	Strategy    string  `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
+	NumGPUs     int64   `name:"num-gpus" default:"1" help:"Data-parallel world size for --strategy."`
+	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
+	Estimator   string  `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
+	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
+	JSON        bool    `help:"Print JSON (bytes and GiB) instead of a table."`
+}
+
+// Help implements kong's HelpProvider.
+func (c *EstimateCmd) Help() string {
+	return `Estimates the peak GPU memory of one fine-tuning step, component by component,
+and says whether it fits: yes (≤ 85 % of the budget), marginal (≤ 97 %) or no.
+
+Examples:
+  canifinetune estimate Qwen/Qwen2.5-7B --method qlora --seq-len 2048 --batch 1 --gpu rtx-4090
+  canifinetune estimate ./my-model/ --method lora --rank 16 --targets all-linear \
+      --gpu-vram-gb 24 --available-vram-gb 21.5 --json
+  canifinetune estimate org/new-model@main --gpu a100-80gb      (from the Hub: exact counts)
+  canifinetune estimate Qwen/Qwen2.5-7B --hub --offline         (exact counts from the HF cache)
+
+Models resolve in this order: an existing local path; the embedded catalog
+(unless --hub); the Hub, or with --offline / HF_HUB_OFFLINE=1 only the
+Hugging Face cache. From the Hub only config.json and each shard's
+safetensors header are read (HTTP Range requests), never the weights; the
+token (HF_TOKEN, HF_TOKEN_PATH) is never printed.
+
+The planning proxy (total − safety margin) is what a measured reserved peak
+(torch.cuda.max_memory_reserved) is compared with. Overheads are sized from
+the card's total memory; the verdict compares with the free memory when given.
+
+Exit codes: 0 fits (or no GPU given), 3 marginal, 4 does not fit, 1 error, 2 usage.`
+}
+
+// Run implements the command.
+func (c *EstimateCmd) Run(env *Env) error {
+	rm, err := resolveModel(context.Background(), env, c.Model, c.ModelFlags)
+	if err != nil {
+		return err
+	}
+	est, err := estimate.ByName(c.Estimator)
+	if err != nil {
+		return usageErrorf("canifinetune estimate --help", "%v", err)
+	}
+	if c.Calibration != "" {
+		if est.Name() != estimate.Default {
+			return usageErrorf("drop --estimator, or drop --calibration", "--calibration applies to the default estimator, not %s", est.Name())
+		}
+		if est, err = loadCalibration(c.Calibration); err != nil {
+			return err
+		}
+	}
+	req := estimate.Request{
+		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),
+		Quant: c.Quant, LoRARank: c.Rank, LoRATargets: c.Targets, ExtraTrainable: c.Extra,
+		SeqLen: c.SeqLen, Batch: c.Batch, GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
+		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE,
+		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
+	}
+	if c.Method != "full" && c.Rank <= 0 {
+		return usageErrorf("--rank 16", "--rank %d: a LoRA rank is a positive integer", c.Rank)
+	}
+	if c.SeqLen <= 0 || c.Batch <= 0 {
+		return usageErrorf("--seq-len 2048 --batch 1", "--seq-len %d --batch %d: both must be positive", c.SeqLen, c.Batch)
+	}
+	if c.Strategy != "none" && c.NumGPUs < 2 {
+		return usageErrorf("--strategy "+c.Strategy+" --num-gpus 4", "--strategy %s needs --num-gpus ≥ 2", c.Strategy)
+	}
+	card, err := c.card(&req)
+	if err != nil {
+		return err
+	}
+	e, err := est.Estimate(req)
+	if err != nil {
+		if errors.Is(err, estimate.ErrInvalidRequest) {
+			return usageErrorf("canifinetune estimate --help", "%v", err)
+		}
+		return err
+	}
+	changes := estimate.Changes(est, req, e)
+	out := newEstimateJSON(rm, card, req, e, changes)
+	if c.JSON {
+		if err := writeJSON(env.Stdout, out); err != nil {
+			return err
+		}
+	} else {
+		printEstimate(env.Stdout, out)
+	}
+	switch e.Verdict.Fit {
+	case estimate.FitMarginal:
+		return withCode(ExitMarginal, errors.New(""))
+	case estimate.FitNo:
+		return withCode(ExitNoFit, errors.New(""))
+	}
+	return nil
+}
+
+// card resolves --gpu / --gpu-vram-gb / --available-vram-gb into the request.
+func (c *EstimateCmd) card(req *estimate.Request) (*gpu.Card, error) {
+	if c.GPUVRAMGB < 0 || c.AvailableGB < 0 {
+		return nil, usageErrorf("--gpu-vram-gb 24 --available-vram-gb 21.5", "GPU memory must be positive (got --gpu-vram-gb %v --available-vram-gb %v)", c.GPUVRAMGB, c.AvailableGB)
+	}
+	var card *gpu.Card
+	switch {
+	case c.GPU != "" && c.GPUVRAMGB > 0:
+		return nil, usageErrorf("--gpu rtx-4090  or  --gpu-vram-gb 24", "give --gpu or --gpu-vram-gb, not both")
+	case c.GPU != "":
+		k, err := gpu.Lookup(c.GPU)
+		if err != nil {
+			return nil, withHint(ExitUsage, err, "canifinetune gpus  (the table), or --gpu-vram-gb N")
+		}
+		card = &k
+		req.GPUTotal = k.MemoryBytes()
+	case c.GPUVRAMGB > 0:
+		req.GPUTotal = int64(c.GPUVRAMGB * estimate.GiB)
+	}
+	if c.AvailableGB > 0 {
+		if req.GPUTotal == 0 {
+			return nil, usageErrorf("--gpu rtx-4090 --available-vram-gb 21.5", "--available-vram-gb needs the card's total too (--gpu or --gpu-vram-gb): overheads are sized from the total")
+		}
+		req.Available = int64(c.AvailableGB * estimate.GiB)
+		if req.Available > req.GPUTotal {
+			return nil, usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds the card's %.2f GiB", c.AvailableGB, float64(req.GPUTotal)/estimate.GiB)
+		}
+	}
+	return card, nil
+}
+
+func gib(b int64) float64 { return float64(b) / estimate.GiB }
+
+func round(x float64, digits int) float64 {
+	p := 1.0
+	for range digits {
+		p *= 10
+	}
+	if x < 0 {
+		return -float64(int64(-x*p+0.5)) / p
+	}
+	return float64(int64(x*p+0.5)) / p
+}
+
+// EstimateJSON is the stable --json schema of estimate (schema_version 1).
+type EstimateJSON struct {
+	SchemaVersion int             `json:"schema_version"`
+	Estimator     estimatorJSON   `json:"estimator"`
+	Model         modelJSON       `json:"model"`
+	Config        configJSON      `json:"config"`
+	GPU           *gpuJSON        `json:"gpu,omitempty"`
+	Components    []componentJSON `json:"components"`
+	TotalBytes    int64           `json:"total_bytes"`
+	TotalGB       float64         `json:"total_gb"`
+	ProxyBytes    int64           `json:"planning_proxy_bytes"`
+	ProxyGB       float64         `json:"planning_proxy_gb"`
+	Levels        levelsJSON      `json:"levels"`
+	Verdict       verdictJSON     `json:"verdict"`
+	HostOffloadGB float64         `json:"host_offload_gb,omitempty"`
+	PerGPU        bool            `json:"per_gpu"`
+	Assumptions   []string        `json:"assumptions"`
+	Confidence    confidenceJSON  `json:"confidence"`
+	Changes       []changeJSON    `json:"changes_that_fit"`
+}
+
+type estimatorJSON struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+type modelJSON struct {
+	Name         string `json:"name"`
+	ID           string `json:"id"`
+	From         string `json:"from"`
+	CatalogEntry string `json:"catalog_entry,omitempty"`
+	Source       string `json:"source"`
+	Revision     string `json:"revision,omitempty"`
+	Commit       string `json:"commit,omitempty"`
+	ModelType    string `json:"model_type"`
+	Params       int64  `json:"params"`
+	// ParamsSource is "safetensors" when Params is the exact count from the
+	// checkpoint's headers, "config" when config.json's shapes imply it.
+	ParamsSource string `json:"params_source"`
+	// ConfigParams is the config-derived count, for comparison.
+	ConfigParams    int64    `json:"config_params"`
+	Shards          int      `json:"safetensors_shards,omitempty"`
+	TrainableParams int64    `json:"trainable_params"`
+	Notes           []string `json:"notes,omitempty"`
+}
+
+type configJSON struct {
+	Method    string   `json:"method"`
+	Precision string   `json:"precision"`
+	Quant     string   `json:"quant,omitempty"`
+	Rank      int64    `json:"lora_rank,omitempty"`
+	Targets   []string `json:"lora_targets,omitempty"`
+	SeqLen    int64    `json:"seq_len"`
+	Batch     int64    `json:"batch"`
+	GradCkpt  string   `json:"grad_ckpt"`
+	Optimizer string   `json:"optimizer"`
+	Attn      string   `json:"attn"`
+	FusedCE   string   `json:"fused_ce"`
+	Strategy  string   `json:"sharding"`
+	NumGPUs   int64    `json:"num_gpus"`
+	Offload   string   `json:"cpu_offload"`
+}
+
+type gpuJSON struct {
+	Name           string  `json:"name,omitempty"`
+	TotalBytes     int64   `json:"total_bytes"`
+	TotalGB        float64 `json:"total_gb"`
+	AvailableBytes int64   `json:"available_bytes"`
+	AvailableGB    float64 `json:"available_gb"`
+}
+
+type componentJSON struct {
+	Name   string  `json:"name"`
+	Bytes  int64   `json:"bytes"`
+	GB     float64 `json:"gb"`
+	Share  float64 `json:"share"`
+	Source string  `json:"source"`
+}
+
+type levelsJSON struct {
+	AllocatedBytes int64   `json:"allocated_bytes"`
+	AllocatedGB    float64 `json:"allocated_gb"`
+	ReservedBytes  int64   `json:"reserved_bytes"`
+	ReservedGB     float64 `json:"reserved_gb"`
+	ProcessBytes   int64   `json:"process_bytes"`
+	ProcessGB      float64 `json:"process_gb"`
+}
+
+type verdictJSON struct {
+	Fit          string  `json:"fit"`
+	Ratio        float64 `json:"ratio,omitempty"`
+	BudgetBytes  int64   `json:"budget_bytes,omitempty"`
+	BudgetGB     float64 `json:"budget_gb,omitempty"`
+	BudgetSource string  `json:"budget_source,omitempty"`
+}
+
+type confidenceJSON struct {
+	Grade  string `json:"grade"`
+	Reason string `json:"reason"`
+}
+
+type changeJSON struct {
+	Change  string  `json:"change"`
+	TotalGB float64 `json:"total_gb"`
+	Ratio   float64 `json:"ratio"`
+	SavesGB float64 `json:"saves_gb"`
+}
+
+func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e *estimate.Estimate, changes []estimate.Change) EstimateJSON {
+	n, _ := req.Normalize()
+	out := EstimateJSON{
+		SchemaVersion: 1,
+		Estimator:     estimatorJSON{e.Estimator, e.Version},
+		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: rm.Where, CatalogEntry: rm.Entry, Source: rm.Source,
+			Revision: rm.Revision, Commit: rm.Commit, ModelType: rm.Model.ModelType, Params: e.Params,
+			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
+			TrainableParams: e.TrainableParams, Notes: rm.Notes},
+		Config: configJSON{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
+			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE,
+			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
+		TotalBytes: e.Total, TotalGB: round(gib(e.Total), 3),
+		ProxyBytes: e.PlanningProxy, ProxyGB: round(gib(e.PlanningProxy), 3),
+		Levels: levelsJSON{e.Levels.Allocated, round(gib(e.Levels.Allocated), 3), e.Levels.Reserved, round(gib(e.Levels.Reserved), 3),
+			e.Levels.Process, round(gib(e.Levels.Process), 3)},
+		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: round(gib(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
+		HostOffloadGB: round(gib(e.HostOffload), 3),
+		PerGPU:        e.PerGPU,
+		Assumptions:   e.Assumptions,
+		Confidence:    confidenceJSON{string(e.Confidence.Grade), e.Confidence.Reason},
+		Changes:       []changeJSON{},
+	}
+	if n.Method != estimate.Full {
+		out.Config.Rank, out.Config.Targets = n.LoRARank, n.LoRATargets
+	}
+	if req.GPUTotal > 0 {
+		g := &gpuJSON{TotalBytes: req.GPUTotal, TotalGB: round(gib(req.GPUTotal), 3), AvailableBytes: req.GPUTotal}
+		if card != nil {
+			g.Name = card.Name
+		}
+		if req.Available > 0 {
+			g.AvailableBytes = req.Available
+		}
+		g.AvailableGB = round(gib(g.AvailableBytes), 3)
+		out.GPU = g
+	}
+	for _, c := range e.Components {
+		share := 0.0
+		if e.Total > 0 {
+			share = float64(c.Bytes) / float64(e.Total)
+		}
+		out.Components = append(out.Components, componentJSON{c.Name, c.Bytes, round(gib(c.Bytes), 3), round(share, 4), c.Source})
+	}
+	for _, ch := range changes {
+		out.Changes = append(out.Changes, changeJSON{ch.What, round(gib(ch.Estimate.Total), 3), round(ch.Estimate.Verdict.Ratio, 4), round(gib(ch.Saves), 3)})
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printEstimate(w io.Writer, o EstimateJSON) {
+	src := o.Model.From
+	if o.Model.CatalogEntry != "" {
+		src = "catalog entry " + o.Model.CatalogEntry
+	}
+	fmt.Fprintf(w, "%s (%s, %s, %.2fB params, %s)\n", o.Model.Name, o.Model.ModelType, src, float64(o.Model.Params)/1e9, o.Estimator.Name+" "+o.Estimator.Version)
+	fmt.Fprintln(w, paramsLine(o.Model))
+	for _, n := range o.Model.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	cfg := o.Config
+	line := fmt.Sprintf("%s %s, seq %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
+	if cfg.Method != "full" {
+		line += fmt.Sprintf(", rank %d on %s", cfg.Rank, strings.Join(cfg.Targets, ","))
+	}
+	if cfg.Strategy != "none" {
+		line += fmt.Sprintf(", %s over %d GPUs (per GPU)", cfg.Strategy, cfg.NumGPUs)
+	}
+	fmt.Fprintf(w, "%s; trainable %s params\n\n", line, humanCount(o.Model.TrainableParams))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "component\tGiB\tshare\t")
+	for _, c := range o.Components {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.1f%%\t\n", c.Name, c.GB, 100*c.Share)
+	}
+	fmt.Fprintf(tw, "total\t%.2f\t\t\n", o.TotalGB)
+	tw.Flush()
+	fmt.Fprintf(w, "\nplanning proxy (total − safety; compare with a measured reserved peak): %.2f GiB\n", o.ProxyGB)
+	fmt.Fprintf(w, "predicted peaks: allocated %.2f GiB, reserved %.2f GiB, process %.2f GiB\n", o.Levels.AllocatedGB, o.Levels.ReservedGB, o.Levels.ProcessGB)
+	if o.GPU != nil {
+		name := o.GPU.Name
+		if name == "" {
+			name = "GPU"
+		}
+		fmt.Fprintf(w, "%s: %.2f GiB total, budget %.2f GiB (%s)\n", name, o.GPU.TotalGB, o.Verdict.BudgetGB, o.Verdict.BudgetSource)
+		fmt.Fprintf(w, "verdict: %s (ratio %.2f; yes ≤ 0.85 < marginal ≤ 0.97 < no)\n", o.Verdict.Fit, o.Verdict.Ratio)
+	} else {
+		fmt.Fprintln(w, "verdict: unknown — pass --gpu NAME or --gpu-vram-gb N to get one")
+	}
+	if o.HostOffloadGB > 0 {
+		fmt.Fprintf(w, "host RAM for CPU offload: %.2f GiB per GPU process\n", o.HostOffloadGB)
+	}
+	fmt.Fprintf(w, "confidence: %s — %s\n", o.Confidence.Grade, o.Confidence.Reason)
+	if len(o.Changes) > 0 {
+		fmt.Fprintln(w, "\nchanges that make it fit (one at a time):")
+		for _, ch := range o.Changes {
+			fmt.Fprintf(w, "  %-32s total %.2f GiB, ratio %.2f (saves %.2f GiB)\n", ch.Change, ch.TotalGB, ch.Ratio, ch.SavesGB)
+		}
+	} else if o.Verdict.Fit == "no" || o.Verdict.Fit == "marginal" {
+		fmt.Fprintln(w, "\nno single change (checkpointing, fused loss, 8-bit optimizer, QLoRA, half batch or sequence) makes it fit; combine them or use a larger GPU")
+	}
+	fmt.Fprintln(w, "\nassumptions:")
+	for _, a := range o.Assumptions {
+		fmt.Fprintf(w, "  - %s\n", a)
+	}
+}
+
+// paramsLine says which parameter count the estimate used and where it came
+// from, so a reader knows whether it is exact.
+func paramsLine(m modelJSON) string {
+	if m.ParamsSource == paramsFromSafetensors {
+		shards := "1 shard"
+		if m.Shards != 1 {
+			shards = fmt.Sprintf("%d shards", m.Shards)
+		}
+		return fmt.Sprintf("params: %s exact, from the safetensors headers of %s (config.json implies %s)", groupDigits(m.Params), shards, groupDigits(m.ConfigParams))
+	}
+	return fmt.Sprintf("params: %s derived from config.json (exact counts: --hub, or a local directory with *.safetensors)", groupDigits(m.Params))
+}
+
+// groupDigits writes n with thousands separators: 7,615,616,512.
+func groupDigits(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func humanCount(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/canifinetune/canifinetune/gpu"
+)
+
+// GPUsCmd prints the embedded GPU table.
+//
+// With --json it prints, schema "canifinetune.gpus/v1":
+//
+//	{
+//	  "schema": "canifinetune.gpus/v1",
+//	  "gpus": [{
+//	    "name": "NVIDIA GeForce RTX 4090",   // as the driver reports it
+//	    "aliases": ["rtx-4090", "4090"],     // names --gpu accepts besides name
+//	    "vendor": "nvidia",                  // "nvidia" | "amd"
+//	    "arch": "Ada Lovelace",
+//	    "memory_mib": 24564,                 // as the driver reports it
+//	    "memory_bytes": 25757220864,         // memory_mib × 2^20
+//	    "memory_gb": 23.98828125,            // GiB: memory_bytes / 2^30
+//	    "compute_capability": "8.9",         // CUDA CC, or the gfx target on AMD
+//	    "bf16": true,
+//	    "nominal": false,                    // true: no driver reading found, documented capacity
+//	    "source": "nvidia-smi memory.total reading …"
+//	  }, …]
+//	}
+type GPUsCmd struct {
+	JSON bool `help:"Print the table as JSON (schema canifinetune.gpus/v1; sizes in bytes, *_gb in GiB)."`
+}
+
+// gpusSchema names the JSON layout; it changes only with a new version.
+const gpusSchema = "canifinetune.gpus/v1"
+
+type gpusJSON struct {
+	Schema string     `json:"schema"`
+	GPUs   []cardJSON `json:"gpus"`
+}
+
+type cardJSON struct {
+	Name              string   `json:"name"`
+	Aliases           []string `json:"aliases"`
+	Vendor            string   `json:"vendor"`
+	Arch              string   `json:"arch"`
+	MemoryMiB         int64    `json:"memory_mib"`
+	MemoryBytes       int64    `json:"memory_bytes"`
+	MemoryGB          float64  `json:"memory_gb"`
+	ComputeCapability string   `json:"compute_capability"`
+	BF16              bool     `json:"bf16"`
+	Nominal           bool     `json:"nominal"`
+	Source            string   `json:"source"`
+}
+
+func toCardJSON(c gpu.Card) cardJSON {
+	aliases := c.Aliases
+	if aliases == nil {
+		aliases = []string{}
+	}
+	return cardJSON{
+		Name: c.Name, Aliases: aliases, Vendor: c.Vendor, Arch: c.Arch,
+		MemoryMiB: c.MemoryMiB, MemoryBytes: c.MemoryBytes(), MemoryGB: gibOf(c.MemoryBytes()),
+		ComputeCapability: c.ComputeCapability, BF16: c.BF16, Nominal: c.Nominal, Source: c.Source,
+	}
+}
+
+func gibOf(b int64) float64 { return float64(b) / float64(gpu.GiB) }
+
+// Run prints the table.
+func (c *GPUsCmd) Run(env *Env) error {
+	cards := gpu.Cards()
+	if c.JSON {
+		out := gpusJSON{Schema: gpusSchema}
+		for _, card := range cards {
+			out.GPUs = append(out.GPUs, toCardJSON(card))
+		}
+		return writeJSON(env.Stdout, out)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMiB\tGiB\tARCH\tVENDOR\tBF16\tMEMORY\tALSO")
+	for _, card := range cards {
+		marker := "reading"
+		if card.Nominal {
+			marker = "nominal"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\n", card.Name, card.MemoryMiB, gibOf(card.MemoryBytes()),
+			card.Arch, card.Vendor, yesNo(card.BF16), marker, strings.Join(card.Aliases, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, "\nMiB as the driver reports it (nvidia-smi memory.total, rocm-smi VRAM total);")
+	fmt.Fprintln(env.Stdout, "\"nominal\": no reading was found, the documented capacity is used. --json shows each row's source.")
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,249 @@
+package hub
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/internal/safetensors"
+)
+
+// cache is a huggingface_hub cache directory (HF_HUB_CACHE):
+//
+//	models--{org}--{name}/
+//	  refs/{revision}                 the commit the revision last resolved to
+//	  blobs/{etag}                    file contents, named by ETag
+//	  snapshots/{commit}/{file}       symlinks to ../../blobs/{etag}
+//	  snapshots/{commit}/.canifinetune/headers/{shard}.json   shard headers (ours)
+//	  .no_exist/{commit}/{file}       empty: the file is known to be absent
+//
+// Files are written atomically (a temporary file renamed into place), so an
+// interrupted run leaves no partial file for a later offline run to trust.
+type cache struct{ root string }
+
+// headersDir is where this package keeps shard headers inside a snapshot: no
+// huggingface_hub file holds them, since it downloads whole shards.
+const headersDir = ".canifinetune/headers"
+
+func (c cache) enabled() bool { return c.root != "" }
+
+func (c cache) repoDir(repo string) string {
+	return filepath.Join(c.root, "models--"+strings.ReplaceAll(repo, "/", "--"))
+}
+
+func (c cache) snapshotPath(repo, commit, file string) string {
+	return filepath.Join(c.repoDir(repo), "snapshots", commit, filepath.FromSlash(file))
+}
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// isCommit reports whether rev is a full commit hash, which names content
+// that never changes.
+func isCommit(rev string) bool { return commitRE.MatchString(rev) }
+
+// resolve finds the commit a revision points to in the cache.
+func (c cache) resolve(repo, rev string) (string, bool) {
+	if !c.enabled() {
+		return "", false
+	}
+	if isCommit(rev) {
+		if fi, err := os.Stat(filepath.Join(c.repoDir(repo), "snapshots", rev)); err == nil && fi.IsDir() {
+			return rev, true
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(c.repoDir(repo), "refs", filepath.FromSlash(rev)))
+	if err != nil {
+		return "", false
+	}
+	commit := strings.TrimSpace(string(b))
+	if !isCommit(commit) {
+		return "", false
+	}
+	return commit, true
+}
+
+// read returns a snapshot file, following the symlink into blobs.
+func (c cache) read(repo, commit, file string) ([]byte, bool) {
+	if !c.enabled() || commit == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(c.snapshotPath(repo, commit, file))
+	return b, err == nil
+}
+
+// absent reports whether an earlier run (ours or huggingface_hub's) recorded
+// that file does not exist at commit.
+func (c cache) absent(repo, commit, file string) bool {
+	if !c.enabled() || commit == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(c.repoDir(repo), ".no_exist", commit, filepath.FromSlash(file)))
+	return err == nil
+}
+
+func (c cache) writeRef(repo, rev, commit string) error {
+	if !c.enabled() || commit == "" || rev == commit {
+		return nil
+	}
+	return writeAtomic(filepath.Join(c.repoDir(repo), "refs", filepath.FromSlash(rev)), []byte(commit))
+}
+
+func (c cache) writeAbsent(repo, commit, file string) error {
+	if !c.enabled() || commit == "" {
+		return nil
+	}
+	return writeAtomic(filepath.Join(c.repoDir(repo), ".no_exist", commit, filepath.FromSlash(file)), nil)
+}
+
+var etagRE = regexp.MustCompile(`^[0-9A-Za-z._-]{1,128}$`)
+
+// blobName is the blob's file name: the ETag without quotes or weak marker,
+// as huggingface_hub names it, or the content's sha256 when the ETag is
+// missing or could not be a safe file name.
+func blobName(etag string, data []byte) string {
+	e := strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
+	if etagRE.MatchString(e) && e != "." && e != ".." {
+		return e
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// writeFile stores a fetched file as huggingface_hub does: the content in
+// blobs/, a relative symlink in the snapshot. Where symlinks are not allowed
+// the snapshot gets a copy, as huggingface_hub does on Windows.
+func (c cache) writeFile(repo, commit, file, etag string, data []byte) error {
+	if !c.enabled() || commit == "" {
+		return nil
+	}
+	blob := filepath.Join(c.repoDir(repo), "blobs", blobName(etag, data))
+	if _, err := os.Stat(blob); err != nil {
+		if err := writeAtomic(blob, data); err != nil {
+			return err
+		}
+	}
+	dst := c.snapshotPath(repo, commit, file)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("cache %s: %w", file, err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(dst), blob)
+	if err == nil {
+		tmp := dst + ".tmp-link"
+		os.Remove(tmp)
+		if err = os.Symlink(rel, tmp); err == nil {
+			if err = os.Rename(tmp, dst); err == nil {
+				return nil
+			}
+			os.Remove(tmp)
+		}
+	}
+	return writeAtomic(dst, data)
+}
+
+// cachedHeader is the side file holding one shard's header.
+type cachedHeader struct {
+	File string `json:"file"`
+	// FileSize is the shard's size, -1 if the Hub did not say.
+	FileSize int64 `json:"file_size"`
+	// HeaderLength is N, the header's length in the shard, which the
+	// compacted JSON below no longer has.
+	HeaderLength uint64          `json:"header_length"`
+	Header       json.RawMessage `json:"header"`
+}
+
+func (c cache) headerPath(repo, commit, shard string) string {
+	return c.snapshotPath(repo, commit, path.Join(headersDir, shard+".json"))
+}
+
+// readHeader returns a shard's header from the cache: read from the shard
+// itself when huggingface_hub downloaded it whole, else from our side file.
+func (c cache) readHeader(repo, commit, shard string) (safetensors.Header, int64, bool, error) {
+	if !c.enabled() || commit == "" {
+		return safetensors.Header{}, 0, false, nil
+	}
+	if h, size, err := readLocalHeader(c.snapshotPath(repo, commit, shard)); err == nil {
+		return h, size, true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return safetensors.Header{}, 0, false, err
+	}
+	b, err := os.ReadFile(c.headerPath(repo, commit, shard))
+	if errors.Is(err, fs.ErrNotExist) {
+		return safetensors.Header{}, 0, false, nil
+	}
+	if err != nil {
+		return safetensors.Header{}, 0, false, fmt.Errorf("read cached header of %s: %w", shard, err)
+	}
+	var ch cachedHeader
+	if err := json.Unmarshal(b, &ch); err != nil {
+		return safetensors.Header{}, 0, false, fmt.Errorf("cached header of %s: %w: %v", shard, ErrMalformed, err)
+	}
+	h, err := safetensors.ParseHeaderJSON(ch.Header)
+	if err != nil {
+		return safetensors.Header{}, 0, false, fmt.Errorf("cached header of %s: %w", shard, err)
+	}
+	h.Length = ch.HeaderLength
+	return h, ch.FileSize, true, nil
+}
+
+func (c cache) writeHeader(repo, commit, shard string, raw []byte, headerLen uint64, size int64) error {
+	if !c.enabled() || commit == "" {
+		return nil
+	}
+	b, err := json.Marshal(cachedHeader{File: shard, FileSize: size, HeaderLength: headerLen, Header: raw})
+	if err != nil {
+		return fmt.Errorf("cache header of %s: %w", shard, err)
+	}
+	return writeAtomic(c.headerPath(repo, commit, shard), b)
+}
+
+// readLocalHeader reads a safetensors file's header through ReadAt: the
+// weights after it are never read.
+func readLocalHeader(name string) (safetensors.Header, int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return safetensors.Header{}, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return safetensors.Header{}, 0, err
+	}
+	h, err := safetensors.ReadHeader(f, fi.Size())
+	if err != nil {
+		return safetensors.Header{}, 0, fmt.Errorf("read safetensors header of %s: %w", name, err)
+	}
+	return h, fi.Size(), nil
+}
+
+// writeAtomic writes data to name through a temporary file in the same
+// directory renamed into place, so readers see the old file or the whole new
+// one, never a partial one.
+func writeAtomic(name string, data []byte) error {
+	dir := filepath.Dir(name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cache %s: %w", name, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(name)+"-*")
+	if err != nil {
+		return fmt.Errorf("cache %s: %w", name, err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,14 @@
+// Package safetensors parses the header of a safetensors file: an 8-byte
+// little-endian length N followed by N bytes of JSON that map each tensor name
+// to its dtype, shape and byte range in the data section, plus an optional
+// "__metadata__" object of strings.
+//
+// It is pure: it reads bytes handed to it (or through an io.ReaderAt) and
+// never the tensor data, so a caller can count the parameters of a
+// multi-gigabyte checkpoint from its first few kilobytes. It refuses what
+// would make those counts wrong or the parse unbounded: a header length over
+// MaxHeaderLength (checked before anything is allocated), a header that is
+// not a JSON object, an unknown dtype, a shape whose element count overflows,
+// and data offsets that are reversed, overlap, disagree with dtype×shape or
+// run past the end of the file.
+package safetensors
