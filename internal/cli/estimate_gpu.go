@@ -490,8 +490,11 @@ func (s *gpuSetup) annotate(o *EstimateJSON, c *EstimateCmd, req estimate.Reques
 			o.Changes = []changeJSON{}
 		}
 	}
-	if req.Sharding.Strategy != "" && req.Sharding.Strategy != "none" {
+	sharded := req.Sharding.Strategy != "" && req.Sharding.Strategy != "none"
+	if sharded {
 		o.DataParallel = dataParallel(c, s, req, e)
+	} else if p == nil && s.listed > 1 && len(s.explicit) == 0 {
+		o.Notes = append(o.Notes, fmt.Sprintf("one GPU holds the run, so the other %d listed are not used; with --strategy (ddp, fsdp_*, zero1-3) they would train data-parallel", s.listed-1))
 	}
 }
 
