@@ -103,7 +103,10 @@ type Terms struct {
 	CkptUnit float64
 	// Eager is the s² attention-score memory of eager attention.
 	Eager float64
-	Full  bool
+	// Dequant is QLoRA's transient 16-bit copy of the weight being
+	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
+	Dequant int64
+	Full    bool
 	// Shards divides sharded state (1 without sharding).
 	r Request
 }
@@ -144,6 +147,7 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 		}
 		t.Weights = int64(float64(linear)*quantBytesPerParam(r.Quant)) + rest*restBytes
 		t.QuantMeta = int64(float64(linear) * quantStateBytesPerParam(r.Quant))
+		t.Dequant = dequantWorkspace(m)
 	}
 	trainable := P
 	gradBytes := r.paramBytes()
@@ -185,7 +189,7 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 	}
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
-	act := float64(r.actBytes())
+	act := float64(residualBytes(r))
 	mlpT, mlpBytes := seedGatedMLPTensors, act
 	if m.MLP == hfconfig.MLPClassic {
 		mlpT = seedClassicMLPTensor
@@ -226,6 +230,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	}
 	k := c.Coef
 	e := &Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
+	e.Components = e.buf[:0]
 	actCoef := k.ActClassic
 	if t.Gated {
 		actCoef = k.ActGated
@@ -252,30 +257,34 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager
 	}
-	fwd := acts + max(logits, recompute) + float64(t.AutocastCache)
+	fwd := acts + max(logits, recompute) + float64(t.AutocastCache) + float64(t.Dequant)
 	step := float64(t.Grads + t.OptTransient)
 
-	add := func(name string, b int64, src string) {
-		e.Components = append(e.Components, Component{Name: name, Bytes: b, Source: src})
+	add := func(name string, b int64) {
+		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
-	add(CWeights, t.Weights, weightSource(r))
+	add(CWeights, t.Weights)
 	if r.Method == QLoRA {
-		add(CQuantOverhead, t.QuantMeta, fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant)))
+		add(CQuantOverhead, t.QuantMeta)
 	}
 	if r.Method != Full {
-		add(CAdapters, t.Adapters, fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), r.Stack))
+		add(CAdapters, t.Adapters)
 	}
-	add(COptimizer, t.OptStates, fmt.Sprintf("%s states, resident from the first step", r.Optimizer))
+	add(COptimizer, t.OptStates)
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger. Report its parts under their usual names.
-	if fwd >= step {
-		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache)), fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r)))
-		add(CLogits, int64(logits*b2f(logits >= recompute)), fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef))
-		add(CGradients, 0, "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller")
+	fwdWins := fwd >= step
+	if fwdWins {
+		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache+t.Dequant)))
+		add(CLogits, int64(logits*b2f(logits >= recompute)))
+		add(CGradients, 0)
 	} else {
-		add(CActivations, 0, "the backward-end/optimizer-step phase is larger than the forward/loss phase")
-		add(CLogits, 0, "not live in the optimizer-step phase")
-		add(CGradients, t.Grads+t.OptTransient, "gradients + optimizer-step temporaries (the larger phase)")
+		add(CActivations, 0)
+		add(CLogits, 0)
+		add(CGradients, t.Grads+t.OptTransient)
+	}
+	if !r.Terse {
+		c.describe(e, r, actCoef, logitsCoef, fwdWins)
 	}
 	applySharding(e, r)
 	var alloc int64
@@ -284,29 +293,75 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	}
 	reserved := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedLargest*t.Largest + k.ReservedConstGiB*GiB)
 	process := reserved + int64(k.ContextGiB*GiB)
-	add(COverhead, process-alloc, fmt.Sprintf("caching allocator %.3g·allocated + %.3g·largest tensor + %.2f GiB, CUDA context %.2f GiB (%s)", k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB, c.CoefSource))
+	add(COverhead, process-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
-	e.TrainableParams = t.Grads / max(1, gradBytesOf(t, r))
 	if r.Method == Full {
 		e.TrainableParams = r.Model.Params()
 	} else {
 		e.TrainableParams = adapterParams(r) + extraTrainableParams(r)
 	}
 	var safe int64
+	safeF := seedSafetyFraction
+	if r.SafetyFraction > 0 {
+		safeF = r.SafetyFraction
+	}
 	if r.GPUTotal > 0 {
-		safeF := seedSafetyFraction
-		if r.SafetyFraction > 0 {
-			safeF = r.SafetyFraction
-		}
 		safe = frac(r.GPUTotal, safeF)
-		add(CSafety, safe, fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100))
+		add(CSafety, safe)
 	}
 	e.PlanningProxy = process
 	e.Total = process + safe
 	e.Verdict = verdict(e.Total, r)
-	e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
-	e.Confidence = confidence(r, c.Name())
+	if !r.Terse {
+		n := len(e.Components)
+		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching allocator %.3g·allocated + %.3g·largest tensor + %.2f GiB, CUDA context %.2f GiB (%s)",
+			k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB, c.CoefSource)
+		if r.GPUTotal > 0 {
+			e.Components[n-1].Source = fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100)
+		}
+		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
+		e.Confidence = confidence(r, c.Name())
+	}
 	return e, nil
+}
+
+// describe fills the sources of the step's components (not for terse requests).
+func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
+	for i := range e.Components {
+		comp := &e.Components[i]
+		switch comp.Name {
+		case CWeights:
+			comp.Source = weightSource(r)
+		case CQuantOverhead:
+			comp.Source = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
+		case CAdapters:
+			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), r.Stack)
+		case COptimizer:
+			comp.Source = r.Optimizer + " states, resident from the first step"
+		case CActivations:
+			comp.Source = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
+			if fwdWins {
+				comp.Source = fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r))
+			}
+		case CLogits:
+			comp.Source = "not live in the optimizer-step phase"
+			if fwdWins {
+				comp.Source = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+			}
+		case CGradients:
+			comp.Source = "gradients + optimizer-step temporaries (the larger phase)"
+			if fwdWins {
+				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+			}
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func b2f(b bool) float64 {
@@ -314,13 +369,6 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-func gradBytesOf(t Terms, r Request) int64 {
-	if r.Method == Full {
-		return r.paramBytes()
-	}
-	return adapterDtypeBytes(r)
 }
 
 func ckptNote(r Request) string {
@@ -331,6 +379,9 @@ func ckptNote(r Request) string {
 }
 
 func weightSource(r Request) string {
+	if r.Terse {
+		return ""
+	}
 	switch r.Method {
 	case QLoRA:
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[r.UpcastFrozen != nil && *r.UpcastFrozen])
@@ -338,6 +389,23 @@ func weightSource(r Request) string {
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
+}
+
+// residualBytes is the dtype of the activations a step saves. Autocast casts
+// only matmul inputs to 16-bit; norms, element-wise ops and the residual
+// stream run in the parameters' dtype, so a run whose module weights are fp32
+// (fp32 runs, litgpt's -mixed LoRA, mixed-precision full fine-tuning of fp32
+// weights) saves 4-byte activations, and 16-bit weights save 2-byte ones.
+func residualBytes(r Request) int64 {
+	switch {
+	case r.Precision == FP32:
+		return 4
+	case r.Method == Full && r.paramBytes() == 4:
+		return 4
+	case r.Method == LoRA && frozenBaseBytes(r) == 4:
+		return 4
+	}
+	return 2
 }
 
 // adapterDtypeBytes: PEFT keeps adapters in fp32 (autocast_adapter_dtype);

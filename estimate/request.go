@@ -87,6 +87,11 @@ type Request struct {
 	Available int64
 	// OverheadFraction and SafetyFraction override seed 000's 8 % and 5 %.
 	OverheadFraction, SafetyFraction float64
+
+	// Terse asks for the numbers only: no component sources, assumptions or
+	// confidence text. Searches over many requests (Changes, calibration,
+	// GPU selection) set it; the figures are identical.
+	Terse bool
 }
 
 // Sharding spreads training state over data-parallel GPUs.
@@ -210,7 +215,7 @@ func (r Request) Normalize() (Request, error) {
 	if r.OverheadFraction < 0 || r.OverheadFraction >= 1 || r.SafetyFraction < 0 || r.SafetyFraction >= 1 {
 		return bad("overhead/safety fraction", fmt.Sprintf("%v/%v", r.OverheadFraction, r.SafetyFraction), "in [0, 1)")
 	}
-	if _, err := r.Model.Targets(r.targetsOrNil()); r.Method != Full && err != nil {
+	if _, err := r.Model.AdapterSum(r.targetsOrNil()); r.Method != Full && err != nil {
 		return r, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	return r, nil

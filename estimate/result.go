@@ -134,6 +134,10 @@ type Estimate struct {
 	PerGPU bool
 	// HostOffload is host RAM that CPU offload needs, per GPU process.
 	HostOffload int64
+
+	// buf backs Components so an estimate allocates once. An Estimate is
+	// used through its pointer; a copy would share the backing array.
+	buf [10]Component
 }
 
 // Component returns the bytes of a named component (0 and false when absent).

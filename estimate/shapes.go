@@ -12,14 +12,11 @@ func adapterParams(r Request) int64 {
 	if r.Method == Full {
 		return 0
 	}
-	lins, err := r.Model.Targets(r.LoRATargets)
+	sum, err := r.Model.AdapterSum(r.LoRATargets)
 	if err != nil {
 		return 0 // Normalize has already rejected unresolvable targets
 	}
-	var n int64
-	for _, l := range lins {
-		n += r.LoRARank * (l.In + l.Out) * l.Copies
-	}
+	n := r.LoRARank * sum
 	if r.ExtraLoRAOnHead {
 		n += r.LoRARank * (r.Model.Hidden + r.Model.Vocab)
 	}

@@ -21,6 +21,11 @@ import "fmt"
 // host RAM, which HostOffload reports.
 func applySharding(e *Estimate, r Request) {
 	st, n := r.Sharding.Strategy, r.Sharding.GPUs
+	note := func(c *Component, s string) {
+		if !r.Terse {
+			c.Source += s
+		}
+	}
 	if st == "" || st == "none" {
 		if n > 1 {
 			e.Assumptions = append(e.Assumptions, fmt.Sprintf("%d GPUs without a sharding strategy: each holds a full replica", n))
@@ -33,7 +38,7 @@ func applySharding(e *Estimate, r Request) {
 			for _, nm := range names {
 				if e.Components[i].Name == nm {
 					e.Components[i].Bytes = (e.Components[i].Bytes + n - 1) / n
-					e.Components[i].Source += fmt.Sprintf("; ÷ %d GPUs (%s)", n, st)
+					note(&e.Components[i], fmt.Sprintf("; ÷ %d GPUs (%s)", n, st))
 				}
 			}
 		}
@@ -43,7 +48,7 @@ func applySharding(e *Estimate, r Request) {
 		for i := range e.Components {
 			if e.Components[i].Name == CGradients {
 				e.Components[i].Bytes *= 2
-				e.Components[i].Source += "; ×2 for DDP gradient buckets"
+				note(&e.Components[i], "; ×2 for DDP gradient buckets")
 			}
 		}
 	case "zero1":
@@ -61,7 +66,7 @@ func applySharding(e *Estimate, r Request) {
 			for i := range e.Components {
 				if e.Components[i].Name == CWeights {
 					e.Components[i].Bytes += gathered
-					e.Components[i].Source += "; + 2 gathered layers"
+					note(&e.Components[i], "; + 2 gathered layers")
 				}
 			}
 		}
@@ -72,7 +77,7 @@ func applySharding(e *Estimate, r Request) {
 			if e.Components[i].Name == COptimizer {
 				e.HostOffload += e.Components[i].Bytes
 				e.Components[i].Bytes = 0
-				e.Components[i].Source += "; offloaded to CPU"
+				note(&e.Components[i], "; offloaded to CPU")
 			}
 		}
 	}
@@ -83,7 +88,7 @@ func applySharding(e *Estimate, r Request) {
 				keep := 2 * e.Components[i].Bytes / layers
 				e.HostOffload += e.Components[i].Bytes - keep
 				e.Components[i].Bytes = keep
-				e.Components[i].Source += "; parameters offloaded to CPU, 2 layers resident"
+				note(&e.Components[i], "; parameters offloaded to CPU, 2 layers resident")
 			}
 		}
 	}

@@ -56,6 +56,7 @@ func Changes(est Estimator, r Request, current *Estimate) []Change {
 	var out []Change
 	for _, ed := range edits {
 		q := r
+		q.Terse = true // only the totals are shown
 		q.LoRATargets = append([]string(nil), r.LoRATargets...)
 		if !ed.apply(&q) {
 			continue

@@ -323,15 +323,11 @@ func unslothTailMatch(path, entry []string) bool {
 // "all known text linear modules"), routers and per-layer-input projections
 // excluded.
 func unslothAdapterParams(r Request) int64 {
-	lins, err := r.Model.Targets(r.LoRATargets)
+	sum, err := r.Model.AdapterSum(r.LoRATargets)
 	if err != nil {
 		return 0 // Normalize has already rejected unresolvable targets
 	}
-	var n int64
-	for _, l := range lins {
-		n += r.LoRARank * (l.In + l.Out) * l.Copies
-	}
-	return n
+	return r.LoRARank * sum
 }
 
 // unslothEmbeddingParams counts embedding and output matrices trained in full.

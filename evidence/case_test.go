@@ -8,7 +8,7 @@ import (
 )
 
 func TestReadCasesDev(t *testing.T) {
-	f, err := os.Open("testdata/dev.jsonl")
+	f, err := os.Open("dev.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

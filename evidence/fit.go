@@ -80,6 +80,15 @@ var FitStart = estimate.Coefficients{
 	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
 }
 
+// FitFloors: the fit keeps each coefficient at or above a physical floor,
+// so collinear terms cannot trade places: activations at least half seed
+// 000's shape; full fine-tuning saves at least what adapter training saves
+// (a trained Linear keeps its input, a frozen one need not); an unchunked
+// loss chain holds at least bf16 logits, a bf16 log-softmax and a bf16
+// gradient (6 B per logit), a chunked one at least the bf16 logits (2 B); a
+// checkpointed block keeps at least its bf16 input (2 B per token per hidden
+// unit); allocator terms are non-negative.
+//
 // huberK is the relative error (10 %) beyond which a row's weight falls as
 // 1/|error|: a few rows whose configuration the source leaves loose cannot
 // pull the coefficients on their own.
@@ -99,16 +108,18 @@ var fitParams = []struct {
 	name  string
 	get   func(*estimate.Coefficients) *float64
 	scale float64 // step for numeric derivatives (the model is piecewise linear)
+	// lower is the physical floor of the coefficient (see FitFloors).
+	lower float64
 }{
-	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01},
-	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01},
-	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01},
-	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1},
-	{"logits_chunked_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsChunked }, 0.1},
-	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05},
-	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001},
-	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01},
-	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01},
+	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5},
+	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5},
+	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1},
+	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 6},
+	{"logits_chunked_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsChunked }, 0.1, 2},
+	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2},
+	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0},
+	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0},
+	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01, 0},
 }
 
 // Fit fits the default estimator's coefficients on the high- and
@@ -128,6 +139,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		if _, err := (estimate.Canifinetune{Coef: FitStart}).Estimate(req); err != nil {
 			continue
 		}
+		req.Terse = true // the fit reads levels only
 		rows = append(rows, fitRow{c: c, req: req, y: *c.Measured.GiB * estimate.GiB})
 	}
 	if len(rows) < len(fitParams)+2 {
@@ -172,9 +184,18 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 				}
 				b[i] = w * rhs
 			}
+			// Floors by substitution: x = lower + x', x' ≥ 0.
+			for i := range A {
+				for j, fp := range fitParams {
+					b[i] -= A[i][j] * fp.lower
+				}
+			}
 			x, err := nnls(A, b)
 			if err != nil {
 				return nil, err
+			}
+			for j, fp := range fitParams {
+				x[j] += fp.lower
 			}
 			next := k
 			for j, fp := range fitParams {

@@ -79,16 +79,11 @@ type Report struct {
 // Score estimates every case and compares with its measured figure of the
 // same kind.
 func Score(cases []Case, est estimate.Estimator) Report {
-	rep := Report{Estimator: est.Name(), Version: est.Version()}
+	rs := make([]CaseResult, 0, len(cases))
 	for _, c := range cases {
-		rep.Cases = append(rep.Cases, ScoreCase(c, Predict(est, c)))
+		rs = append(rs, ScoreCase(c, Predict(est, c)))
 	}
-	rep.Summary = Summarize(rep.Cases)
-	rep.ByMethod = group(rep.Cases, func(r CaseResult) string { return r.Method })
-	rep.BySource = group(rep.Cases, func(r CaseResult) string { return r.Framework })
-	rep.ByTrust = group(rep.Cases, func(r CaseResult) string { return r.Trust })
-	rep.Classification = Classify(cases, rep.Cases)
-	return rep
+	return Aggregate(est.Name(), est.Version(), cases, rs)
 }
 
 // ScoreCase compares one prediction with its case.

@@ -108,6 +108,10 @@ type Model struct {
 
 	attentionNames []string
 	mlpNames       []string
+	aggs           []moduleAgg
+	// Cached sums, filled by index() once the layers are final.
+	indexed                   bool
+	linearSum, normSum, ffnAv int64
 }
 
 // PreQuant is a checkpoint's own quantization_config.
@@ -122,6 +126,9 @@ type PreQuant struct {
 // LinearParams counts every Linear weight and bias in the decoder layers: what
 // bitsandbytes quantizes under QLoRA (seed 000 §1).
 func (m *Model) LinearParams() int64 {
+	if m.indexed {
+		return m.linearSum
+	}
 	var n int64
 	for _, l := range m.Layers {
 		for _, lin := range l.Linears {
@@ -133,6 +140,9 @@ func (m *Model) LinearParams() int64 {
 
 // NormParams counts all norm weights, in blocks and after them.
 func (m *Model) NormParams() int64 {
+	if m.indexed {
+		return m.normSum
+	}
 	n := m.FinalNormParams
 	for _, l := range m.Layers {
 		n += l.NormParams
@@ -165,6 +175,9 @@ func (m *Model) ConfigParams() int64 { return m.TextParams() + m.FrozenTowerPara
 
 // ActiveFFN is the mean per-token feed-forward width over layers.
 func (m *Model) ActiveFFN() int64 {
+	if m.indexed {
+		return m.ffnAv
+	}
 	if len(m.Layers) == 0 {
 		return m.Intermediate
 	}

@@ -145,6 +145,7 @@ func Parse(b []byte) (*Model, error) {
 	if m.Params() <= 0 {
 		return nil, fmt.Errorf("%w: parameter count overflows", ErrMalformed)
 	}
+	m.index()
 	return m, nil
 }
 

@@ -215,3 +215,35 @@ func TestScopeSkipsAbsentModules(t *testing.T) {
 		t.Error("an explicit absent module was accepted")
 	}
 }
+
+// AdapterSum agrees with summing Targets on every shared config and scope.
+func TestAdapterSumMatchesTargets(t *testing.T) {
+	root := sharedDir(t)
+	specs := [][]string{{"attention"}, {"all-linear"}, {"mlp"}, {"all-linear", "q_proj"}}
+	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil || filepath.Base(p) != "config.json" {
+			return err
+		}
+		b, _ := os.ReadFile(p)
+		m, err := Parse(b)
+		if err != nil {
+			return nil
+		}
+		for _, spec := range specs {
+			lins, err1 := m.Targets(spec)
+			got, err2 := m.AdapterSum(spec)
+			if (err1 == nil) != (err2 == nil) {
+				t.Errorf("%s %v: Targets err %v, AdapterSum err %v", p, spec, err1, err2)
+				continue
+			}
+			var want int64
+			for _, l := range lins {
+				want += (l.In + l.Out) * l.Copies
+			}
+			if got != want {
+				t.Errorf("%s %v: AdapterSum %d, Targets sum %d", p, spec, got, want)
+			}
+		}
+		return nil
+	})
+}

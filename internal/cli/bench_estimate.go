@@ -60,9 +60,12 @@ func estimateProbe(env *Env, cfg bench.ProbeConfig, dev *gpu.Device) (*bench.Est
 // model through the same resolver as estimate, the stack the probe runs
 // (bench.CaseFramework: torch AdamW, accelerate-style bf16 autocast, PEFT's
 // prepare_model_for_kbit_training for QLoRA), so that the estimate matches
-// what validate computes for the receipt once it is a case.
+// what validate computes for the receipt once it is a case. Models resolve
+// without the network (catalog, local directory, Hugging Face cache).
 func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
-	rm, err := resolveModel(env, cfg.Model)
+	// Offline: the estimate before a probe must not wait on the network; the
+	// probe itself reads the same catalog config or Hugging Face cache.
+	rm, err := resolveModel(context.Background(), env, cfg.Model, ModelFlags{Offline: true})
 	if err != nil {
 		return estimate.Request{}, err
 	}

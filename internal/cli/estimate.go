@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,8 @@ import (
 
 // EstimateCmd is `canifinetune estimate`.
 type EstimateCmd struct {
-	Model string `arg:"" help:"Hub id (Qwen/Qwen2.5-7B, from the embedded catalog), or a local directory / config.json."`
+	Model      string `arg:"" help:"Hub id as org/name[@revision] (the embedded catalog first, else the Hub), or a local directory (config.json, *.safetensors) / config.json."`
+	ModelFlags `embed:""`
 
 	Method     string   `enum:"full,lora,qlora" default:"lora" help:"What is trained: full, lora or qlora (${enum})."`
 	Precision  string   `enum:"bf16-true,bf16-mixed,fp16-true,fp16-mixed,fp32" default:"bf16-true" help:"bf16-true: weights, grads and optimizer states in bf16 (seed 000's 'bf16'); -mixed keeps fp32 master weights (${enum})."`
@@ -39,6 +41,7 @@ type EstimateCmd struct {
 	Nodes       int64   `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
 	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
 	Estimator   string  `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
+	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
 	JSON        bool    `help:"Print JSON (bytes and GiB) instead of a table."`
 }
 
@@ -53,6 +56,14 @@ Examples:
       --gpu-vram-gb 24 --available-vram-gb 21.5 --json
   canifinetune estimate Qwen/Qwen2.5-7B --method full --gpus 4xA100-80GB --strategy zero3
   canifinetune estimate Qwen/Qwen2.5-32B --method lora --gpus 0,2
+  canifinetune estimate org/new-model@main --gpu a100-80gb      (from the Hub: exact counts)
+  canifinetune estimate Qwen/Qwen2.5-7B --hub --offline         (exact counts from the HF cache)
+
+Models resolve in this order: an existing local path; the embedded catalog
+(unless --hub); the Hub, or with --offline / HF_HUB_OFFLINE=1 only the
+Hugging Face cache. From the Hub only config.json and each shard's
+safetensors header are read (HTTP Range requests), never the weights; the
+token (HF_TOKEN, HF_TOKEN_PATH) is never printed.
 
 Without --gpu, --gpus or --gpu-vram-gb the GPUs are detected (nvidia-smi or
 rocm-smi, at most 3 s): the card with the most free memory is the budget.
@@ -69,13 +80,21 @@ Exit codes: 0 fits (or no GPU given or detected), 3 marginal, 4 does not fit, 1 
 
 // Run implements the command.
 func (c *EstimateCmd) Run(env *Env) error {
-	rm, err := resolveModel(env, c.Model)
+	rm, err := resolveModel(context.Background(), env, c.Model, c.ModelFlags)
 	if err != nil {
 		return err
 	}
 	est, err := estimate.ByName(c.Estimator)
 	if err != nil {
 		return usageErrorf("canifinetune estimate --help", "%v", err)
+	}
+	if c.Calibration != "" {
+		if est.Name() != estimate.Default {
+			return usageErrorf("drop --estimator, or drop --calibration", "--calibration applies to the default estimator, not %s", est.Name())
+		}
+		if est, err = loadCalibration(c.Calibration); err != nil {
+			return err
+		}
 	}
 	req := estimate.Request{
 		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),
@@ -199,14 +218,23 @@ type estimatorJSON struct {
 }
 
 type modelJSON struct {
-	Name            string `json:"name"`
-	ID              string `json:"id"`
-	From            string `json:"from"`
-	CatalogEntry    string `json:"catalog_entry,omitempty"`
-	Source          string `json:"source"`
-	ModelType       string `json:"model_type"`
-	Params          int64  `json:"params"`
-	TrainableParams int64  `json:"trainable_params"`
+	Name         string `json:"name"`
+	ID           string `json:"id"`
+	From         string `json:"from"`
+	CatalogEntry string `json:"catalog_entry,omitempty"`
+	Source       string `json:"source"`
+	Revision     string `json:"revision,omitempty"`
+	Commit       string `json:"commit,omitempty"`
+	ModelType    string `json:"model_type"`
+	Params       int64  `json:"params"`
+	// ParamsSource is "safetensors" when Params is the exact count from the
+	// checkpoint's headers, "config" when config.json's shapes imply it.
+	ParamsSource string `json:"params_source"`
+	// ConfigParams is the config-derived count, for comparison.
+	ConfigParams    int64    `json:"config_params"`
+	Shards          int      `json:"safetensors_shards,omitempty"`
+	TrainableParams int64    `json:"trainable_params"`
+	Notes           []string `json:"notes,omitempty"`
 }
 
 type configJSON struct {
@@ -283,7 +311,9 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 		SchemaVersion: 1,
 		Estimator:     estimatorJSON{e.Estimator, e.Version},
 		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: rm.Where, CatalogEntry: rm.Entry, Source: rm.Source,
-			ModelType: rm.Model.ModelType, Params: e.Params, TrainableParams: e.TrainableParams},
+			Revision: rm.Revision, Commit: rm.Commit, ModelType: rm.Model.ModelType, Params: e.Params,
+			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
+			TrainableParams: e.TrainableParams, Notes: rm.Notes},
 		Config: configJSON{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
@@ -337,6 +367,10 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 		src = "catalog entry " + o.Model.CatalogEntry
 	}
 	fmt.Fprintf(w, "%s (%s, %s, %.2fB params, %s)\n", o.Model.Name, o.Model.ModelType, src, float64(o.Model.Params)/1e9, o.Estimator.Name+" "+o.Estimator.Version)
+	fmt.Fprintln(w, paramsLine(o.Model))
+	for _, n := range o.Model.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 	cfg := o.Config
 	line := fmt.Sprintf("%s %s, seq %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
 	if cfg.Method != "full" {
@@ -372,6 +406,37 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	for _, a := range o.Assumptions {
 		fmt.Fprintf(w, "  - %s\n", a)
 	}
+}
+
+// paramsLine says which parameter count the estimate used and where it came
+// from, so a reader knows whether it is exact.
+func paramsLine(m modelJSON) string {
+	if m.ParamsSource == paramsFromSafetensors {
+		shards := "1 shard"
+		if m.Shards != 1 {
+			shards = fmt.Sprintf("%d shards", m.Shards)
+		}
+		return fmt.Sprintf("params: %s exact, from the safetensors headers of %s (config.json implies %s)", groupDigits(m.Params), shards, groupDigits(m.ConfigParams))
+	}
+	return fmt.Sprintf("params: %s derived from config.json (exact counts: --hub, or a local directory with *.safetensors)", groupDigits(m.Params))
+}
+
+// groupDigits writes n with thousands separators: 7,615,616,512.
+func groupDigits(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }
 
 func humanCount(n int64) string {

@@ -30,13 +30,26 @@ type Env struct {
 	Getenv func(string) string
 	// IsTerminal reports whether Stdout is a terminal (tables get no colour otherwise).
 	IsTerminal bool
+	// ErrIsTerminal reports whether Stderr is a terminal: progress lines are
+	// written only then, so logs and pipes stay clean.
+	ErrIsTerminal bool
+	// Hub returns the source of Hub models (config.json and safetensors
+	// headers); nil means the real Hub client configured from Getenv.
+	// Tests inject a fake.
+	Hub func(hubOptions) (modelSource, error)
 }
 
 // OSEnv is the Env of the real process.
 func OSEnv() Env {
-	fi, err := os.Stdout.Stat()
-	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
-	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv, IsTerminal: tty}
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv,
+		IsTerminal: isTerminal(os.Stdout), ErrIsTerminal: isTerminal(os.Stderr),
+		Hub: func(o hubOptions) (modelSource, error) { return newHubClient(os.Getenv, o) }}
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Root is the command tree. Each command lives in its own file with a Run(*Env) error.
@@ -44,11 +57,13 @@ type Root struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
-	Estimate EstimateCmd `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
-	Models   ModelsCmd   `cmd:"" help:"List the embedded model catalog."`
-	GPUs     GPUsCmd     `cmd:"" name:"gpus" help:"List the embedded GPU table (memory as the driver reports it)."`
-	Doctor   DoctorCmd   `cmd:"" name:"doctor" help:"Show this machine's GPUs, what holds their memory, the Python training stack, and what will go wrong."`
-	Bench    BenchCmd    `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
+	Estimate  EstimateCmd  `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
+	Models    ModelsCmd    `cmd:"" help:"List the embedded model catalog."`
+	GPUs      GPUsCmd      `cmd:"" name:"gpus" help:"List the embedded GPU table (memory as the driver reports it)."`
+	Doctor    DoctorCmd    `cmd:"" name:"doctor" help:"Show this machine's GPUs, what holds their memory, the Python training stack, and what will go wrong."`
+	Validate  ValidateCmd  `cmd:"" help:"Score estimators against measured runs (JSON Lines): error by method, source and trust; verdicts against outcomes."`
+	Calibrate CalibrateCmd `cmd:"" help:"Fit the default estimator's coefficients on measured cases and write a calibration file."`
+	Bench     BenchCmd     `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.

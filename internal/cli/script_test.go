@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,27 +22,76 @@ func TestMain(m *testing.M) {
 
 // TestScript runs every testdata/script/*.txtar end to end.
 //
-// Each script gets CANIFINETUNE_TOOL_PATH=$WORK/bin, so doctor finds only the
-// fake nvidia-smi / rocm-smi / python a script writes there, never the
-// host's: the scripts pass the same on a laptop and on a GPU server.
+//   - Each script gets its own fake Hub (see newFakeHub) as HF_ENDPOINT and an
+//     empty Hugging Face cache under $WORK/hf, so no script touches the
+//     network or the user's cache.
+//   - CANIFINETUNE_TOOL_PATH=$WORK/bin, so doctor finds only the fake
+//     nvidia-smi / rocm-smi / python a script writes there, never the host's.
+//   - $DEV is the project's development cohort, for validate and calibrate.
 func TestScript(t *testing.T) {
+	dev, err := filepath.Abs("../../evidence/dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: false,
 		Setup: func(e *testscript.Env) error {
+			srv, err := newFakeHub()
+			if err != nil {
+				return err
+			}
+			e.Defer(srv.Close)
 			e.Setenv("NO_COLOR", "1")
+			e.Setenv("HF_ENDPOINT", srv.URL)
+			e.Setenv("HF_HOME", e.WorkDir+"/hf")
+			e.Setenv("FAKE_HF_TOKEN", fakeGoodToken)
 			e.Setenv("CANIFINETUNE_TOOL_PATH", filepath.Join(e.WorkDir, "bin"))
+			e.Setenv("DEV", dev)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits": cmdExits,
+			// mksafetensors FILE name:d1xd2… writes a BF16 safetensors file
+			// whose data is a sparse run of zeros.
+			"mksafetensors": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 2 {
+					ts.Fatalf("usage: mksafetensors FILE name:d1xd2...")
+				}
+				ts.Check(writeSafetensors(ts.MkAbs(args[0]), args[1:]))
+			},
+			// [!] grepdir TEXT DIR: some file under DIR contains TEXT (with
+			// !, none does), to prove a secret never reached the cache.
+			"grepdir": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: grepdir TEXT DIR")
+				}
+				var found []string
+				err := filepath.WalkDir(ts.MkAbs(args[1]), func(p string, d fs.DirEntry, err error) error {
+					if err != nil || d.IsDir() {
+						return err
+					}
+					b, err := os.ReadFile(p)
+					if err == nil && bytes.Contains(b, []byte(args[0])) {
+						found = append(found, p)
+					}
+					return nil
+				})
+				ts.Check(err)
+				if neg && len(found) > 0 {
+					ts.Fatalf("%q found in %v", args[0], found)
+				}
+				if !neg && len(found) == 0 {
+					ts.Fatalf("%q found in no file under %s", args[0], args[1])
+				}
+			},
 		},
 	})
 }
 
-// cmdExits is `exits N prog args...` (as in the trace branch): it runs prog and fails unless it
-// exits with N, so scripts can check the documented exit codes (testscript's
-// `!` only says "non-zero"). stdout and stderr are kept for the next checks.
+// cmdExits is `exits N prog args...`: it runs prog and fails unless it exits
+// with N, so scripts can check the documented exit codes (testscript's `!`
+// only says "non-zero"). stdout and stderr are kept for the next checks.
 func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
 		ts.Fatalf("usage: exits N prog [args...]")

@@ -1,0 +1,66 @@
+package evidence
+
+import (
+	"testing"
+
+	"github.com/canifinetune/canifinetune/estimate"
+)
+
+// Pinned development-cohort figures of the default estimator (trust high and
+// medium, supported rows), as `canifinetune validate evidence/dev.jsonl
+// --trust high,medium --compare canifinetune,seed000,unsloth` prints them. A
+// change that makes them worse fails here; one that improves them should
+// lower the pins in the same commit.
+const (
+	pinMedianAbs = 8.9
+	pinP90Abs    = 27.8
+	pinMAPE      = 12.9
+	pinSlack     = 0.05 // rounding of the printed figures
+)
+
+func highMedium(cases []Case) []Case {
+	var out []Case
+	for _, c := range cases {
+		if c.Trust == "high" || c.Trust == "medium" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestDevFiguresPinned(t *testing.T) {
+	cases := highMedium(readDev(t))
+	def, _ := estimate.ByName("")
+	rep := Score(cases, def)
+	s := rep.Summary
+	t.Logf("default on %d rows (%d unsupported, %d OOM): median |err| %.2f%%, p90 %.2f%%, MAPE %.2f%%, median signed %.2f%%",
+		s.N, s.Unsupported, s.OOM, s.MedianAbs, s.P90Abs, s.MAPE, s.MedianSigned)
+	if s.MedianAbs > pinMedianAbs+pinSlack || s.P90Abs > pinP90Abs+pinSlack || s.MAPE > pinMAPE+pinSlack {
+		t.Errorf("dev figures regressed: median %.2f (pin %.1f), p90 %.2f (pin %.1f), MAPE %.2f (pin %.1f)",
+			s.MedianAbs, pinMedianAbs, s.P90Abs, pinP90Abs, s.MAPE, pinMAPE)
+	}
+	// No OOM row may be predicted to fit.
+	if cl := rep.Classification; cl.PredictedYesOOM != 0 {
+		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
+	}
+	// Beats both references on MAPE over the same observations.
+	for _, ref := range []string{"seed000", "unsloth"} {
+		est, err := estimate.ByName(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Score(cases, est)
+		var mine, theirs []CaseResult
+		for i := range cases {
+			if rep.Cases[i].Status == StatusOK && r.Cases[i].Status == StatusOK {
+				mine = append(mine, rep.Cases[i])
+				theirs = append(theirs, r.Cases[i])
+			}
+		}
+		a, b := Summarize(mine), Summarize(theirs)
+		t.Logf("same %d rows: default MAPE %.2f%%, %s MAPE %.2f%%", a.N, a.MAPE, ref, b.MAPE)
+		if a.MAPE >= b.MAPE {
+			t.Errorf("default MAPE %.2f%% does not beat %s's %.2f%% on the same %d rows", a.MAPE, ref, b.MAPE, a.N)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package evidence
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/canifinetune/canifinetune/estimate"
+)
+
+func readDev(t testing.TB) []Case {
+	t.Helper()
+	f, err := os.Open("dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cases, err := ReadCases(f, "dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// The embedded coefficients are what `calibrate evidence/dev.jsonl` fits.
+func TestEmbeddedCoefficientsReproduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fit takes a few seconds")
+	}
+	cal, err := Fit(readDev(t), "dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := cal.Coefficients, estimate.DefaultCoefficients
+	pairs := map[string][2]float64{
+		"act_gated": {got.ActGated, want.ActGated}, "act_classic": {got.ActClassic, want.ActClassic},
+		"act_full_scale": {got.FullScale, want.FullScale}, "logits_bytes": {got.Logits, want.Logits},
+		"logits_chunked_bytes": {got.LogitsChunked, want.LogitsChunked}, "ckpt": {got.CkptPerLayer, want.CkptPerLayer},
+		"reserved_frac": {got.ReservedFrac, want.ReservedFrac}, "reserved_largest": {got.ReservedLargest, want.ReservedLargest},
+		"reserved_const_gib": {got.ReservedConstGiB, want.ReservedConstGiB}, "context_gib": {got.ContextGiB, want.ContextGiB},
+	}
+	for name, p := range pairs {
+		if math.Abs(p[0]-p[1]) > 1e-3*math.Max(1e-3, math.Abs(p[1])) {
+			t.Errorf("%s: fit gives %v, embedded is %v; regenerate with: go run ./cmd/canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json", name, p[0], p[1])
+		}
+	}
+	for _, fp := range fitParams {
+		if v := *fp.get(&got); v < fp.lower-1e-9 {
+			t.Errorf("%s = %v is below its floor %v", fp.name, v, fp.lower)
+		}
+	}
+	if len(cal.Rows) < 100 {
+		t.Errorf("fitted %d rows, want the ≥ 100 usable high/medium rows", len(cal.Rows))
+	}
+	for _, id := range cal.Rows {
+		if strings.HasPrefix(id, "hf-perf") {
+			t.Errorf("row %s (an encoder) was fitted", id)
+		}
+	}
+}
+
+// The project's evidence copy is the shared development cohort, byte for byte.
+func TestDevCohortMatchesShared(t *testing.T) {
+	dir, _ := os.Getwd()
+	for range 6 {
+		p := filepath.Join(dir, "..", "shared", "measurements", "dev.jsonl")
+		if b, err := os.ReadFile(p); err == nil {
+			own, err := os.ReadFile("dev.jsonl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, own) {
+				t.Errorf("evidence/dev.jsonl differs from %s", p)
+			}
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
+	t.Skip("shared/measurements not found beside the repository")
+}
+
+// A calibration applies inside its domain and says so outside it.
+func TestCalibratedDomain(t *testing.T) {
+	cases := readDev(t)
+	req, _, why := RequestFor(cases[0])
+	if why != "" {
+		t.Fatal(why)
+	}
+	k := estimate.DefaultCoefficients
+	k.ReservedConstGiB += 10
+	cal := &Calibration{Coefficients: k, Domain: Domain{ModelTypes: []string{req.Model.ModelType}, Methods: []string{string(req.Method)}, Stacks: []string{req.Stack}, GPUMemGiB: [2]float64{1, 200}}}
+	in, err := Calibrated{Cal: cal, Name_: "c.json"}.Estimate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients}.Estimate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := in.Levels.Reserved - base.Levels.Reserved; d < 9*estimate.GiB {
+		t.Errorf("inside the domain the calibration moved reserved by %d bytes, want ≈ 10 GiB", d)
+	}
+	cal.Domain.ModelTypes = []string{"gpt2"}
+	out, err := Calibrated{Cal: cal, Name_: "c.json"}.Estimate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Levels.Reserved != base.Levels.Reserved || !strings.Contains(strings.Join(out.Assumptions, ";"), "not applied") {
+		t.Errorf("outside the domain: reserved %d (default %d), assumptions %v", out.Levels.Reserved, base.Levels.Reserved, out.Assumptions)
+	}
+}
+
+func TestParseCalibrationErrors(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{`, "invalid calibration file"},
+		{`{"schema_version":2}`, "field schema_version: 2"},
+		{`{"schema_version":1,"estimator":"seed000"}`, "field estimator"},
+		{`{"schema_version":1,"estimator":"canifinetune","domain":{}}`, "field domain"},
+		{`{"schema_version":1,"estimator":"canifinetune","domain":{"model_types":["llama"],"methods":["lora"]},"coefficients":{"act_gated":-1}}`, "coefficients.act_gated: -1"},
+	} {
+		_, err := ParseCalibration([]byte(tt.in), "c.json")
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "c.json") {
+			t.Errorf("ParseCalibration(%s) = %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package hfconfig
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// moduleAgg sums one module name's Linears over all layers.
+type moduleAgg struct {
+	name string
+	// inOut is Σ (in + out) · copies: a rank-r adapter on every such
+	// module has r · inOut parameters.
+	inOut int64
+}
+
+// index precomputes the parameter sums and per-name adapter sums, so an
+// estimate needs no pass over the layers; Parse calls it once the layers are
+// built, and a Model is not changed after that (ExactParams aside, which
+// Params reads directly).
+func (m *Model) index() {
+	m.indexed = false
+	m.linearSum, m.normSum, m.ffnAv = m.LinearParams(), m.NormParams(), m.ActiveFFN()
+	m.indexed = true
+	m.aggs = m.aggs[:0]
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			i := slices.IndexFunc(m.aggs, func(a moduleAgg) bool { return a.name == lin.Name })
+			if i < 0 {
+				m.aggs = append(m.aggs, moduleAgg{name: lin.Name})
+				i = len(m.aggs) - 1
+			}
+			m.aggs[i].inOut += (lin.In + lin.Out) * lin.Copies
+		}
+	}
+}
+
+// AdapterSum is Σ (in + out) · copies over the Linear modules a LoRA target
+// list selects — the adapter parameter count per unit of rank — with the
+// same selection rules as Targets, without allocating.
+func (m *Model) AdapterSum(spec []string) (int64, error) {
+	if m.aggs == nil {
+		m.index()
+	}
+	if len(m.aggs) > 64 {
+		lins, err := m.Targets(spec)
+		var n int64
+		for _, l := range lins {
+			n += (l.In + l.Out) * l.Copies
+		}
+		return n, err
+	}
+	var chosen uint64
+	pick := func(name string) bool {
+		for i, a := range m.aggs {
+			if a.name == name {
+				chosen |= 1 << i
+				return true
+			}
+		}
+		return false
+	}
+	any := false
+	for _, s := range spec {
+		t := strings.TrimSpace(s)
+		switch strings.ToLower(t) {
+		case ScopeAttention:
+			any = true
+			for _, n := range m.attentionNames {
+				pick(n)
+			}
+		case ScopeAllLinear, "all_linear", "all":
+			any = true
+			for _, n := range m.attentionNames {
+				pick(n)
+			}
+			for _, n := range m.mlpNames {
+				pick(n)
+			}
+		case ScopeMLP:
+			any = true
+			for _, n := range m.mlpNames {
+				pick(n)
+			}
+		case "":
+		default:
+			any = true
+			if !pick(t) {
+				_, err := m.Targets(spec) // the detailed error
+				if err == nil {
+					err = fmt.Errorf("LoRA target %s matches no module", t)
+				}
+				return 0, err
+			}
+		}
+	}
+	if !any {
+		return 0, fmt.Errorf("empty LoRA target list")
+	}
+	if chosen == 0 {
+		_, err := m.Targets(spec)
+		return 0, err
+	}
+	var n int64
+	for i, a := range m.aggs {
+		if chosen&(1<<i) != 0 {
+			n += a.inOut
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/evidence"
+)
+
+// CalibrateCmd is `canifinetune calibrate`.
+type CalibrateCmd struct {
+	Cases  string `arg:"" help:"Measured cases (JSON Lines, shared/measurements/SCHEMA.md): the development cohort to fit on."`
+	Output string `short:"o" required:"" help:"Where to write the calibration (JSON)."`
+	JSON   bool   `help:"Print the calibration as JSON on stdout too."`
+}
+
+// Help implements kong's HelpProvider.
+func (c *CalibrateCmd) Help() string {
+	return `Fits the default estimator's named coefficients on a development cohort
+(trust high and medium, supported, non-OOM rows) with a robust method:
+Gauss–Newton steps solved by non-negative least squares on relative errors,
+with Huber reweighting. Writes the coefficients, the ids of the rows used, the
+residuals and the domain of validity (model types, methods, stacks, GPU memory
+range). 'estimate' and 'validate' take it with --calibration and apply it only
+inside its domain.
+
+The embedded defaults are produced by:
+  canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json`
+}
+
+// Run implements the command.
+func (c *CalibrateCmd) Run(env *Env) error {
+	cases, err := readCasesFile(c.Cases)
+	if err != nil {
+		return err
+	}
+	cal, err := evidence.Fit(cases, filepath.Base(c.Cases))
+	if err != nil {
+		return withCode(ExitError, fmt.Errorf("calibrate %s: %w", c.Cases, err))
+	}
+	b, err := json.MarshalIndent(cal, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(c.Output, append(b, '\n')); err != nil {
+		return err
+	}
+	if c.JSON {
+		_, err := env.Stdout.Write(append(b, '\n'))
+		return err
+	}
+	s := cal.Summary
+	fmt.Fprintf(env.Stdout, "fitted %d rows of %s → %s\n", len(cal.Rows), c.Cases, c.Output)
+	fmt.Fprintf(env.Stdout, "fit residuals: median |error| %.1f %%, p90 %.1f %%, MAPE %.1f %%\n\n", s.MedianAbs, s.P90Abs, s.MAPE)
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	k := cal.Coefficients
+	for _, row := range []struct {
+		name string
+		v    float64
+		what string
+	}{
+		{"act_gated", k.ActGated, "× seed 000 activation shape, gated MLPs"},
+		{"act_classic", k.ActClassic, "× seed 000 activation shape, two-matmul MLPs"},
+		{"act_full_scale", k.FullScale, "× activations for full fine-tuning"},
+		{"logits_bytes", k.Logits, "bytes per logit, stock loss"},
+		{"logits_chunked_bytes", k.LogitsChunked, "bytes per logit, chunked loss"},
+		{"ckpt_bytes_per_token_hidden", k.CkptPerLayer, "bytes per token per hidden unit per checkpointed block"},
+		{"reserved_frac", k.ReservedFrac, "reserved = allocated·(1+frac) + …"},
+		{"reserved_largest", k.ReservedLargest, "… + this × the largest transient tensor …"},
+		{"reserved_const_gib", k.ReservedConstGiB, "… + this many GiB"},
+		{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)"},
+	} {
+		fmt.Fprintf(tw, "%s\t%.4g\t%s\n", row.name, row.v, row.what)
+	}
+	tw.Flush()
+	d := cal.Domain
+	fmt.Fprintf(env.Stdout, "\ndomain: model types %v; methods %v; stacks %v; GPU memory %.0f–%.0f GiB\n", d.ModelTypes, d.Methods, d.Stacks, d.GPUMemGiB[0], d.GPUMemGiB[1])
+	fmt.Fprintln(env.Stdout, "Calibration fits a development cohort; it does not independently validate the resulting estimates.")
+	return nil
+}
+
+func readCasesFile(path string) ([]evidence.Case, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, withHint(ExitError, fmt.Errorf("cases file %s: no such file", path), "canifinetune validate evidence/dev.jsonl")
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	cases, err := evidence.ReadCases(f, path)
+	if err != nil {
+		return nil, withCode(ExitError, err)
+	}
+	if len(cases) == 0 {
+		return nil, withCode(ExitError, fmt.Errorf("%s: no cases", path))
+	}
+	return cases, nil
+}
+
+// loadCalibration reads --calibration into an estimator that applies it
+// inside its domain.
+func loadCalibration(path string) (estimate.Estimator, error) {
+	cal, err := readCalibration(path)
+	if err != nil {
+		return nil, err
+	}
+	return evidence.Calibrated{Cal: cal, Name_: filepath.Base(path)}, nil
+}
+
+// writeFileAtomic writes via a temporary file in the same directory and a
+// rename, so a reader never sees a partial file and a failure leaves none.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(b)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
