@@ -153,7 +153,9 @@ func TestReceiptJSONOmitsUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{"peak_reserved_bytes", "peak_reserved_gb", "timing", "gpu", "estimate", `"updates":[`} {
+	// Keys with their quotes and colon: a bare "gpu" also matches a checkout
+	// path such as /work/wt-gpuwire in the receipt's python field.
+	for _, field := range []string{`"peak_reserved_bytes":`, `"peak_reserved_gb":`, `"timing":`, `"gpu":`, `"estimate":`, `"updates":[`} {
 		if bytes.Contains(b, []byte(field)) {
 			t.Errorf("receipt JSON has %s for a dependency_error: %s", field, b)
 		}

@@ -17,10 +17,10 @@ import (
 	"github.com/canifinetune/canifinetune/bench"
 )
 
-// benchEstimator makes the estimate a receipt records before its run. It is
-// nil until the memory model (package estimate) is wired here; a receipt then
-// has no estimate slot rather than a made-up one.
-var benchEstimator bench.Estimator
+// benchEstimator makes the estimate a receipt records before its run, for
+// the probe's CUDA device: the default estimator (bench_estimate.go). A
+// variable so that a test can swap it.
+var benchEstimator = probeEstimator
 
 // BenchCmd runs a bounded training probe on this machine's GPU and writes a receipt.
 type BenchCmd struct {
@@ -86,7 +86,7 @@ func (c *BenchCmd) Run(env *Env) error {
 	defer stop()
 	opts := bench.Options{
 		Config: cfg, Python: c.Python, ReceiptPath: receipt, Timeout: c.Timeout,
-		Estimator: benchEstimator, ToolVersion: Version,
+		Estimator: benchEstimator(env, c.Device), ToolVersion: Version,
 	}
 	if env.IsTerminal {
 		opts.Progress = env.Stderr

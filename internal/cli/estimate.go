@@ -32,11 +32,13 @@ type EstimateCmd struct {
 	Attn       string   `enum:"sdpa,flash_attention_2,eager,flex_attention" default:"sdpa" help:"Attention implementation; eager adds the s² score matrix (${enum})."`
 	FusedCE    string   `name:"fused-ce" enum:"none,liger,chunked,cut_cross_entropy" default:"none" help:"Fused or chunked cross-entropy, which removes the logits chain (${enum})."`
 
-	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus')."`
+	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
+	GPUs        string  `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
 	GPUVRAMGB   float64 `name:"gpu-vram-gb" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
 	AvailableGB float64 `name:"available-vram-gb" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
 	Strategy    string  `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
-	NumGPUs     int64   `name:"num-gpus" default:"1" help:"Data-parallel world size for --strategy."`
+	NumGPUs     int64   `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
+	Nodes       int64   `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
 	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
 	Estimator   string  `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
 	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
@@ -52,6 +54,8 @@ Examples:
   canifinetune estimate Qwen/Qwen2.5-7B --method qlora --seq-len 2048 --batch 1 --gpu rtx-4090
   canifinetune estimate ./my-model/ --method lora --rank 16 --targets all-linear \
       --gpu-vram-gb 24 --available-vram-gb 21.5 --json
+  canifinetune estimate Qwen/Qwen2.5-7B --method full --gpus 4xA100-80GB --strategy zero3
+  canifinetune estimate Qwen/Qwen2.5-32B --method lora --gpus 0,2
   canifinetune estimate org/new-model@main --gpu a100-80gb      (from the Hub: exact counts)
   canifinetune estimate Qwen/Qwen2.5-7B --hub --offline         (exact counts from the HF cache)
 
@@ -61,11 +65,17 @@ Hugging Face cache. From the Hub only config.json and each shard's
 safetensors header are read (HTTP Range requests), never the weights; the
 token (HF_TOKEN, HF_TOKEN_PATH) is never printed.
 
+Without --gpu, --gpus or --gpu-vram-gb the GPUs are detected (nvidia-smi or
+rocm-smi, at most 3 s): the card with the most free memory is the budget.
+A run that does not fit one GPU, with several GPUs and no --strategy, is
+placed across them (seed 001: greedy by free memory, each GPU beyond the
+first counted at 85 %). With --strategy the components are per GPU.
+
 The planning proxy (total − safety margin) is what a measured reserved peak
 (torch.cuda.max_memory_reserved) is compared with. Overheads are sized from
 the card's total memory; the verdict compares with the free memory when given.
 
-Exit codes: 0 fits (or no GPU given), 3 marginal, 4 does not fit, 1 error, 2 usage.`
+Exit codes: 0 fits (or no GPU given or detected), 3 marginal, 4 does not fit, 1 error, 2 usage.`
 }
 
 // Run implements the command.
@@ -99,10 +109,7 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if c.SeqLen <= 0 || c.Batch <= 0 {
 		return usageErrorf("--seq-len 2048 --batch 1", "--seq-len %d --batch %d: both must be positive", c.SeqLen, c.Batch)
 	}
-	if c.Strategy != "none" && c.NumGPUs < 2 {
-		return usageErrorf("--strategy "+c.Strategy+" --num-gpus 4", "--strategy %s needs --num-gpus ≥ 2", c.Strategy)
-	}
-	card, err := c.card(&req)
+	gs, err := c.resolveGPUs(env, &req)
 	if err != nil {
 		return err
 	}
@@ -114,7 +121,12 @@ func (c *EstimateCmd) Run(env *Env) error {
 		return err
 	}
 	changes := estimate.Changes(est, req, e)
-	out := newEstimateJSON(rm, card, req, e, changes)
+	placement, err := gs.place(req, e)
+	if err != nil {
+		return err
+	}
+	out := newEstimateJSON(rm, gs.card, req, e, changes)
+	gs.annotate(&out, c, req, e, placement)
 	if c.JSON {
 		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
@@ -122,7 +134,7 @@ func (c *EstimateCmd) Run(env *Env) error {
 	} else {
 		printEstimate(env.Stdout, out)
 	}
-	switch e.Verdict.Fit {
+	switch estimate.Fit(out.Verdict.Fit) {
 	case estimate.FitMarginal:
 		return withCode(ExitMarginal, errors.New(""))
 	case estimate.FitNo:
@@ -177,23 +189,27 @@ func round(x float64, digits int) float64 {
 
 // EstimateJSON is the stable --json schema of estimate (schema_version 1).
 type EstimateJSON struct {
-	SchemaVersion int             `json:"schema_version"`
-	Estimator     estimatorJSON   `json:"estimator"`
-	Model         modelJSON       `json:"model"`
-	Config        configJSON      `json:"config"`
-	GPU           *gpuJSON        `json:"gpu,omitempty"`
-	Components    []componentJSON `json:"components"`
-	TotalBytes    int64           `json:"total_bytes"`
-	TotalGB       float64         `json:"total_gb"`
-	ProxyBytes    int64           `json:"planning_proxy_bytes"`
-	ProxyGB       float64         `json:"planning_proxy_gb"`
-	Levels        levelsJSON      `json:"levels"`
-	Verdict       verdictJSON     `json:"verdict"`
-	HostOffloadGB float64         `json:"host_offload_gb,omitempty"`
-	PerGPU        bool            `json:"per_gpu"`
-	Assumptions   []string        `json:"assumptions"`
-	Confidence    confidenceJSON  `json:"confidence"`
-	Changes       []changeJSON    `json:"changes_that_fit"`
+	SchemaVersion int               `json:"schema_version"`
+	Estimator     estimatorJSON     `json:"estimator"`
+	Model         modelJSON         `json:"model"`
+	Config        configJSON        `json:"config"`
+	GPU           *gpuJSON          `json:"gpu,omitempty"`
+	Components    []componentJSON   `json:"components"`
+	TotalBytes    int64             `json:"total_bytes"`
+	TotalGB       float64           `json:"total_gb"`
+	ProxyBytes    int64             `json:"planning_proxy_bytes"`
+	ProxyGB       float64           `json:"planning_proxy_gb"`
+	Levels        levelsJSON        `json:"levels"`
+	Verdict       verdictJSON       `json:"verdict"`
+	HostOffloadGB float64           `json:"host_offload_gb,omitempty"`
+	PerGPU        bool              `json:"per_gpu"`
+	Detection     *detectionJSON    `json:"detection,omitempty"`
+	Placement     *placementJSON    `json:"placement,omitempty"`
+	DataParallel  *dataParallelJSON `json:"data_parallel,omitempty"`
+	Notes         []string          `json:"notes,omitempty"`
+	Assumptions   []string          `json:"assumptions"`
+	Confidence    confidenceJSON    `json:"confidence"`
+	Changes       []changeJSON      `json:"changes_that_fit"`
 }
 
 type estimatorJSON struct {
@@ -244,6 +260,12 @@ type gpuJSON struct {
 	TotalGB        float64 `json:"total_gb"`
 	AvailableBytes int64   `json:"available_bytes"`
 	AvailableGB    float64 `json:"available_gb"`
+	// Detected: the card is a detected device (Index); BudgetSource says
+	// where the budget came from; Count is the GPUs --gpus names.
+	Detected     bool   `json:"detected"`
+	Index        *int   `json:"index,omitempty"`
+	BudgetSource string `json:"budget_source,omitempty"`
+	Count        int    `json:"count,omitempty"`
 }
 
 type componentJSON struct {
@@ -367,17 +389,8 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	tw.Flush()
 	fmt.Fprintf(w, "\nplanning proxy (total − safety; compare with a measured reserved peak): %.2f GiB\n", o.ProxyGB)
 	fmt.Fprintf(w, "predicted peaks: allocated %.2f GiB, reserved %.2f GiB, process %.2f GiB\n", o.Levels.AllocatedGB, o.Levels.ReservedGB, o.Levels.ProcessGB)
-	if o.GPU != nil {
-		name := o.GPU.Name
-		if name == "" {
-			name = "GPU"
-		}
-		fmt.Fprintf(w, "%s: %.2f GiB total, budget %.2f GiB (%s)\n", name, o.GPU.TotalGB, o.Verdict.BudgetGB, o.Verdict.BudgetSource)
-		fmt.Fprintf(w, "verdict: %s (ratio %.2f; yes ≤ 0.85 < marginal ≤ 0.97 < no)\n", o.Verdict.Fit, o.Verdict.Ratio)
-	} else {
-		fmt.Fprintln(w, "verdict: unknown — pass --gpu NAME or --gpu-vram-gb N to get one")
-	}
-	if o.HostOffloadGB > 0 {
+	printGPUSetup(w, o)
+	if o.HostOffloadGB > 0 && o.DataParallel == nil {
 		fmt.Fprintf(w, "host RAM for CPU offload: %.2f GiB per GPU process\n", o.HostOffloadGB)
 	}
 	fmt.Fprintf(w, "confidence: %s — %s\n", o.Confidence.Grade, o.Confidence.Reason)

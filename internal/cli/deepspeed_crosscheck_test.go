@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/canifinetune/canifinetune/catalog"
+	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// DeepSpeed's own estimators of ZeRO model-state memory, written from their
+// documented formulas (DeepSpeed "Memory Requirements" docs; the functions
+// deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_mem_needs
+// and deepspeed.runtime.zero.stage3.estimate_zero3_model_states_mem_needs).
+// P is the total parameter count, LL the largest layer's parameters (the
+// largest module's own parameters: for a decoder LM the embedding or lm_head
+// matrix), N = nodes × GPUs per node, bytes per GPU:
+//
+//	ZeRO-2, no offload:         4·P + 16·P/N   (16-bit params and grads whole;
+//	                                            fp32 master, grads, Adam m and v sharded)
+//	ZeRO-2, optimizer offload:  2·P            (16-bit params only)
+//	ZeRO-3, no offload:         4·LL + 18·P/N  (one gathered fp32-sized layer;
+//	                                            16-bit params + the 16 B above, sharded)
+//	ZeRO-3, optimizer offload:  4·LL + 2·P/N
+//
+// and host memory per node for ZeRO-2 with optimizer offload
+// P·max(4·N, 16)·1.5 (the 1.5 is DeepSpeed's additional_buffer_factor).
+func dsZero2GPU(p, n int64, offload bool) int64 {
+	if offload {
+		return 2 * p
+	}
+	return 4*p + 16*p/n
+}
+
+func dsZero2HostPerNode(p, n int64) int64 {
+	return int64(float64(p*max(4*n, 16)) * 1.5)
+}
+
+func dsZero3GPU(p, ll, n int64, offload bool) int64 {
+	if offload {
+		return 4*ll + 2*p/n
+	}
+	return 4*ll + 18*p/n
+}
+
+// largestLayer is DeepSpeed's largest_layer_params for a decoder: the
+// embedding or output matrix, or a Linear larger than both.
+func largestLayer(m *hfconfig.Model) int64 {
+	ll := m.Vocab * m.Hidden
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			ll = max(ll, lin.Params())
+		}
+	}
+	return ll
+}
+
+// modelStates is what DeepSpeed's formulas count: weights, gradients and
+// optimizer states per GPU (activations, logits and overheads are outside
+// them). The runs are short (seq 128) so that the backward-end/optimizer
+// phase, which carries the gradients, is the estimator's peak phase.
+func modelStates(t *testing.T, m *hfconfig.Model, strategy, offload string, n int64) (*estimate.Estimate, int64) {
+	t.Helper()
+	est, _ := estimate.ByName("")
+	e, err := est.Estimate(estimate.Request{Model: m, Method: estimate.Full, Precision: estimate.BF16Mixed, Optimizer: "adamw_torch",
+		SeqLen: 128, Batch: 1, Sharding: estimate.Sharding{Strategy: strategy, GPUs: n, CPUOffload: offload}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s int64
+	for _, name := range []string{estimate.CWeights, estimate.CGradients, estimate.COptimizer} {
+		b, _ := e.Component(name)
+		s += b
+	}
+	if g, _ := e.Component(estimate.CGradients); g == 0 {
+		t.Fatalf("%s: the gradients are not in the peak phase; the comparison needs a shorter run", strategy)
+	}
+	return e, s
+}
+
+// TestDeepSpeedZeROCrossCheck compares the per-GPU model states of `estimate
+// --method full --precision bf16-mixed --optimizer adamw_torch --strategy
+// zero2|zero3` with DeepSpeed's formulas. Where the anatomy differs the
+// tolerance says how, and the test fails when the estimator drifts out of it.
+func TestDeepSpeedZeROCrossCheck(t *testing.T) {
+	for _, id := range []string{"Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-7B", "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-3.1-70B"} {
+		entry, err := catalog.Lookup(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := hfconfig.Parse(entry.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ll, layers := m.Params(), largestLayer(m), int64(len(m.Layers))
+		for _, n := range []int64{2, 4, 8, 16} {
+			t.Run(fmt.Sprintf("%s/N=%d", id, n), func(t *testing.T) {
+				// ZeRO-2 without offload. The estimator's anatomy is PyTorch
+				// AMP, not DeepSpeed's 16-bit module: fp32 weights whole (4 B,
+				// where DeepSpeed has 16-bit params + 16-bit grads, 2 + 2 B),
+				// and sharded fp32 grads + Adam m, v + foreach AdamW's
+				// tensor-sized temporary (4 + 8 + 4 = 16 B, where DeepSpeed
+				// has fp32 master + grads + m + v). The sums coincide: agree
+				// within rounding (0.1 %).
+				_, ours := modelStates(t, m, "zero2", "none", n)
+				ds := dsZero2GPU(p, n, false)
+				if r := float64(ours) / float64(ds); math.Abs(r-1) > 0.001 {
+					t.Errorf("zero2: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want 1 ± 0.001)", gib(ours), gib(ds), r)
+				}
+				t.Logf("zero2: ours %.2f GiB, DeepSpeed %.2f GiB", gib(ours), gib(ds))
+
+				// ZeRO-3 without offload. Sharded: ours 20 B/param (the 16 B
+				// above + fp32 weights) vs DeepSpeed's 18 B (16 B + 16-bit
+				// params): +11 %. Gathered: ours two decoder blocks of fp32
+				// weights (8·P/L: the FSDP/ZeRO unit computing and the one
+				// prefetched), DeepSpeed one largest module at 4 B (4·LL).
+				// The ratio must be what the two anatomies predict, and stay
+				// within [0.70, 1.30]: below 1 where a large vocabulary makes
+				// the embedding the largest layer of a small model (0.5B,
+				// many GPUs), above where a small vocabulary makes blocks the
+				// larger unit (Llama-2, 16 GPUs: 1.25).
+				_, ours = modelStates(t, m, "zero3", "none", n)
+				ds = dsZero3GPU(p, ll, n, false)
+				predicted := float64(20*p/n+8*p/layers) / float64(ds)
+				r := float64(ours) / float64(ds)
+				if math.Abs(r-predicted) > 0.002 || r < 0.70 || r > 1.30 {
+					t.Errorf("zero3: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want %.4f within [0.70, 1.30])", gib(ours), gib(ds), r, predicted)
+				}
+				t.Logf("zero3: ours %.2f GiB, DeepSpeed %.2f GiB, ratio %.3f", gib(ours), gib(ds), r)
+
+				// ZeRO-2 with optimizer offload: DeepSpeed keeps only the
+				// 16-bit params on the GPU (2·P); the estimator keeps the fp32
+				// weights whole and the sharded fp32 grads + foreach temporary
+				// (4·P + 8·P/N), so it is conservative by exactly 2 + 4/N.
+				e, ours := modelStates(t, m, "zero2", "optimizer", n)
+				ds = dsZero2GPU(p, n, true)
+				if r, want := float64(ours)/float64(ds), 2+4/float64(n); math.Abs(r-want) > 0.001 {
+					t.Errorf("zero2 offload: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want 2 + 4/N = %.4f)", gib(ours), gib(ds), r, want)
+				}
+				// Host RAM: the estimator offloads Adam m and v (8 B/param
+				// per node), DeepSpeed also the fp32 master weights and grads
+				// (16 B) with a 1.5 buffer factor: DeepSpeed asks for 3× more
+				// on one node while 4·N ≤ 16. Said in the report; asserted so
+				// a change to HostOffload is seen here.
+				perNode := e.HostOffload * n
+				if n <= 4 {
+					if r := float64(dsZero2HostPerNode(p, n)) / float64(perNode); math.Abs(r-3) > 0.001 {
+						t.Errorf("zero2 offload host RAM: ours %.2f GiB per node, DeepSpeed %.2f GiB (ratio %.4f, want 3)", gib(perNode), gib(dsZero2HostPerNode(p, n)), r)
+					}
+				}
+
+				// ZeRO-3 with optimizer offload: DeepSpeed's GPU keeps 16-bit
+				// sharded params (2·P/N) and one gathered layer (4·LL); the
+				// estimator keeps fp32 sharded weights, fp32 grads and the
+				// foreach temporary (12·P/N) and two gathered blocks (8·P/L).
+				// The ratio must be what those anatomies predict.
+				_, ours = modelStates(t, m, "zero3", "optimizer", n)
+				ds = dsZero3GPU(p, ll, n, true)
+				predicted = float64(12*p/n+8*p/layers) / float64(ds)
+				if r := float64(ours) / float64(ds); math.Abs(r-predicted) > 0.002 {
+					t.Errorf("zero3 offload: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want %.4f)", gib(ours), gib(ds), r, predicted)
+				}
+				t.Logf("zero3 offload: ours %.2f GiB, DeepSpeed %.2f GiB, ratio %.3f", gib(ours), gib(ds), float64(ours)/float64(ds))
+			})
+		}
+	}
+}
+
+// The transcriptions above reproduce the examples DeepSpeed documents for its
+// estimators (GiB, two decimals): t5-3b (2851M params) on one node of 8 GPUs,
+// ZeRO-2 — 5.31 GiB per GPU with optimizer offload, 15.93 without, 127.48
+// GiB per CPU with offload — and t5-small (60M params, 16M largest layer) on
+// one GPU, ZeRO-3 — 1.08 GiB without offload, 0.17 with optimizer offload.
+func TestDeepSpeedFormulasReproduceDocumentedExamples(t *testing.T) {
+	const t53b, t5small, t5smallLargest = 2851598336, 60506624, 32128 * 512
+	two := func(b int64) string { return fmt.Sprintf("%.2f", gib(b)) }
+	for _, c := range []struct {
+		what string
+		got  int64
+		want string
+	}{
+		{"t5-3b zero2 offload, per GPU", dsZero2GPU(t53b, 8, true), "5.31"},
+		{"t5-3b zero2, per GPU", dsZero2GPU(t53b, 8, false), "15.93"},
+		{"t5-3b zero2 offload, per CPU", dsZero2HostPerNode(t53b, 8), "127.48"},
+		{"t5-small zero3, per GPU", dsZero3GPU(t5small, t5smallLargest, 1, false), "1.08"},
+		{"t5-small zero3 offload, per GPU", dsZero3GPU(t5small, t5smallLargest, 1, true), "0.17"},
+	} {
+		if g := two(c.got); g != c.want {
+			t.Errorf("%s: %s GiB, DeepSpeed documents %s", c.what, g, c.want)
+		}
+	}
+}
