@@ -257,12 +257,13 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager
 	}
-	fwd := acts + max(logits, recompute) + float64(t.AutocastCache) + float64(t.Dequant)
-	step := float64(t.Grads + t.OptTransient)
-
 	add := func(name string, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
+	// Resident state and the step phase's gradients first, so that sharding
+	// divides them before the peak phase is chosen: activations and the loss
+	// chain are not divided, so the larger phase per GPU can differ from the
+	// larger one on a single GPU.
 	add(CWeights, t.Weights)
 	if r.Method == QLoRA {
 		add(CQuantOverhead, t.QuantMeta)
@@ -271,22 +272,32 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		add(CAdapters, t.Adapters)
 	}
 	add(COptimizer, t.OptStates)
+	add(CGradients, t.Grads+t.OptTransient)
+	applySharding(e, r)
+	step, _ := e.Component(CGradients)
+	autocast := float64(t.AutocastCache)
+	if sharded := r.Sharding.Strategy; sharded == "zero3" || sharded == "fsdp_full_shard" || sharded == "fsdp_hybrid_shard" {
+		// FSDP/ZeRO-3 cast each unit's shard for its all-gather and free the
+		// unsharded 16-bit copy after the unit: no whole-model cast is held.
+		autocast /= float64(r.Sharding.GPUs)
+	}
+	fwd := acts + max(logits, recompute) + autocast + float64(t.Dequant)
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
-	// whichever is larger. Report its parts under their usual names.
-	fwdWins := fwd >= step
+	// whichever is larger per GPU. Report its parts under their usual names.
+	fwdWins := fwd >= float64(step)
+	e.Phases = Phases{Forward: int64(fwd), Step: step}
+	gi := len(e.Components) - 1 // the gradients row
 	if fwdWins {
-		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+float64(t.AutocastCache+t.Dequant)))
+		e.Components[gi].Bytes = 0
+		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)))
-		add(CGradients, 0)
 	} else {
 		add(CActivations, 0)
 		add(CLogits, 0)
-		add(CGradients, t.Grads+t.OptTransient)
 	}
 	if !r.Terse {
 		c.describe(e, r, actCoef, logitsCoef, fwdWins)
 	}
-	applySharding(e, r)
 	var alloc int64
 	for _, comp := range e.Components {
 		alloc += comp.Bytes
@@ -329,6 +340,9 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
 	for i := range e.Components {
 		comp := &e.Components[i]
+		// Sharding has already noted how it divided the component: keep it
+		// after the component's own source.
+		shardNote := comp.Source
 		switch comp.Name {
 		case CWeights:
 			comp.Source = weightSource(r)
@@ -354,6 +368,7 @@ func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float
 				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
 			}
 		}
+		comp.Source += shardNote
 	}
 }
 

@@ -25,6 +25,14 @@ type Component struct {
 	Source string
 }
 
+// Phases are a step's transient peaks: the forward/loss phase (saved
+// activations and the loss chain) and the backward-end/optimizer-step phase
+// (gradients and optimizer temporaries).
+type Phases struct {
+	Forward int64
+	Step    int64
+}
+
 // Levels are the peaks each kind of measurement should show (SCHEMA.md):
 // tensors (max_memory_allocated), what the caching allocator holds
 // (max_memory_reserved), and what the device shows (nvidia-smi, with the CUDA
@@ -134,6 +142,10 @@ type Estimate struct {
 	PerGPU bool
 	// HostOffload is host RAM that CPU offload needs, per GPU process.
 	HostOffload int64
+	// Phases are the transient bytes of the step's two phases on top of the
+	// resident state, per GPU: the larger is in Components (estimators that
+	// sum every term leave them zero).
+	Phases Phases
 
 	// buf backs Components so an estimate allocates once. An Estimate is
 	// used through its pointer; a copy would share the backing array.

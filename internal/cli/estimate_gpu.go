@@ -425,9 +425,6 @@ type dataParallelJSON struct {
 	// CommBuffers are the communication buffers assumed, and whether the
 	// total includes them.
 	CommBuffers []string `json:"communication_buffers"`
-	// PhaseWarning is set when the per-GPU total may be low because the
-	// estimator chose its peak phase before dividing by the GPUs.
-	PhaseWarning string `json:"phase_warning,omitempty"`
 }
 
 // place is the model-parallel placement of seed 001: without a data-parallel
@@ -522,16 +519,6 @@ func dataParallel(c *EstimateCmd, s *gpuSetup, req estimate.Request, e *estimate
 		d.Scaling = fmt.Sprintf("state is sharded within a node (%d GPUs) and replicated across the %d nodes: adding nodes does not lower per-GPU memory, only more GPUs per node does", s.perNode, c.Nodes)
 	}
 	d.CommBuffers = commBuffers(st, e)
-	// The estimators pick the step's peak phase (forward/loss or optimizer
-	// step) on single-GPU figures and divide afterwards. When the step phase
-	// won and sharding then divided its gradients, the forward phase
-	// (activations and logits, which no strategy divides) may be the larger
-	// one per GPU, and the total low: say so rather than hide it.
-	acts, _ := e.Component(estimate.CActivations)
-	logits, _ := e.Component(estimate.CLogits)
-	if grads, _ := e.Component(estimate.CGradients); grads > 0 && acts == 0 && logits == 0 && st != "ddp" && st != "fsdp_no_shard" && st != "zero1" {
-		d.PhaseWarning = "the peak phase was chosen before sharding: the optimizer-step phase (gradients) was the larger on one GPU, but divided over the GPUs it may be smaller than the forward/loss phase (activations and logits are not divided), so this per-GPU total can be low; compare with --strategy none's activations and logits_chain"
-	}
 	return d
 }
 
@@ -621,9 +608,6 @@ func printGPUSetup(w io.Writer, o EstimateJSON) {
 		}
 		for _, b := range d.CommBuffers {
 			fmt.Fprintf(w, "  communication: %s\n", b)
-		}
-		if d.PhaseWarning != "" {
-			fmt.Fprintf(w, "  warning: %s\n", d.PhaseWarning)
 		}
 	}
 }
