@@ -73,12 +73,34 @@ func applySharding(e *Estimate, r Request) {
 	}
 	off := r.Sharding.CPUOffload
 	if off == "optimizer" || off == "params+optimizer" {
+		// ZeRO-Offload (DeepSpeed offload_optimizer) runs the optimizer on
+		// the CPU: its states and temporaries live in host RAM, and for a
+		// mixed-precision full fine-tune so do the fp32 master weights and
+		// fp32 gradients (partitioned over the world); the GPU keeps the
+		// 16-bit weights and a 16-bit gradient partition (whole for ZeRO-1).
+		mixedFull := r.Method == Full && (r.Precision == BF16Mixed || r.Precision == FP16Mixed) && st != "ddp" && st != "fsdp_no_shard"
+		p := r.Model.Params()
 		for i := range e.Components {
-			if e.Components[i].Name == COptimizer {
-				e.HostOffload += e.Components[i].Bytes
-				e.Components[i].Bytes = 0
-				note(&e.Components[i], "; offloaded to CPU")
+			c := &e.Components[i]
+			switch {
+			case c.Name == COptimizer:
+				e.HostOffload += c.Bytes
+				c.Bytes = 0
+				note(c, "; offloaded to CPU")
+			case mixedFull && c.Name == CWeights:
+				c.Bytes /= 2
+				note(c, "; 16-bit on the GPU, the fp32 master copy on the CPU")
+			case mixedFull && c.Name == CGradients:
+				grads := 2 * p / n
+				if st == "zero1" {
+					grads = 2 * p
+				}
+				c.Bytes = grads
+				note(c, "; a 16-bit gradient partition on the GPU, fp32 gradients and the optimizer step on the CPU")
 			}
+		}
+		if mixedFull {
+			e.HostOffload += 8 * p / n // fp32 master weights and fp32 gradients
 		}
 	}
 	if off == "params" || off == "params+optimizer" {
