@@ -285,6 +285,15 @@ type levelsJSON struct {
 	ProcessGB      float64 `json:"process_gb"`
 }
 
+// phasesJSON: the step's two transient peaks on top of the resident state,
+// per GPU (the default estimator; absent for estimators that sum every term).
+type phasesJSON struct {
+	ForwardBytes int64   `json:"forward_bytes"`
+	ForwardGB    float64 `json:"forward_gb"`
+	StepBytes    int64   `json:"step_bytes"`
+	StepGB       float64 `json:"step_gb"`
+}
+
 type verdictJSON struct {
 	Fit          string  `json:"fit"`
 	Ratio        float64 `json:"ratio,omitempty"`
@@ -330,6 +339,9 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 	}
 	if n.Method != estimate.Full {
 		out.Config.Rank, out.Config.Targets = n.LoRARank, n.LoRATargets
+	}
+	if ph := e.Phases; ph.Forward > 0 || ph.Step > 0 {
+		out.Phases = &phasesJSON{ph.Forward, round(gib(ph.Forward), 3), ph.Step, round(gib(ph.Step), 3)}
 	}
 	if req.GPUTotal > 0 {
 		g := &gpuJSON{TotalBytes: req.GPUTotal, TotalGB: round(gib(req.GPUTotal), 3), AvailableBytes: req.GPUTotal}
