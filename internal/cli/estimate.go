@@ -200,6 +200,7 @@ type EstimateJSON struct {
 	ProxyBytes    int64             `json:"planning_proxy_bytes"`
 	ProxyGB       float64           `json:"planning_proxy_gb"`
 	Levels        levelsJSON        `json:"levels"`
+	Phases        *phasesJSON       `json:"phases,omitempty"`
 	Verdict       verdictJSON       `json:"verdict"`
 	HostOffloadGB float64           `json:"host_offload_gb,omitempty"`
 	PerGPU        bool              `json:"per_gpu"`
