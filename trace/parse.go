@@ -97,6 +97,12 @@ type Trace struct {
 
 	names   map[string]int32
 	threads map[threadKey]int32
+
+	// sink, when set, receives ops, launches and labels instead of the
+	// slices above (Analyze), so that they can be spilled to scratch.
+	sink    *sinks
+	sinkErr error // the first error filing a record into sink
+	nOps    int64 // GPU ops read, kept in Ops or in sink
 }
 
 // threadKey identifies a host thread. Kineto writes pid/tid as numbers, but
@@ -149,15 +155,31 @@ func (e *event) reset() {
 // returns an error wrapping ErrTruncated. Events with wrong field types or
 // out-of-range numbers are counted in Dropped and skipped.
 func Parse(r io.Reader) (*Trace, error) {
-	t := &Trace{Dropped: map[string]int64{}, names: map[string]int32{}, threads: map[threadKey]int32{}}
+	return parse(r, nil)
+}
+
+// parse is Parse, filing records into sink when it is set. On error the
+// sink's runs are released.
+func parse(r io.Reader, sink *sinks) (_ *Trace, err error) {
+	t := &Trace{Dropped: map[string]int64{}, names: map[string]int32{}, threads: map[threadKey]int32{}, sink: sink}
+	defer func() {
+		if err != nil && sink != nil {
+			if cerr := sink.close(); cerr != nil {
+				err = fmt.Errorf("%w (and releasing scratch: %v)", err, cerr)
+			}
+		}
+	}()
 	s := newScanner(r)
-	err := t.parseTop(s)
+	err = t.parseTop(s)
 	t.Bytes = s.offset()
 	if err == nil {
 		return t, nil
 	}
+	if t.sinkErr != nil {
+		return nil, fmt.Errorf("spill to scratch: %w", t.sinkErr)
+	}
 	if errors.Is(err, errEOF) {
-		if len(t.Ops) == 0 {
+		if t.nOps == 0 {
 			// Kineto writes host events before GPU ones: a trace cut early
 			// can hold thousands of events and still nothing to account.
 			return nil, fmt.Errorf("%w: input ends at byte %d before any GPU op (%d events read)", ErrTruncated, s.offset(), t.Events)
@@ -284,6 +306,9 @@ func (t *Trace) parseEvents(s *scanner) error {
 			}
 			t.Events++
 			t.use(&e)
+			if t.sinkErr != nil {
+				return t.sinkErr
+			}
 		}
 		more, err := s.more(']')
 		if err != nil {
@@ -538,10 +563,10 @@ func (t *Trace) use(e *event) {
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 {
 			op.Corr = uint32(e.corr)
 		}
-		t.Ops = append(t.Ops, op)
+		t.addOp(op)
 	case isRuntime:
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 && isLaunchName(e.name) {
-			t.Launches = append(t.Launches, Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
+			t.addLaunch(Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
 		}
 	case isStep:
 		t.Steps = append(t.Steps, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
@@ -553,9 +578,9 @@ func (t *Trace) use(e *event) {
 			t.drop("gpu_user_annotation without numeric device and stream")
 			return
 		}
-		t.Labels = append(t.Labels, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
 	case isLabel:
-		t.Labels = append(t.Labels, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
 	case isSpan:
 		if !t.HasProfilerSpan || e.ts < t.ProfilerStart {
 			t.ProfilerStart = e.ts
@@ -564,6 +589,38 @@ func (t *Trace) use(e *event) {
 			t.ProfilerEnd = end
 		}
 		t.HasProfilerSpan = true
+	}
+}
+
+func (t *Trace) addOp(o Op) {
+	t.nOps++
+	if t.sink == nil {
+		t.Ops = append(t.Ops, o)
+	} else if err := t.sink.ops.add(o); err != nil {
+		t.sinkErr = err
+	}
+}
+
+func (t *Trace) addLaunch(l Launch) {
+	if t.sink == nil {
+		t.Launches = append(t.Launches, l)
+	} else if err := t.sink.launches.add(l); err != nil {
+		t.sinkErr = err
+	}
+}
+
+func (t *Trace) addLabel(l Label) {
+	var err error
+	switch {
+	case t.sink == nil:
+		t.Labels = append(t.Labels, l)
+	case l.GPU:
+		err = t.sink.gpuLabels.add(l)
+	default:
+		err = t.sink.hostLabels.add(l)
+	}
+	if err != nil {
+		t.sinkErr = err
 	}
 }
 
