@@ -266,7 +266,6 @@ type joinStats struct {
 	noCorr, noLaunch, before int64
 }
 
-
 // join reads ops and launches, both sorted by correlation id, and writes
 // each op with its launch and step to out. Several ops may share a launch;
 // of several launches with one id, the earliest is used.
