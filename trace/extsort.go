@@ -193,12 +193,10 @@ func (s *sorter[T]) mergeRuns(k int) error {
 		f.Close()
 		return fmt.Errorf("merge scratch runs: %w", err)
 	}
-	if err := in.close(); err != nil {
-		f.Close()
-		return err
-	}
+	// The merged run replaces its inputs before they are closed, so that
+	// whatever happens each file is closed once.
 	s.runs = append([]run{out}, s.runs[k:]...)
-	return nil
+	return in.close()
 }
 
 // close releases runs not yet handed to a sorted sequence (on error paths).
