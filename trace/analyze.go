@@ -207,6 +207,12 @@ func (t *Trace) traceFlags() []Flag {
 			Detail:      fmt.Sprintf("the JSON ends at byte %d inside the event list", t.TruncatedAt),
 			BlastRadius: "every total is a lower bound; the last step, its gaps and all events after the cut are missing"})
 	}
+	if t.namesMerged > 0 {
+		fs = append(fs, Flag{Code: "names_merged", Count: t.namesMerged,
+			Detail: fmt.Sprintf("%d events have kernel or label names beyond the first %d distinct names (%d MiB); they are merged into %q rows",
+				t.namesMerged, maxNames, maxNameBytes>>20, OtherNames+" …)"),
+			BlastRadius: "kernel and label tables have merged rows (one per category for kernels, so category figures are exact); busy time, categories, steps and gaps are unaffected"})
+	}
 	reasons := make([]string, 0, len(t.Dropped))
 	for k := range t.Dropped {
 		reasons = append(reasons, k)
@@ -516,7 +522,11 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 			s.Ops++
 			if !a.catSeen[o.Name] {
 				a.catSeen[o.Name] = true
-				a.cats[o.Name] = Categorize(o.Kind, a.t.Names[o.Name])
+				if c, ok := a.t.forcedCat[o.Name]; ok {
+					a.cats[o.Name] = c
+				} else {
+					a.cats[o.Name] = Categorize(o.Kind, a.t.Names[o.Name])
+				}
 			}
 			if o.Dur <= 0 {
 				if o.Dur < 0 {

@@ -103,6 +103,10 @@ type Trace struct {
 	sink    *sinks
 	sinkErr error // the first error filing a record into sink
 	nOps    int64 // GPU ops read, kept in Ops or in sink
+
+	nameBytes   int64              // Σ len(Names)
+	namesMerged int64              // events whose new name found the table full
+	forcedCat   map[int32]Category // categories of the merged op rows
 }
 
 // threadKey identifies a host thread. Kineto writes pid/tid as numbers, but
@@ -117,6 +121,44 @@ func (t *Trace) intern(b []byte) int32 {
 	s := string(b)
 	t.Names = append(t.Names, s)
 	t.names[s] = i
+	t.nameBytes += int64(len(s))
+	return i
+}
+
+// Bounds on the name table. Every per-name table (kernels, labels) is
+// bounded by it, so it bounds them all. Real traces have hundreds to a few
+// thousand distinct kernel and label names; a trace with more (a name per
+// step or per call) would otherwise make memory grow with the trace.
+const (
+	maxNames     = 20000
+	maxNameBytes = 4 << 20
+)
+
+// OtherNames starts the name of the row that collects ops or labels whose
+// names came after the name table was full.
+const OtherNames = "(other names"
+
+// internCapped interns a kernel or label name while the table has room.
+// Past that, a new name is merged into one row per category for ops
+// (the category is decided from the real name, so category figures stay
+// exact) or one row for labels, and counted for the names_merged flag.
+func (t *Trace) internCapped(b []byte, isOp bool, kind OpKind) int32 {
+	if i, ok := t.names[string(b)]; ok {
+		return i
+	}
+	if len(t.Names) < maxNames && t.nameBytes+int64(len(b)) <= maxNameBytes {
+		return t.intern(b)
+	}
+	t.namesMerged++
+	if !isOp {
+		return t.intern([]byte(OtherNames + ": labels)"))
+	}
+	c := Categorize(kind, string(b))
+	i := t.intern([]byte(OtherNames + ": " + c.String() + ")"))
+	if t.forcedCat == nil {
+		t.forcedCat = map[int32]Category{}
+	}
+	t.forcedCat[i] = c
 	return i
 }
 
@@ -559,7 +601,7 @@ func (t *Trace) use(e *event) {
 			t.drop("GPU op device or stream out of range")
 			return
 		}
-		op := Op{Start: e.ts, Dur: e.dur, Name: t.intern(e.name), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
+		op := Op{Start: e.ts, Dur: e.dur, Name: t.internCapped(e.name, true, gpuKind), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 {
 			op.Corr = uint32(e.corr)
 		}
@@ -578,9 +620,9 @@ func (t *Trace) use(e *event) {
 			t.drop("gpu_user_annotation without numeric device and stream")
 			return
 		}
-		t.addLabel(Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
 	case isLabel:
-		t.addLabel(Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: t.thread(threadKey{e.pid, e.tid})})
 	case isSpan:
 		if !t.HasProfilerSpan || e.ts < t.ProfilerStart {
 			t.ProfilerStart = e.ts

@@ -266,3 +266,47 @@ func TestSorter(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesCapped: a trace with more distinct kernel names than the name
+// table holds merges the rest into one row per category, and every
+// exclusive figure still adds up.
+func TestNamesCapped(t *testing.T) {
+	extra := 150
+	n := maxNames + extra
+	var ev []string
+	for i := range n {
+		name := fmt.Sprintf("sm80_gemm_%d", i)
+		if i%2 == 1 {
+			name = fmt.Sprintf("relu_%d", i)
+		}
+		ev = append(ev, kernel(name, 7, fmt.Sprint(2*i), "1", i+1))
+	}
+	r, _ := analyzeBoth(t, []byte(traceJSON(ev...)), 64<<10, Options{})
+	d := r.Devices[0]
+	checkInvariants(t, d)
+	if diff := cmp.Diff(map[string]int64{"gemm": int64(n+1) / 2 * 1000, "elementwise": int64(n/2) * 1000}, catExcl(d)); diff != "" {
+		t.Errorf("category exclusive (-want +got):\n%s", diff)
+	}
+	merged := map[string]int{}
+	for _, k := range d.Kernels {
+		if strings.HasPrefix(k.Name, OtherNames) {
+			merged[k.Name+" "+k.Category] = k.Ops
+		}
+	}
+	want := map[string]int{"(other names: gemm) gemm": extra / 2, "(other names: elementwise) elementwise": extra / 2}
+	if diff := cmp.Diff(want, merged); diff != "" {
+		t.Errorf("merged rows [name category: ops] (-want +got):\n%s", diff)
+	}
+	if len(d.Kernels) != maxNames+2 {
+		t.Errorf("kernel rows = %d, want %d", len(d.Kernels), maxNames+2)
+	}
+	var flagged int64
+	for _, f := range r.Flags {
+		if f.Code == "names_merged" {
+			flagged = f.Count
+		}
+	}
+	if flagged != int64(extra) {
+		t.Errorf("names_merged count = %d, want %d", flagged, extra)
+	}
+}
