@@ -72,7 +72,7 @@ const (
 // merged when read. Without scratch, or when everything fits, it is an
 // in-memory sort.
 type sorter[T any] struct {
-	cmp     func(a, b *T) int
+	cmp     func(a, b T) int
 	codec   codec[T]
 	scratch Scratch
 	limit   int // records held in memory before a run is spilled
@@ -88,7 +88,7 @@ type run struct {
 
 // newSorter returns a sorter that holds about bufferBytes of records before
 // spilling to scratch; with scratch nil it never spills.
-func newSorter[T any](c codec[T], cmp func(a, b *T) int, scratch Scratch, bufferBytes int) *sorter[T] {
+func newSorter[T any](c codec[T], cmp func(a, b T) int, scratch Scratch, bufferBytes int) *sorter[T] {
 	s := &sorter[T]{cmp: cmp, codec: c, scratch: scratch, limit: int(^uint(0) >> 1)}
 	if scratch != nil {
 		s.limit = max(bufferBytes/c.size, minRunRecords)
@@ -123,7 +123,7 @@ func (s *sorter[T]) add(v T) error {
 
 // spill sorts the buffer and writes it as a run.
 func (s *sorter[T]) spill() error {
-	slices.SortFunc(s.buf, func(a, b T) int { return s.cmp(&a, &b) })
+	slices.SortFunc(s.buf, s.cmp)
 	f, err := s.scratch.Create()
 	if err != nil {
 		return fmt.Errorf("create scratch run: %w", err)
@@ -149,7 +149,7 @@ func (s *sorter[T]) spill() error {
 // afterwards; close the result to release its runs.
 func (s *sorter[T]) finish() (*sorted[T], error) {
 	if len(s.runs) == 0 {
-		slices.SortFunc(s.buf, func(a, b T) int { return s.cmp(&a, &b) })
+		slices.SortFunc(s.buf, s.cmp)
 		out := &sorted[T]{mem: s.buf, s: s}
 		s.buf = nil
 		return out, nil
@@ -261,7 +261,7 @@ type iterator[T any] struct {
 	readers []*runReader
 	heads   []T
 	heap    []int // reader indices by head
-	cmp     func(a, b *T) int
+	cmp     func(a, b T) int
 	codec   codec[T]
 	err     error
 }
@@ -283,7 +283,7 @@ func (it *iterator[T]) load(i int) bool {
 
 func (it *iterator[T]) less(a, b int) bool {
 	x, y := it.heap[a], it.heap[b]
-	if c := it.cmp(&it.heads[x], &it.heads[y]); c != 0 {
+	if c := it.cmp(it.heads[x], it.heads[y]); c != 0 {
 		return c < 0
 	}
 	return x < y // ties in run order, so a read is deterministic

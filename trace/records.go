@@ -164,9 +164,9 @@ var gapCodec = codec[gapRec]{size: 12,
 // nanosecond); the others sort records whose order among equals does not
 // change any figure.
 
-func opByCorr(a, b *Op) int { return cmp.Compare(a.Corr, b.Corr) }
+func opByCorr(a, b Op) int { return cmp.Compare(a.Corr, b.Corr) }
 
-func launchByCorr(a, b *Launch) int {
+func launchByCorr(a, b Launch) int {
 	if c := cmp.Compare(a.Corr, b.Corr); c != 0 {
 		return c
 	}
@@ -180,7 +180,7 @@ func launchByCorr(a, b *Launch) int {
 }
 
 // labelByTrack orders labels by device (GPU labels), track, then start.
-func labelByTrack(a, b *Label) int {
+func labelByTrack(a, b Label) int {
 	if c := cmp.Compare(a.Device, b.Device); c != 0 {
 		return c
 	}
@@ -190,21 +190,21 @@ func labelByTrack(a, b *Label) int {
 	return cmp.Compare(a.Start, b.Start)
 }
 
-func pointByTrack(a, b *point) int {
+func pointByTrack(a, b point) int {
 	if c := cmp.Compare(a.Track, b.Track); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.At, b.At)
 }
 
-func gapByLen(a, b *gapRec) int { return cmp.Compare(a.Len, b.Len) }
+func gapByLen(a, b gapRec) int { return cmp.Compare(a.Len, b.Len) }
 
 // jopByTime is the sweep's order: device, start, stream, end, then the
 // name (by its rank in string order), kind and correlation id. Full
 // tie-breaks make the exclusive attribution independent of the order
 // events happen to have in the file.
-func jopByTime(rank []int32) func(a, b *jop) int {
-	return func(a, b *jop) int {
+func jopByTime(rank []int32) func(a, b jop) int {
+	return func(a, b jop) int {
 		if c := cmp.Compare(a.Device, b.Device); c != 0 {
 			return c
 		}
