@@ -75,7 +75,7 @@ func (s *sinks) close() error {
 }
 
 // Report computes the accounting of a parsed trace, in memory. It sorts
-// t.Ops, t.Launches and t.Labels in place, and consumes them: call it once.
+// t.Ops and t.Launches in place (by correlation id).
 func (t *Trace) Report(opts Options) *Report {
 	if t.sink == nil {
 		// In-memory sorters never spill, so nothing below can fail.

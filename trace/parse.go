@@ -30,8 +30,8 @@ const (
 )
 
 // Op is one GPU operation: a kernel, memcpy or memset on one stream. It is
-// kept to 32 bytes because a trace holds hundreds of thousands and they are
-// most of the memory the analysis needs.
+// kept to 32 bytes (31 when spilled) because a trace holds millions and
+// they are most of what the analysis sorts.
 type Op struct {
 	Start int64 // ns, on the trace's own time base
 	Dur   int64 // ns
@@ -66,10 +66,11 @@ type Label struct {
 	GPU        bool
 }
 
-// Trace is what the analysis keeps of a Kineto trace: GPU ops, their
-// launches, labels and profiler steps. Host ops (cpu_op), flows and metadata
-// are read past without being stored, so memory grows with the number of GPU
-// ops, not with the size of the JSON.
+// Trace is what Parse keeps of a Kineto trace: GPU ops, their launches,
+// labels and profiler steps. Host ops (cpu_op), flows and metadata are read
+// past without being stored, so memory grows with the number of GPU ops,
+// not with the size of the JSON. Analyze with Options.Scratch streams the
+// same records through bounded sort buffers instead.
 type Trace struct {
 	Ops      []Op
 	Launches []Launch

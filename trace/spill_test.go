@@ -310,3 +310,13 @@ func TestNamesCapped(t *testing.T) {
 		t.Errorf("names_merged count = %d, want %d", flagged, extra)
 	}
 }
+
+// TestReportTwice: Report sorts the parsed slices in place but leaves
+// them, so a second call gives the same report.
+func TestReportTwice(t *testing.T) {
+	tr := openTrace(t, "hta_nccl_data_2streams_3steps.json.gz")
+	first := tr.Report(Options{})
+	if diff := cmp.Diff(first, tr.Report(Options{})); diff != "" {
+		t.Errorf("second Report differs (-first +second):\n%s", diff)
+	}
+}
