@@ -24,9 +24,10 @@ type Options struct {
 	// figures are the same as without it. Without Scratch everything is
 	// sorted in memory, about 100 bytes per GPU op at the peak.
 	Scratch Scratch
-	// BufferBytes is the size of one sort buffer; 0 means
-	// DefaultBufferBytes. At most five are live at once (see
-	// docs/trace-performance.md).
+	// BufferBytes bounds one sort buffer, counted in spilled bytes (31 to
+	// 56 a record; in memory a record takes up to a third more, for
+	// alignment); 0 means DefaultBufferBytes. At most five buffers are live
+	// at once (see docs/trace-performance.md).
 	BufferBytes int
 
 	// onGap, when set, sees every gap; tests use it to check each gap's
