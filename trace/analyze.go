@@ -2,33 +2,129 @@ package trace
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 )
 
-// Options change what Report computes.
+// DefaultBufferBytes is the default Options.BufferBytes.
+const DefaultBufferBytes = 4 << 20
+
+// Options change what Report computes and how much memory it may use.
 type Options struct {
 	// AllSteps keeps the first and last steps in the typical figures.
 	AllSteps bool
+
+	// Scratch, when set, bounds Analyze's memory whatever the size of the
+	// trace: ops, launches, labels, label points and gaps are sorted in
+	// buffers of BufferBytes, and full buffers are spilled to Scratch as
+	// sorted runs that are merged when read (an external merge sort). The
+	// figures are the same as without it. Without Scratch everything is
+	// sorted in memory, about 100 bytes per GPU op at the peak.
+	Scratch Scratch
+	// BufferBytes bounds one sort buffer, counted in spilled bytes (31 to
+	// 56 a record; in memory a record takes up to a third more, for
+	// alignment); 0 means DefaultBufferBytes. At most five buffers are live
+	// at once (see docs/trace-performance.md).
+	BufferBytes int
 
 	// onGap, when set, sees every gap; tests use it to check each gap's
 	// identity without the report holding a slice of all gaps.
 	onGap func(device int, g Gap)
 }
 
-// Analyze parses a trace stream and reports on it.
+func (o Options) bufferBytes() int {
+	if o.BufferBytes > 0 {
+		return o.BufferBytes
+	}
+	return DefaultBufferBytes
+}
+
+// Analyze parses a trace stream and reports on it. With opts.Scratch set
+// its memory is bounded independently of the trace's size.
 func Analyze(r io.Reader, opts Options) (*Report, error) {
-	t, err := Parse(r)
+	t, err := parse(r, newSinks(opts))
 	if err != nil {
 		return nil, err
 	}
-	return t.Report(opts), nil
+	return t.report(opts)
 }
 
-// Report computes the accounting. It sorts t.Ops and t.Launches in place.
+// sinks are the sorters the parser files records into when the analysis
+// streams (Analyze) instead of keeping slices (Parse).
+type sinks struct {
+	ops        *sorter[Op]
+	launches   *sorter[Launch]
+	gpuLabels  *sorter[Label]
+	hostLabels *sorter[Label]
+}
+
+func newSinks(opts Options) *sinks {
+	b := opts.bufferBytes()
+	return &sinks{
+		ops:        newSorter(opCodec, opByCorr, opts.Scratch, b),
+		launches:   newSorter(launchCodec, launchByCorr, opts.Scratch, b),
+		gpuLabels:  newSorter(labelCodec, labelByTrack, opts.Scratch, b),
+		hostLabels: newSorter(labelCodec, labelByTrack, opts.Scratch, b),
+	}
+}
+
+func (s *sinks) close() error {
+	return errors.Join(s.ops.close(), s.launches.close(), s.gpuLabels.close(), s.hostLabels.close())
+}
+
+// Report computes the accounting of a parsed trace, in memory. It sorts
+// t.Ops and t.Launches in place (by correlation id).
 func (t *Trace) Report(opts Options) *Report {
+	if t.sink == nil {
+		// In-memory sorters never spill, so nothing below can fail.
+		opts.Scratch = nil
+		s := newSinks(opts)
+		s.ops.adopt(t.Ops)
+		s.launches.adopt(t.Launches)
+		var gpu, host []Label
+		for _, l := range t.Labels {
+			if l.GPU {
+				gpu = append(gpu, l)
+			} else {
+				host = append(host, l)
+			}
+		}
+		s.gpuLabels.adopt(gpu)
+		s.hostLabels.adopt(host)
+		t.sink = s
+	}
+	r, err := t.report(opts)
+	if err != nil {
+		// Only scratch I/O can fail, and a parsed trace is reported without
+		// scratch; say so rather than return nothing.
+		r = &Report{SchemaVersion: SchemaVersion, Devices: []Device{}, Flags: []Flag{{Code: "internal_error", Detail: err.Error(),
+			BlastRadius: "the report is empty"}}}
+	}
+	return r
+}
+
+// report runs the analysis over t's sinks: the join of ops to launches by
+// correlation id, then a sweep per device over the ops in time order. Each
+// stage reads sorted runs and writes the records the next needs, so that
+// what is in memory is bounded by the sort buffers, the ops running at one
+// instant, and tables by name, stream and step.
+func (t *Trace) report(opts Options) (_ *Report, err error) {
+	sk := t.sink
+	t.sink = nil
+	var open []interface{ close() error }
+	defer func() {
+		var errs []error
+		for _, c := range open {
+			errs = append(errs, c.close())
+		}
+		errs = append(errs, sk.close())
+		if cerr := errors.Join(errs...); err == nil && cerr != nil {
+			err = fmt.Errorf("release scratch: %w", cerr)
+		}
+	}()
 	r := &Report{
 		SchemaVersion:   SchemaVersion,
 		DisplayTimeUnit: t.DisplayTimeUnit,
@@ -40,59 +136,68 @@ func (t *Trace) Report(opts Options) *Report {
 	}
 	r.Flags = append(r.Flags, t.traceFlags()...)
 
-	slices.SortFunc(t.Launches, func(a, b Launch) int { return cmp.Compare(a.Corr, b.Corr) })
-	slices.SortFunc(t.Ops, func(a, b Op) int {
-		if c := cmp.Compare(a.Device, b.Device); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Start, b.Start); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Stream, b.Stream); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.End(), b.End()); c != 0 {
-			return c
-		}
-		// Full tie-breaks make the exclusive attribution independent of the
-		// order events happen to have in the file.
-		if c := cmp.Compare(t.Names[a.Name], t.Names[b.Name]); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Corr, b.Corr)
-	})
-	steps := t.sortedSteps()
-	cats := make([]Category, len(t.Names))
-	for i := range cats {
-		cats[i] = CatOther
+	a := &analysis{t: t, opts: opts, steps: t.sortedSteps(), rank: t.nameRanks(),
+		cats: make([]Category, len(t.Names)), catSeen: make([]bool, len(t.Names))}
+	n := len(a.steps)
+	a.typical = make([]bool, n)
+	for k := range a.typical {
+		a.typical[k] = opts.AllSteps || n < 3 || (k > 0 && k < n-1)
 	}
-	seenName := make([]bool, len(t.Names))
-	for _, o := range t.Ops {
-		if !seenName[o.Name] {
-			seenName[o.Name] = true
-			cats[o.Name] = Categorize(o.Kind, t.Names[o.Name])
-		}
+
+	ops, err := sk.ops.finish()
+	if err != nil {
+		return nil, fmt.Errorf("sort ops: %w", err)
 	}
-	for lo := 0; lo < len(t.Ops); {
-		hi := lo
-		for hi < len(t.Ops) && t.Ops[hi].Device == t.Ops[lo].Device {
-			hi++
+	open = append(open, ops)
+	launches, err := sk.launches.finish()
+	if err != nil {
+		return nil, fmt.Errorf("sort launches: %w", err)
+	}
+	open = append(open, launches)
+	byTime := newSorter(jopCodec, jopByTime(a.rank), opts.Scratch, opts.bufferBytes())
+	open = append(open, byTime)
+	joins := map[int16]*joinStats{}
+	if err := a.join(ops, launches, byTime, joins); err != nil {
+		return nil, fmt.Errorf("join ops to launches: %w", err)
+	}
+	// The joined records carry what the sweep needs of the launches.
+	if err := errors.Join(ops.close(), launches.close()); err != nil {
+		return nil, fmt.Errorf("release scratch: %w", err)
+	}
+	timed, err := byTime.finish()
+	if err != nil {
+		return nil, fmt.Errorf("sort ops by time: %w", err)
+	}
+	open = append(open, timed)
+	if a.gpuLabels, err = sk.gpuLabels.finish(); err != nil {
+		return nil, fmt.Errorf("sort labels: %w", err)
+	}
+	open = append(open, a.gpuLabels)
+	if a.hostLabels, err = sk.hostLabels.finish(); err != nil {
+		return nil, fmt.Errorf("sort labels: %w", err)
+	}
+	open = append(open, a.hostLabels)
+
+	p := newPeeker(timed.iter())
+	for p.ok {
+		dev := p.cur.Device
+		ds := &deviceAnalysis{analysis: a, dev: dev, js: joins[dev]}
+		d, err := ds.run(p)
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d: %w", dev, err)
 		}
-		a := &deviceAnalysis{t: t, ops: t.Ops[lo:hi], cats: cats, steps: steps, opts: opts}
-		d, flags := a.run()
 		r.Devices = append(r.Devices, d)
-		r.Flags = append(r.Flags, flags...)
-		lo = hi
+		r.Flags = append(r.Flags, ds.flags...)
 	}
-	if len(t.Ops) == 0 {
+	if p.it.err != nil {
+		return nil, fmt.Errorf("read ops by time: %w", p.it.err)
+	}
+	if len(r.Devices) == 0 {
 		r.Flags = append(r.Flags, Flag{Code: "no_gpu_ops", Count: 0,
 			Detail:      "the trace has no kernel, memcpy or memset events",
 			BlastRadius: "there is no GPU accounting at all; was the profiler run with ProfilerActivity.CUDA?"})
 	}
-	return r
+	return r, nil
 }
 
 // traceFlags are the flags about reading the trace.
@@ -102,6 +207,12 @@ func (t *Trace) traceFlags() []Flag {
 		fs = append(fs, Flag{Code: "truncated", Count: 1,
 			Detail:      fmt.Sprintf("the JSON ends at byte %d inside the event list", t.TruncatedAt),
 			BlastRadius: "every total is a lower bound; the last step, its gaps and all events after the cut are missing"})
+	}
+	if t.namesMerged > 0 {
+		fs = append(fs, Flag{Code: "names_merged", Count: t.namesMerged,
+			Detail: fmt.Sprintf("%d events have kernel or label names beyond the first %d distinct names (%d MiB); they are merged into %q rows",
+				t.namesMerged, maxNames, maxNameBytes>>20, OtherNames+" …)"),
+			BlastRadius: "kernel and label tables have merged rows (one per category for kernels, so category figures are exact); busy time, categories, steps and gaps are unaffected"})
 	}
 	reasons := make([]string, 0, len(t.Dropped))
 	for k := range t.Dropped {
@@ -129,179 +240,212 @@ func (t *Trace) sortedSteps() []Label {
 	return slices.CompactFunc(st, func(a, b Label) bool { return a.Start == b.Start && a.End == b.End && a.Name == b.Name })
 }
 
+// nameRanks gives each name id its rank in string order, so the time order
+// can break ties by name without comparing strings.
+func (t *Trace) nameRanks() []int32 {
+	ids := make([]int32, len(t.Names))
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	slices.SortFunc(ids, func(a, b int32) int { return cmp.Compare(t.Names[a], t.Names[b]) })
+	rank := make([]int32, len(ids))
+	for r, id := range ids {
+		rank[id] = int32(r)
+	}
+	return rank
+}
+
+// analysis is the state shared by all devices.
+type analysis struct {
+	t       *Trace
+	opts    Options
+	steps   []Label
+	typical []bool // per step
+	rank    []int32
+	cats    []Category // per name, decided by the first op seen in time order
+	catSeen []bool
+
+	gpuLabels, hostLabels *sorted[Label]
+}
+
+// joinStats are one device's join and step-tagging counts.
+type joinStats struct {
+	noCorr, noLaunch, before int64
+}
+
+// join reads ops and launches, both sorted by correlation id, and writes
+// each op with its launch and step to out. Several ops may share a launch;
+// of several launches with one id, the earliest is used.
+func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[jop], stats map[int16]*joinStats) error {
+	lp := newPeeker(launches.iter())
+	oi := ops.iter()
+	steps := a.steps
+	var o Op
+	for oi.next(&o) {
+		st := stats[o.Device]
+		if st == nil {
+			st = &joinStats{}
+			stats[o.Device] = st
+		}
+		j := jop{Op: o, Step: -1}
+		if o.Corr == 0 {
+			st.noCorr++
+		} else {
+			for lp.ok && lp.cur.Corr < o.Corr {
+				lp.advance()
+			}
+			if lp.ok && lp.cur.Corr == o.Corr {
+				j.LStart, j.LEnd, j.Thread, j.HasLaunch = lp.cur.Start, lp.cur.End, lp.cur.Thread, true
+			} else {
+				st.noLaunch++
+			}
+		}
+		// The step is the one in which the op was launched: the digest's
+		// rule that work belongs to the iteration that submitted it, so
+		// per-step bands are right even when a step's kernels run after
+		// its host side ends.
+		x := j.launchPoint()
+		k := sort.Search(len(steps), func(k int) bool { return steps[k].Start > x }) - 1
+		if k >= 0 && x < steps[k].End {
+			j.Step = int32(k)
+		} else if len(steps) > 0 && x < steps[0].Start {
+			st.before++
+		}
+		if err := out.add(j); err != nil {
+			return err
+		}
+	}
+	return errors.Join(oi.err, lp.it.err)
+}
+
 // deviceAnalysis holds the working state for one device.
 type deviceAnalysis struct {
-	t     *Trace
-	ops   []Op // this device's ops, sorted by start
-	cats  []Category
-	steps []Label
-	opts  Options
+	*analysis
+	dev   int16
+	js    *joinStats
+	flags []Flag
 
-	excl    []int64 // exclusive ns per op
-	launch  []int32 // index into t.Launches per op, -1 if none
-	step    []int32 // step per op, -1 if none
-	typical []bool  // per step
-	flags   []Flag
+	// The ops running at the current instant of the sweep, in slots, with
+	// two heaps over them: by end time, and by who owns the instant.
+	slots       []slot
+	free        []int32
+	ends, owner slotHeap
+	seq         int64 // ops read so far, in time order
+
+	byCat       [numCategories]acc
+	byName      map[int32]*acc
+	stepRows    []Step
+	gpuFirst    []int64 // per step
+	gpuLast     []int64
+	untagged    int64 // busy time of ops in no step
+	typicalBusy int64 // busy time of ops in typical steps
+	gpuPts      *sorter[point]
+	hostPts     *sorter[point]
+	hostUnlab   int64 // busy time of ops without a launch, for the host label table
+	gapLens     *sorter[gapRec]
+	gaps        Gaps
+}
+
+// slot is a running op with its exclusive time so far.
+type slot struct {
+	j              jop
+	seq, excl      int64
+	prio           uint8
+	endPos, ownPos int
+}
+
+// acc accumulates one row of a breakdown.
+type acc struct {
+	ops          int
+	sum, ex, typ int64
 }
 
 func (a *deviceAnalysis) flag(code string, count int64, detail, blast string) {
-	dev := int(a.ops[0].Device)
+	dev := int(a.dev)
 	a.flags = append(a.flags, Flag{Code: code, Device: &dev, Count: count, Detail: detail, BlastRadius: blast})
 }
 
-func (a *deviceAnalysis) run() (Device, []Flag) {
-	ops := a.ops
-	d := Device{Device: int(ops[0].Device), Ops: len(ops)}
-	a.joinLaunches()
-	a.tagSteps()
+func (a *deviceAnalysis) isTypical(step int32) bool { return step >= 0 && a.typical[step] }
 
-	// Σdur, span, per-stream figures and the duration and window checks.
-	var neg, zero, outside int64
-	first, last := int64(0), int64(0)
-	haveSpan := false
-	type streamAcc struct {
-		Stream
-		end      int64
-		positive bool // an op with dur > 0 has been seen
+// run analyses the device whose ops p is at, reading them all.
+func (a *deviceAnalysis) run(p *peeker[jop]) (Device, error) {
+	d := Device{Device: int(a.dev)}
+	b := a.opts.bufferBytes()
+	a.gpuPts = newSorter(pointCodec, pointByTrack, a.opts.Scratch, b)
+	a.hostPts = newSorter(pointCodec, pointByTrack, a.opts.Scratch, b)
+	a.gapLens = newSorter(gapCodec, gapByLen, a.opts.Scratch, b)
+	// On success each is finished and its runs already released; this
+	// releases them on the error paths.
+	defer func() { _ = errors.Join(a.gpuPts.close(), a.hostPts.close(), a.gapLens.close()) }()
+	a.byName = map[int32]*acc{}
+	n := len(a.steps)
+	a.stepRows = make([]Step, n)
+	a.gpuFirst = make([]int64, n)
+	a.gpuLast = make([]int64, n)
+	for k, s := range a.steps {
+		name := a.t.Names[s.Name]
+		a.stepRows[k] = Step{Name: name, Number: stepNumber(name), StartNS: s.Start - a.steps[0].Start,
+			SpanNS: s.End - s.Start, Typical: a.typical[k]}
+		a.gpuFirst[k], a.gpuLast[k] = -1, -1
 	}
-	streams := map[int32]*streamAcc{}
-	for _, o := range ops {
-		st := streams[o.Stream]
-		if st == nil {
-			st = &streamAcc{Stream: Stream{Stream: int(o.Stream)}, end: o.Start}
-			streams[o.Stream] = st
-		}
-		st.Ops++
-		if o.Dur < 0 {
-			neg++
-			continue
-		}
-		if o.Dur == 0 {
-			zero++
-			continue
-		}
-		if a.t.HasProfilerSpan && (o.Start < a.t.ProfilerStart || o.End() > a.t.ProfilerEnd) {
-			outside++
-		}
-		d.SumDurNS += o.Dur
-		st.SumDurNS += o.Dur
-		if st.positive && o.Start < st.end {
-			st.SelfOverlaps++
-			if o.End() > st.end {
-				st.BusyNS += o.End() - st.end
-				st.end = o.End()
-			}
-		} else {
-			st.BusyNS += o.Dur
-			st.end = o.End()
-		}
-		st.positive = true
-		if !haveSpan || o.Start < first {
-			first = o.Start
-		}
-		if !haveSpan || o.End() > last {
-			last = o.End()
-		}
-		haveSpan = true
-	}
-	var selfOverlaps int64
-	for _, st := range streams {
-		d.Streams = append(d.Streams, st.Stream)
-		selfOverlaps += int64(st.SelfOverlaps)
-	}
-	slices.SortFunc(d.Streams, func(x, y Stream) int { return cmp.Compare(x.Stream, y.Stream) })
-	if haveSpan {
-		d.SpanNS = last - first
-	}
+	a.joinFlags()
+	a.stepFlags()
 
-	gaps := a.sweep(&d)
+	st, err := a.sweep(p, &d)
+	if err != nil {
+		return d, err
+	}
 	d.OverlapNS = d.SumDurNS - d.BusyNS
 	if d.SpanNS > 0 {
 		d.BusyFraction = float64(d.BusyNS) / float64(d.SpanNS)
 	}
-	d.Steps = a.stepFigures(gaps)
-	d.Gaps = gaps.summary()
-	// Gaps are done before labels so that the per-gap buffers are dead
-	// (gaps is not used below) when labels allocate their per-op ones.
+	if d.Gaps, err = a.gapFigures(); err != nil {
+		return d, err
+	}
+	d.Steps = a.stepFigures()
 	d.Categories, d.Kernels = a.breakdowns(d.BusyNS)
-	d.Labels = []LabelTable{a.labels(true, d.BusyNS), a.labels(false, d.BusyNS)}
+	gl, err := a.labels(true, d.BusyNS)
+	if err != nil {
+		return d, err
+	}
+	hl, err := a.labels(false, d.BusyNS)
+	if err != nil {
+		return d, err
+	}
+	d.Labels = []LabelTable{gl, hl}
 
-	if neg > 0 {
-		a.flag("negative_duration", neg, fmt.Sprintf("%d ops have dur < 0", neg),
+	if st.neg > 0 {
+		a.flag("negative_duration", st.neg, fmt.Sprintf("%d ops have dur < 0", st.neg),
 			"they are left out of busy time, Σdur and every breakdown")
 	}
-	if zero > 0 {
-		a.flag("zero_duration", zero, fmt.Sprintf("%d ops have dur = 0", zero),
+	if st.zero > 0 {
+		a.flag("zero_duration", st.zero, fmt.Sprintf("%d ops have dur = 0", st.zero),
 			"none beyond op counts: they add 0 ns")
 	}
-	if selfOverlaps > 0 {
-		a.flag("stream_overlap", selfOverlaps, fmt.Sprintf("%d ops start before the previous op on their stream ends", selfOverlaps),
+	if st.selfOverlaps > 0 {
+		a.flag("stream_overlap", st.selfOverlaps, fmt.Sprintf("%d ops start before the previous op on their stream ends", st.selfOverlaps),
 			"per-stream Σdur counts that time twice and the timestamps on those streams are suspect; busy time and the exclusive rows count it once")
 	}
-	if outside > 0 {
-		a.flag("out_of_window", outside, fmt.Sprintf("%d ops lie partly outside the profiler's own trace span", outside),
+	if st.outside > 0 {
+		a.flag("out_of_window", st.outside, fmt.Sprintf("%d ops lie partly outside the profiler's own trace span", st.outside),
 			"their time is counted; span and busy fraction include it")
 	}
-	return d, a.flags
+	return d, nil
 }
 
-// joinLaunches finds each op's launch by correlation id.
-func (a *deviceAnalysis) joinLaunches() {
-	ls := a.t.Launches
-	a.launch = make([]int32, len(a.ops))
-	var noCorr, noLaunch int64
-	for i, o := range a.ops {
-		a.launch[i] = -1
-		if o.Corr == 0 {
-			noCorr++
-			continue
-		}
-		j, ok := slices.BinarySearchFunc(ls, o.Corr, func(l Launch, c uint32) int { return cmp.Compare(l.Corr, c) })
-		if !ok {
-			noLaunch++
-			continue
-		}
-		a.launch[i] = int32(j)
-	}
+func (a *deviceAnalysis) joinFlags() {
 	const blast = "gap parts for the gaps these ops end are unattributed, their step is taken from their GPU start instead of their launch, and they are unlabelled in the user_annotation table; busy time, categories and kernels are unaffected"
-	if noCorr > 0 {
-		a.flag("no_correlation", noCorr, fmt.Sprintf("%d ops have no correlation id", noCorr), blast)
+	if a.js.noCorr > 0 {
+		a.flag("no_correlation", a.js.noCorr, fmt.Sprintf("%d ops have no correlation id", a.js.noCorr), blast)
 	}
-	if noLaunch > 0 {
-		a.flag("no_launch", noLaunch, fmt.Sprintf("%d ops have a correlation id with no cuda_runtime/cuda_driver launch in the trace", noLaunch), blast)
+	if a.js.noLaunch > 0 {
+		a.flag("no_launch", a.js.noLaunch, fmt.Sprintf("%d ops have a correlation id with no cuda_runtime/cuda_driver launch in the trace", a.js.noLaunch), blast)
 	}
 }
 
-// launchPoint is when the host launched op i, or its GPU start without a launch.
-func (a *deviceAnalysis) launchPoint(i int) int64 {
-	if j := a.launch[i]; j >= 0 {
-		return a.t.Launches[j].Start
-	}
-	return a.ops[i].Start
-}
-
-// tagSteps assigns each op to the step in which it was launched: the digest's
-// rule that work belongs to the iteration that submitted it, so per-step
-// bands are right even when a step's kernels run after its host side ends.
-func (a *deviceAnalysis) tagSteps() {
-	a.step = make([]int32, len(a.ops))
+func (a *deviceAnalysis) stepFlags() {
 	steps := a.steps
-	var before int64
-	for i := range a.ops {
-		a.step[i] = -1
-		x := a.launchPoint(i)
-		k := sort.Search(len(steps), func(k int) bool { return steps[k].Start > x }) - 1
-		if k >= 0 && x < steps[k].End {
-			a.step[i] = int32(k)
-		} else if len(steps) > 0 && x < steps[0].Start {
-			before++
-		}
-	}
 	n := len(steps)
-	a.typical = make([]bool, n)
-	for k := range a.typical {
-		a.typical[k] = a.opts.AllSteps || n < 3 || (k > 0 && k < n-1)
-	}
 	if n == 0 {
 		a.flag("no_steps", 0, "no ProfilerStep#N annotations: the trace was not recorded with profiler.step()",
 			"no per-step figures; every per_step_ns is null")
@@ -320,133 +464,304 @@ func (a *deviceAnalysis) tagSteps() {
 				"the missing steps are in no figure; typical figures use the steps present")
 		}
 	}
-	if before > 0 {
-		a.flag("work_before_first_step", before, fmt.Sprintf("%d ops were launched before the first step began", before),
+	if a.js.before > 0 {
+		a.flag("work_before_first_step", a.js.before, fmt.Sprintf("%d ops were launched before the first step began", a.js.before),
 			"their time is in the totals but in no step: the first step's start is missing from the trace")
 	}
 }
 
-// gapSet collects gap lengths for the statistics and sums their parts.
-type gapSet struct {
-	lens  []int64
-	steps []int32
-	sum   Gaps
+// sweepStats are the duration and window checks the sweep counts.
+type sweepStats struct {
+	neg, zero, outside, selfOverlaps int64
 }
 
-func (g *gapSet) summary() Gaps {
-	s := g.sum
-	s.Count = len(g.lens)
-	if s.Count == 0 {
-		return s
-	}
-	// Sorted in place: a clone would double the largest per-gap buffer.
-	sorted := g.lens
-	slices.Sort(sorted)
-	s.MeanNS = s.TotalNS / int64(s.Count)
-	s.P50NS = nearestRank(sorted, 50)
-	s.P90NS = nearestRank(sorted, 90)
-	s.MaxNS = sorted[len(sorted)-1]
-	s.P50xNNS = s.P50NS * int64(s.Count)
-	return s
+// streamAcc accumulates one stream's figures in time order.
+type streamAcc struct {
+	Stream
+	end      int64
+	positive bool // an op with dur > 0 has been seen
 }
 
-// nearestRank is the p-th percentile of sorted values by the nearest-rank
-// method: the smallest value with at least p% of values at or below it. It
-// is always an observed gap, which keeps p50 × n meaningful.
-func nearestRank(sorted []int64, p int) int64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	k := (p*len(sorted) + 99) / 100
-	return sorted[max(k, 1)-1]
-}
-
-// sweep walks the ops in start order. It computes the busy union, the
-// exclusive time of each op (each overlapped nanosecond goes to the
+// sweep reads the device's ops in start order. It computes the busy union,
+// the exclusive time of each op (each overlapped nanosecond goes to the
 // highest-priority running op: compute over copies over communication,
-// then the earliest started, then the lowest stream) and every gap between
-// busy intervals with its parts.
-func (a *deviceAnalysis) sweep(d *Device) *gapSet {
-	ops := a.ops
-	a.excl = make([]int64, len(ops))
-	prio := func(i int32) uint8 { return a.cats[ops[i].Name].priority() }
-	ends := idxHeap{less: func(x, y int32) bool { return ops[x].End() < ops[y].End() }}
-	owners := idxHeap{less: func(x, y int32) bool {
-		if px, py := prio(x), prio(y); px != py {
-			return px < py
-		}
-		return x < y // ops are sorted by start, then stream
-	}}
-	gs := &gapSet{}
+// then the earliest started, then the lowest stream), every gap between
+// busy intervals with its parts, Σdur, the span and the per-stream
+// figures. An op's exclusive time is final when it ends; it is then handed
+// to retire, so only the ops running at one instant are held.
+func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
+	var st sweepStats
+	streams := map[int32]*streamAcc{}
+	first, last := int64(0), int64(0)
+	haveSpan := false
+	a.ends = slotHeap{slots: &a.slots, end: true}
+	a.owner = slotHeap{slots: &a.slots}
 	var t, ivStart, prevEnd int64
 	open, havePrev := false, false
-	i := 0
+	more := func() bool { return p.ok && p.cur.Device == a.dev }
 	for {
-		if ends.len() == 0 {
+		if a.ends.len() == 0 {
 			if open {
 				d.BusyNS += t - ivStart
 				prevEnd, havePrev, open = t, true, false
 			}
-			if i == len(ops) {
+			if !more() {
 				break
 			}
-			t = ops[i].Start
+			t = p.cur.Start
 		}
-		for i < len(ops) && ops[i].Start <= t {
-			if ops[i].Dur > 0 {
-				if !open {
-					open, ivStart = true, t
-					if havePrev {
-						a.gap(gs, prevEnd, t, i)
+		for more() && p.cur.Start <= t {
+			o := p.cur
+			p.advance()
+			a.seq++
+			d.Ops++
+			s := streams[o.Stream]
+			if s == nil {
+				s = &streamAcc{Stream: Stream{Stream: int(o.Stream)}, end: o.Start}
+				streams[o.Stream] = s
+			}
+			s.Ops++
+			if !a.catSeen[o.Name] {
+				a.catSeen[o.Name] = true
+				if c, ok := a.t.forcedCat[o.Name]; ok {
+					a.cats[o.Name] = c
+				} else {
+					a.cats[o.Name] = Categorize(o.Kind, a.t.Names[o.Name])
+				}
+			}
+			if o.Dur <= 0 {
+				if o.Dur < 0 {
+					st.neg++
+				} else {
+					st.zero++
+				}
+				if err := a.retire(&o, a.seq, 0); err != nil {
+					return st, err
+				}
+				continue
+			}
+			if a.t.HasProfilerSpan && (o.Start < a.t.ProfilerStart || o.End() > a.t.ProfilerEnd) {
+				st.outside++
+			}
+			d.SumDurNS += o.Dur
+			s.SumDurNS += o.Dur
+			if s.positive && o.Start < s.end {
+				s.SelfOverlaps++
+				if o.End() > s.end {
+					s.BusyNS += o.End() - s.end
+					s.end = o.End()
+				}
+			} else {
+				s.BusyNS += o.Dur
+				s.end = o.End()
+			}
+			s.positive = true
+			if !haveSpan || o.Start < first {
+				first = o.Start
+			}
+			if !haveSpan || o.End() > last {
+				last = o.End()
+			}
+			haveSpan = true
+
+			if !open {
+				open, ivStart = true, t
+				if havePrev {
+					if err := a.gap(prevEnd, t, &o); err != nil {
+						return st, err
 					}
 				}
-				ends.push(int32(i))
-				owners.push(int32(i))
 			}
-			i++
+			a.start(o)
 		}
-		for ends.len() > 0 && ops[ends.top()].End() <= t {
-			ends.pop()
+		for a.ends.len() > 0 && a.slots[a.ends.top()].j.End() <= t {
+			x := a.ends.top()
+			a.ends.remove(a.slots[x].endPos)
+			a.owner.remove(a.slots[x].ownPos)
+			s := &a.slots[x]
+			if err := a.retire(&s.j, s.seq, s.excl); err != nil {
+				return st, err
+			}
+			a.free = append(a.free, x)
 		}
-		if ends.len() == 0 {
+		if a.ends.len() == 0 {
 			continue
 		}
-		next := ops[ends.top()].End()
-		if i < len(ops) && ops[i].Start < next {
-			next = ops[i].Start
+		next := a.slots[a.ends.top()].j.End()
+		if more() && p.cur.Start < next {
+			next = p.cur.Start
 		}
-		for ops[owners.top()].End() <= t {
-			owners.pop()
-		}
-		a.excl[owners.top()] += next - t
+		a.slots[a.owner.top()].excl += next - t
 		t = next
 	}
-	return gs
+	if p.it.err != nil {
+		return st, fmt.Errorf("read ops by time: %w", p.it.err)
+	}
+	for _, s := range streams {
+		d.Streams = append(d.Streams, s.Stream)
+		st.selfOverlaps += int64(s.SelfOverlaps)
+	}
+	slices.SortFunc(d.Streams, func(x, y Stream) int { return cmp.Compare(x.Stream, y.Stream) })
+	if haveSpan {
+		d.SpanNS = last - first
+	}
+	return st, nil
+}
+
+// start puts an op with dur > 0 into a slot and both heaps.
+func (a *deviceAnalysis) start(o jop) {
+	var x int32
+	if n := len(a.free); n > 0 {
+		x = a.free[n-1]
+		a.free = a.free[:n-1]
+	} else {
+		x = int32(len(a.slots))
+		a.slots = append(a.slots, slot{})
+	}
+	a.slots[x] = slot{j: o, seq: a.seq, prio: a.cats[o.Name].priority()}
+	a.ends.push(x)
+	a.owner.push(x)
+}
+
+// retire books a finished op's exclusive time into every table.
+func (a *deviceAnalysis) retire(o *jop, seq, excl int64) error {
+	typical := a.isTypical(o.Step)
+	c := a.cats[o.Name]
+	n := a.byName[o.Name]
+	if n == nil {
+		n = &acc{}
+		a.byName[o.Name] = n
+	}
+	for _, x := range [2]*acc{&a.byCat[c], n} {
+		x.ops++
+		if o.Dur > 0 {
+			x.sum += o.Dur
+		}
+		x.ex += excl
+		if typical {
+			x.typ += excl
+		}
+	}
+	if typical {
+		a.typicalBusy += excl
+	}
+	if k := o.Step; k < 0 {
+		a.untagged += excl
+	} else {
+		s := &a.stepRows[k]
+		s.Ops++
+		s.BusyNS += excl
+		if o.Dur > 0 {
+			if a.gpuFirst[k] < 0 || o.Start < a.gpuFirst[k] {
+				a.gpuFirst[k] = o.Start
+			}
+			if a.gpuLast[k] < 0 || o.End() > a.gpuLast[k] {
+				a.gpuLast[k] = o.End()
+			}
+		}
+	}
+	if excl == 0 {
+		return nil
+	}
+	// Label points: gpu_user_annotation labels match the op's stream at its
+	// start, user_annotation labels the launching thread at the launch.
+	if err := a.gpuPts.add(point{At: o.Start, Excl: excl, Seq: seq, Track: o.Stream, Typical: typical}); err != nil {
+		return err
+	}
+	if !o.HasLaunch {
+		a.hostUnlab += excl
+		return nil
+	}
+	return a.hostPts.add(point{At: o.LStart, Excl: excl, Seq: seq, Track: o.Thread, Typical: typical})
 }
 
 // gap splits the idle time [start, end) before op next into its parts.
-func (a *deviceAnalysis) gap(gs *gapSet, start, end int64, next int) {
-	g := Gap{Start: start, End: end, Next: a.ops[next], Step: int(a.step[next])}
-	if j := a.launch[next]; j >= 0 {
-		l := a.t.Launches[j]
+func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
+	g := Gap{Start: start, End: end, Next: next.Op, Step: int(next.Step)}
+	if next.HasLaunch {
 		clip := func(x int64) int64 { return min(max(x, start), end) }
-		ls, le := clip(l.Start), clip(max(l.End, l.Start))
+		ls, le := clip(next.LStart), clip(max(next.LEnd, next.LStart))
 		g.HostLate = ls - start
 		g.Launch = le - ls
 		g.Queued = end - le
 	} else {
 		g.Unattributed = end - start
 	}
-	gs.lens = append(gs.lens, end-start)
-	gs.steps = append(gs.steps, int32(g.Step))
-	gs.sum.TotalNS += end - start
-	gs.sum.HostLateNS += g.HostLate
-	gs.sum.LaunchNS += g.Launch
-	gs.sum.QueuedNS += g.Queued
-	gs.sum.UnattributedNS += g.Unattributed
-	if a.opts.onGap != nil {
-		a.opts.onGap(int(a.ops[0].Device), g)
+	a.gaps.Count++
+	a.gaps.TotalNS += end - start
+	a.gaps.HostLateNS += g.HostLate
+	a.gaps.LaunchNS += g.Launch
+	a.gaps.QueuedNS += g.Queued
+	a.gaps.UnattributedNS += g.Unattributed
+	if k := next.Step; k >= 0 {
+		a.stepRows[k].GapCount++
+		a.stepRows[k].GapNS += end - start
 	}
+	if a.opts.onGap != nil {
+		a.opts.onGap(int(a.dev), g)
+	}
+	return a.gapLens.add(gapRec{Len: end - start, Step: next.Step})
+}
+
+// nearestRank is the 1-based rank of the p-th percentile of n values by the
+// nearest-rank method: the smallest value with at least p% of values at or
+// below it. It is always an observed gap, which keeps p50 × n meaningful.
+func nearestRank(n, p int) int {
+	return max((p*n+99)/100, 1)
+}
+
+// gapFigures reads the gap lengths in ascending order once for the exact
+// percentiles: overall p50, p90 and max, and each step's p50 (a step's
+// gaps come in ascending order too, so its median is its r-th).
+func (a *deviceAnalysis) gapFigures() (Gaps, error) {
+	s := a.gaps
+	sorted, err := a.gapLens.finish()
+	if err != nil {
+		return s, fmt.Errorf("sort gaps: %w", err)
+	}
+	defer sorted.close()
+	if s.Count == 0 {
+		return s, nil
+	}
+	r50, r90 := nearestRank(s.Count, 50), nearestRank(s.Count, 90)
+	seen := make([]int, len(a.stepRows))
+	it := sorted.iter()
+	i := 0
+	var g gapRec
+	for it.next(&g) {
+		i++
+		if i == r50 {
+			s.P50NS = g.Len
+		}
+		if i == r90 {
+			s.P90NS = g.Len
+		}
+		s.MaxNS = g.Len
+		if k := g.Step; k >= 0 {
+			seen[k]++
+			if seen[k] == nearestRank(a.stepRows[k].GapCount, 50) {
+				a.stepRows[k].GapP50NS = g.Len
+			}
+		}
+	}
+	if it.err != nil {
+		return s, fmt.Errorf("read gaps: %w", it.err)
+	}
+	if i != s.Count {
+		return s, fmt.Errorf("read %d gaps back, wrote %d", i, s.Count)
+	}
+	s.MeanNS = s.TotalNS / int64(s.Count)
+	s.P50xNNS = s.P50NS * int64(s.Count)
+	return s, nil
+}
+
+// perStep turns a sum over typical steps into a mean per typical step.
+func (a *deviceAnalysis) perStep(sum int64, n int) *int64 {
+	if n == 0 {
+		return nil
+	}
+	v := sum / int64(n)
+	return &v
 }
 
 // typicalSteps is the number of typical steps.
@@ -460,47 +775,9 @@ func (a *deviceAnalysis) typicalSteps() int {
 	return n
 }
 
-// perStep turns a sum over typical steps into a mean per typical step.
-func (a *deviceAnalysis) perStep(sum int64, n int) *int64 {
-	if n == 0 {
-		return nil
-	}
-	v := sum / int64(n)
-	return &v
-}
-
-func (a *deviceAnalysis) isTypical(i int) bool {
-	k := a.step[i]
-	return k >= 0 && a.typical[k]
-}
-
 // breakdowns are the category and kernel-name tables.
 func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	nTyp := a.typicalSteps()
-	type acc struct {
-		ops          int
-		sum, ex, typ int64
-	}
-	var byCat [numCategories]acc
-	byName := map[int32]*acc{}
-	for i, o := range a.ops {
-		c := a.cats[o.Name]
-		n := byName[o.Name]
-		if n == nil {
-			n = &acc{}
-			byName[o.Name] = n
-		}
-		for _, x := range []*acc{&byCat[c], n} {
-			x.ops++
-			if o.Dur > 0 {
-				x.sum += o.Dur
-			}
-			x.ex += a.excl[i]
-			if a.isTypical(i) {
-				x.typ += a.excl[i]
-			}
-		}
-	}
 	share := func(x int64) float64 {
 		if busy == 0 {
 			return 0
@@ -508,11 +785,11 @@ func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 		return float64(x) / float64(busy)
 	}
 	for c := range numCategories {
-		x := byCat[c]
+		x := a.byCat[c]
 		cats = append(cats, Row{Name: c.String(), Ops: x.ops, SumDurNS: x.sum, ExclusiveNS: x.ex,
 			Share: share(x.ex), PerStepNS: a.perStep(x.typ, nTyp)})
 	}
-	for name, x := range byName {
+	for name, x := range a.byName {
 		kernels = append(kernels, Row{Name: a.t.Names[name], Category: a.cats[name].String(), Ops: x.ops,
 			SumDurNS: x.sum, ExclusiveNS: x.ex, Share: share(x.ex), PerStepNS: a.perStep(x.typ, nTyp)})
 	}
@@ -525,64 +802,17 @@ func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	return cats, kernels
 }
 
-// stepFigures builds the per-step table and the typical medians.
-func (a *deviceAnalysis) stepFigures(gs *gapSet) Steps {
+// stepFigures finishes the per-step table and the typical medians.
+func (a *deviceAnalysis) stepFigures() Steps {
 	n := len(a.steps)
-	out := Steps{Steps: []Step{}}
+	out := Steps{Steps: []Step{}, UntaggedBusyNS: a.untagged}
 	if n == 0 {
-		for i := range a.ops {
-			out.UntaggedBusyNS += a.excl[i]
-		}
 		return out
 	}
-	out.Steps = make([]Step, n)
-	gpuFirst := make([]int64, n)
-	gpuLast := make([]int64, n)
-	for k, s := range a.steps {
-		name := a.t.Names[s.Name]
-		out.Steps[k] = Step{Name: name, Number: stepNumber(name), StartNS: s.Start - a.steps[0].Start,
-			SpanNS: s.End - s.Start, Typical: a.typical[k]}
-		gpuFirst[k], gpuLast[k] = -1, -1
-	}
-	for i, o := range a.ops {
-		k := a.step[i]
-		if k < 0 {
-			out.UntaggedBusyNS += a.excl[i]
-			continue
-		}
-		st := &out.Steps[k]
-		st.Ops++
-		st.BusyNS += a.excl[i]
-		if o.Dur > 0 {
-			if gpuFirst[k] < 0 || o.Start < gpuFirst[k] {
-				gpuFirst[k] = o.Start
-			}
-			if gpuLast[k] < 0 || o.End() > gpuLast[k] {
-				gpuLast[k] = o.End()
-			}
-		}
-	}
-	// Sort the gaps by (step, length) in place so each step's gaps are a
-	// sorted run: per-step medians without a copy per step.
-	sort.Sort(byStepLen{gs})
-	for lo := 0; lo < len(gs.lens); {
-		hi := lo
-		for hi < len(gs.lens) && gs.steps[hi] == gs.steps[lo] {
-			hi++
-		}
-		if k := gs.steps[lo]; k >= 0 {
-			st := &out.Steps[k]
-			st.GapCount = hi - lo
-			for _, l := range gs.lens[lo:hi] {
-				st.GapNS += l
-			}
-			st.GapP50NS = nearestRank(gs.lens[lo:hi], 50)
-		}
-		lo = hi
-	}
+	out.Steps = a.stepRows
 	for k := range out.Steps {
-		if gpuFirst[k] >= 0 {
-			out.Steps[k].GPUSpanNS = gpuLast[k] - gpuFirst[k]
+		if a.gpuFirst[k] >= 0 {
+			out.Steps[k].GPUSpanNS = a.gpuLast[k] - a.gpuFirst[k]
 		}
 	}
 	if n >= 3 && !a.opts.AllSteps {
@@ -620,57 +850,93 @@ func median(v []int64) int64 {
 	return s[(len(s)-1)/2]
 }
 
-// byStepLen sorts a gapSet's parallel slices by step, then length.
-type byStepLen struct{ g *gapSet }
+// slotHeap is a binary min-heap of slot indices that keeps each slot's
+// position up to date, so an op can be removed from the middle when it
+// ends. (Lazy deletion would keep ended low-priority ops in the owner heap
+// for as long as a higher-priority op runs: unbounded under one long
+// kernel.) By end time when end is set, else by owner priority: compute
+// over copies over communication, then the earlier op in time order.
+type slotHeap struct {
+	a     []int32
+	slots *[]slot
+	end   bool
+}
 
-func (b byStepLen) Len() int { return len(b.g.lens) }
-func (b byStepLen) Less(i, j int) bool {
-	if b.g.steps[i] != b.g.steps[j] {
-		return b.g.steps[i] < b.g.steps[j]
+func (h *slotHeap) len() int   { return len(h.a) }
+func (h *slotHeap) top() int32 { return h.a[0] }
+
+func (h *slotHeap) less(i, j int) bool {
+	s := *h.slots
+	x, y := &s[h.a[i]], &s[h.a[j]]
+	if h.end {
+		return x.j.End() < y.j.End()
 	}
-	return b.g.lens[i] < b.g.lens[j]
-}
-func (b byStepLen) Swap(i, j int) {
-	b.g.lens[i], b.g.lens[j] = b.g.lens[j], b.g.lens[i]
-	b.g.steps[i], b.g.steps[j] = b.g.steps[j], b.g.steps[i]
-}
-
-// idxHeap is a binary min-heap of op indices under less.
-type idxHeap struct {
-	a    []int32
-	less func(x, y int32) bool
+	if x.prio != y.prio {
+		return x.prio < y.prio
+	}
+	return x.seq < y.seq
 }
 
-func (h *idxHeap) len() int   { return len(h.a) }
-func (h *idxHeap) top() int32 { return h.a[0] }
-func (h *idxHeap) push(x int32) {
+func (h *slotHeap) setPos(i int) {
+	s := &(*h.slots)[h.a[i]]
+	if h.end {
+		s.endPos = i
+	} else {
+		s.ownPos = i
+	}
+}
+
+func (h *slotHeap) swap(i, j int) {
+	h.a[i], h.a[j] = h.a[j], h.a[i]
+	h.setPos(i)
+	h.setPos(j)
+}
+
+func (h *slotHeap) push(x int32) {
 	h.a = append(h.a, x)
-	for i := len(h.a) - 1; i > 0; {
+	i := len(h.a) - 1
+	h.setPos(i)
+	h.up(i)
+}
+
+func (h *slotHeap) up(i int) {
+	for i > 0 {
 		p := (i - 1) / 2
-		if !h.less(h.a[i], h.a[p]) {
-			break
+		if !h.less(i, p) {
+			return
 		}
-		h.a[i], h.a[p] = h.a[p], h.a[i]
+		h.swap(i, p)
 		i = p
 	}
 }
 
-func (h *idxHeap) pop() {
-	n := len(h.a) - 1
-	h.a[0] = h.a[n]
-	h.a = h.a[:n]
-	for i := 0; ; {
+func (h *slotHeap) down(i int) {
+	n := len(h.a)
+	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && h.less(h.a[l], h.a[m]) {
+		if l < n && h.less(l, m) {
 			m = l
 		}
-		if r < n && h.less(h.a[r], h.a[m]) {
+		if r < n && h.less(r, m) {
 			m = r
 		}
 		if m == i {
 			return
 		}
-		h.a[i], h.a[m] = h.a[m], h.a[i]
+		h.swap(i, m)
 		i = m
+	}
+}
+
+// remove takes out the element at position i.
+func (h *slotHeap) remove(i int) {
+	n := len(h.a) - 1
+	if i != n {
+		h.swap(i, n)
+	}
+	h.a = h.a[:n]
+	if i < n {
+		h.down(i)
+		h.up(i)
 	}
 }

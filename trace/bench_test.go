@@ -176,3 +176,42 @@ func TestWriteSynthetic(t *testing.T) {
 	}
 	t.Logf("wrote %s: %d GPU ops", *synthetic, ops)
 }
+
+// fileScratch is the CLI's kind of scratch, for the benchmark: runs as
+// temporary files, removed on Close.
+type fileScratch struct{ dir string }
+
+func (s fileScratch) Create() (ScratchFile, error) {
+	f, err := os.CreateTemp(s.dir, "run-")
+	if err != nil {
+		return nil, err
+	}
+	return removeOnClose{f}, nil
+}
+
+type removeOnClose struct{ *os.File }
+
+func (f removeOnClose) Close() error {
+	err := f.File.Close()
+	if rerr := os.Remove(f.Name()); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// BenchmarkAnalyzeSpill is BenchmarkAnalyze through temporary files with
+// 256 KiB sort buffers, so that every stage spills runs and merges them,
+// as a multi-GB trace does with the default buffers.
+func BenchmarkAnalyzeSpill(b *testing.B) {
+	data := syntheticTrace(b)
+	opts := Options{Scratch: fileScratch{b.TempDir()}, BufferBytes: 256 << 10}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Analyze(bytes.NewReader(data), opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(data))*float64(b.N)/1e6/b.Elapsed().Seconds(), "MB/s")
+}

@@ -71,10 +71,26 @@
 // displayTimeUnit says) and are converted to integer nanoseconds without
 // float64: epoch-µs timestamps need 17 significant digits. Only events with
 // ph "X" are used. Host ops, flows and metadata are skipped without being
-// stored, so memory grows with the number of GPU ops (about 56 bytes each
-// with their launches), not with the size of the JSON. A trace cut off
-// inside its events is analysed and flagged "truncated"; one cut off before
-// any GPU op fails with ErrTruncated.
+// stored. A trace cut off inside its events is analysed and flagged
+// "truncated"; one cut off before any GPU op fails with ErrTruncated.
+//
+// # Memory
+//
+// The analysis is a pipeline of sorts over compact fixed-size records:
+// GPU ops (31 bytes) and launches (24) by correlation id for the join, the
+// joined ops (56) by time for the sweep, label points (29) by track for the
+// label tables, and gap lengths (12) for exact percentiles. Given
+// Options.Scratch (the CLI gives it temporary files), each sort holds at
+// most Options.BufferBytes and spills full buffers as sorted runs, merged
+// on read at most 32 at a time, so memory does not grow with the number of
+// ops or the size of the JSON. The figures are the same as in memory. What
+// is still held in full is small and grows only with the trace's shape:
+// one entry per step, stream, host thread and device, the ops running at
+// one instant and the labels open at one instant. Names are capped at
+// 20,000 (or 4 MiB); later kernel names are merged into one row per
+// category, later label names into one row, flagged "names_merged", and
+// every sum stays exact. Without Scratch everything is sorted in memory:
+// about 100 bytes per GPU op at the peak.
 //
 // The --json schema is documented in docs/trace-json.md.
 package trace

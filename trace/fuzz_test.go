@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // FuzzParse feeds arbitrary bytes to the parser and the report. Neither may
@@ -47,5 +49,13 @@ func FuzzParse(f *testing.F) {
 			checkInvariants(t, d)
 		}
 		checkGaps(t, gaps)
+		// Spilling after every few records must not change a figure.
+		spilled, err := Analyze(bytes.NewReader(data), Options{Scratch: MemScratch{}, BufferBytes: 1})
+		if err != nil {
+			t.Fatalf("Parse succeeded, spilling Analyze failed: %v", err)
+		}
+		if diff := cmp.Diff(r, spilled); diff != "" {
+			t.Fatalf("spilled report differs (-memory +spilled):\n%s", diff)
+		}
 	})
 }

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -18,94 +19,68 @@ const Unlabelled = "(unlabelled)"
 // exactly, which is the digest's condition for a per-label breakdown to be
 // valid. Inclusive time (an op counted under every distinct label name
 // containing it) is kept beside it to find aggregates and duplicates.
-func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
+func (a *deviceAnalysis) labels(gpu bool, busy int64) (LabelTable, error) {
 	kind := "user_annotation"
+	src, pts, unlabelled := a.hostLabels, a.hostPts, a.hostUnlab
 	if gpu {
 		kind = "gpu_user_annotation"
+		src, pts, unlabelled = a.gpuLabels, a.gpuPts, 0
 	}
-	dev := a.ops[0].Device
-	var ls []Label
-	for _, l := range a.t.Labels {
-		if l.GPU == gpu && (!gpu || l.Device == dev) {
-			ls = append(ls, l)
-		}
+	// Points are the ops' exclusive times sorted by (track, attribution
+	// time); labels are sorted by (device, track, start). One merge of the
+	// two attributes every point; only the labels containing the current
+	// point are held.
+	sortedPts, err := pts.finish()
+	if err != nil {
+		return LabelTable{}, fmt.Errorf("sort %s points: %w", kind, err)
 	}
-	slices.SortFunc(ls, func(x, y Label) int {
-		if c := cmp.Compare(x.Track, y.Track); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Start, y.Start)
-	})
-	// Points are op indices sorted by (track, attribution time): 4 bytes an
-	// op instead of a struct, since this runs over every op of the trace.
-	track := func(i int32) int32 {
-		if gpu {
-			return a.ops[i].Stream
-		}
-		return a.t.Launches[a.launch[i]].Thread
-	}
-	at := func(i int32) int64 {
-		if gpu {
-			return a.ops[i].Start
-		}
-		return a.t.Launches[a.launch[i]].Start
-	}
-	var pts []int32
-	var unlabelled int64
-	for i := range a.ops {
-		switch {
-		case a.excl[i] == 0:
-		case gpu || a.launch[i] >= 0:
-			pts = append(pts, int32(i))
-		default:
-			unlabelled += a.excl[i]
-		}
-	}
-	slices.SortFunc(pts, func(x, y int32) int {
-		if c := cmp.Compare(track(x), track(y)); c != 0 {
-			return c
-		}
-		return cmp.Compare(at(x), at(y))
-	})
+	defer sortedPts.close()
 
-	type acc struct {
-		instances          int
-		host, ex, inc, typ int64
-	}
-	byName := map[int32]*acc{}
-	get := func(n int32) *acc {
+	byName := map[int32]*labelAcc{}
+	get := func(n int32) *labelAcc {
 		x := byName[n]
 		if x == nil {
-			x = &acc{}
+			x = &labelAcc{}
 			byName[n] = x
 		}
 		return x
 	}
-	for _, l := range ls {
+	lp := newPeeker(src.iter())
+	if gpu {
+		for lp.ok && lp.cur.Device < a.dev {
+			lp.advance()
+		}
+	}
+	has := func() bool { return lp.ok && (!gpu || lp.cur.Device == a.dev) }
+	nLabels := 0
+	consume := func() Label {
+		l := lp.cur
 		x := get(l.Name)
 		x.instances++
 		x.host += l.End - l.Start
+		nLabels++
+		lp.advance()
+		return l
 	}
-	stamp := make(map[int32]int32)
+	stamp := make(map[int32]int64)
 	var active []Label
-	j := 0
 	cur := int32(0)
-	for pi, i := range pts {
-		tr, x := track(i), at(i)
-		if pi == 0 || tr != cur {
-			cur, active = tr, active[:0]
-			for j < len(ls) && ls[j].Track < cur {
-				j++
+	firstPt := true
+	it := sortedPts.iter()
+	var p point
+	for it.next(&p) {
+		if firstPt || p.Track != cur {
+			cur, active, firstPt = p.Track, active[:0], false
+			for has() && lp.cur.Track < cur {
+				consume()
 			}
 		}
-		for j < len(ls) && ls[j].Track == cur && ls[j].Start <= x {
-			active = append(active, ls[j])
-			j++
+		for has() && lp.cur.Track == cur && lp.cur.Start <= p.At {
+			active = append(active, consume())
 		}
-		active = slices.DeleteFunc(active, func(l Label) bool { return l.End <= x })
-		ex := a.excl[i]
+		active = slices.DeleteFunc(active, func(l Label) bool { return l.End <= p.At })
 		if len(active) == 0 {
-			unlabelled += ex
+			unlabelled += p.Excl
 			continue
 		}
 		inner := active[0]
@@ -115,17 +90,23 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
 			}
 		}
 		in := get(inner.Name)
-		in.ex += ex
-		if a.isTypical(int(i)) {
-			in.typ += ex
+		in.ex += p.Excl
+		if p.Typical {
+			in.typ += p.Excl
 		}
 		for _, l := range active {
-			if s, ok := stamp[l.Name]; ok && s == i+1 {
+			if s, ok := stamp[l.Name]; ok && s == p.Seq {
 				continue
 			}
-			stamp[l.Name] = i + 1
-			get(l.Name).inc += ex
+			stamp[l.Name] = p.Seq
+			get(l.Name).inc += p.Excl
 		}
+	}
+	for has() {
+		consume()
+	}
+	if err := errors.Join(it.err, lp.it.err); err != nil {
+		return LabelTable{}, fmt.Errorf("read %s labels: %w", kind, err)
 	}
 
 	nTyp := a.typicalSteps()
@@ -137,12 +118,7 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
 	}
 	tab := LabelTable{Kind: kind, Rows: []LabelRow{}, UnlabelledNS: unlabelled, Aggregates: []LabelRow{},
 		Duplicates: [][]string{}, NoGPUTime: []LabelRow{}}
-	var unTyp int64
-	for i := range a.ops {
-		if a.isTypical(i) {
-			unTyp += a.excl[i]
-		}
-	}
+	unTyp := a.typicalBusy
 	byInclusive := map[int64][]string{}
 	for name, x := range byName {
 		row := LabelRow{Name: a.t.Names[name], Instances: x.instances, HostNS: x.host, ExclusiveNS: x.ex,
@@ -185,11 +161,17 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) LabelTable {
 		}
 	}
 	slices.SortFunc(tab.Duplicates, func(x, y []string) int { return cmp.Compare(x[0], y[0]) })
-	if len(ls) > 0 && tab.InclusiveSumNS > busy {
+	if nLabels > 0 && tab.InclusiveSumNS > busy {
 		tab.DoubleCounted = true
 		a.flag("label_double_count", tab.InclusiveSumNS-busy,
 			fmt.Sprintf("%s: Σ inclusive label time %d ns exceeds busy time %d ns", kind, tab.InclusiveSumNS, busy),
 			"adding per-label inclusive times counts nested or overlapping labels twice; use the exclusive column")
 	}
-	return tab
+	return tab, nil
+}
+
+// labelAcc accumulates one label name's row.
+type labelAcc struct {
+	instances          int
+	host, ex, inc, typ int64
 }

@@ -30,8 +30,8 @@ const (
 )
 
 // Op is one GPU operation: a kernel, memcpy or memset on one stream. It is
-// kept to 32 bytes because a trace holds hundreds of thousands and they are
-// most of the memory the analysis needs.
+// kept to 32 bytes (31 when spilled) because a trace holds millions and
+// they are most of what the analysis sorts.
 type Op struct {
 	Start int64 // ns, on the trace's own time base
 	Dur   int64 // ns
@@ -66,10 +66,11 @@ type Label struct {
 	GPU        bool
 }
 
-// Trace is what the analysis keeps of a Kineto trace: GPU ops, their
-// launches, labels and profiler steps. Host ops (cpu_op), flows and metadata
-// are read past without being stored, so memory grows with the number of GPU
-// ops, not with the size of the JSON.
+// Trace is what Parse keeps of a Kineto trace: GPU ops, their launches,
+// labels and profiler steps. Host ops (cpu_op), flows and metadata are read
+// past without being stored, so memory grows with the number of GPU ops,
+// not with the size of the JSON. Analyze with Options.Scratch streams the
+// same records through bounded sort buffers instead.
 type Trace struct {
 	Ops      []Op
 	Launches []Launch
@@ -97,6 +98,16 @@ type Trace struct {
 
 	names   map[string]int32
 	threads map[threadKey]int32
+
+	// sink, when set, receives ops, launches and labels instead of the
+	// slices above (Analyze), so that they can be spilled to scratch.
+	sink    *sinks
+	sinkErr error // the first error filing a record into sink
+	nOps    int64 // GPU ops read, kept in Ops or in sink
+
+	nameBytes   int64              // Σ len(Names)
+	namesMerged int64              // events whose new name found the table full
+	forcedCat   map[int32]Category // categories of the merged op rows
 }
 
 // threadKey identifies a host thread. Kineto writes pid/tid as numbers, but
@@ -111,6 +122,44 @@ func (t *Trace) intern(b []byte) int32 {
 	s := string(b)
 	t.Names = append(t.Names, s)
 	t.names[s] = i
+	t.nameBytes += int64(len(s))
+	return i
+}
+
+// Bounds on the name table. Every per-name table (kernels, labels) is
+// bounded by it, so it bounds them all. Real traces have hundreds to a few
+// thousand distinct kernel and label names; a trace with more (a name per
+// step or per call) would otherwise make memory grow with the trace.
+const (
+	maxNames     = 20000
+	maxNameBytes = 4 << 20
+)
+
+// OtherNames starts the name of the row that collects ops or labels whose
+// names came after the name table was full.
+const OtherNames = "(other names"
+
+// internCapped interns a kernel or label name while the table has room.
+// Past that, a new name is merged into one row per category for ops
+// (the category is decided from the real name, so category figures stay
+// exact) or one row for labels, and counted for the names_merged flag.
+func (t *Trace) internCapped(b []byte, isOp bool, kind OpKind) int32 {
+	if i, ok := t.names[string(b)]; ok {
+		return i
+	}
+	if len(t.Names) < maxNames && t.nameBytes+int64(len(b)) <= maxNameBytes {
+		return t.intern(b)
+	}
+	t.namesMerged++
+	if !isOp {
+		return t.intern([]byte(OtherNames + ": labels)"))
+	}
+	c := Categorize(kind, string(b))
+	i := t.intern([]byte(OtherNames + ": " + c.String() + ")"))
+	if t.forcedCat == nil {
+		t.forcedCat = map[int32]Category{}
+	}
+	t.forcedCat[i] = c
 	return i
 }
 
@@ -149,15 +198,31 @@ func (e *event) reset() {
 // returns an error wrapping ErrTruncated. Events with wrong field types or
 // out-of-range numbers are counted in Dropped and skipped.
 func Parse(r io.Reader) (*Trace, error) {
-	t := &Trace{Dropped: map[string]int64{}, names: map[string]int32{}, threads: map[threadKey]int32{}}
+	return parse(r, nil)
+}
+
+// parse is Parse, filing records into sink when it is set. On error the
+// sink's runs are released.
+func parse(r io.Reader, sink *sinks) (_ *Trace, err error) {
+	t := &Trace{Dropped: map[string]int64{}, names: map[string]int32{}, threads: map[threadKey]int32{}, sink: sink}
+	defer func() {
+		if err != nil && sink != nil {
+			if cerr := sink.close(); cerr != nil {
+				err = fmt.Errorf("%w (and releasing scratch: %v)", err, cerr)
+			}
+		}
+	}()
 	s := newScanner(r)
-	err := t.parseTop(s)
+	err = t.parseTop(s)
 	t.Bytes = s.offset()
 	if err == nil {
 		return t, nil
 	}
+	if t.sinkErr != nil {
+		return nil, fmt.Errorf("spill to scratch: %w", t.sinkErr)
+	}
 	if errors.Is(err, errEOF) {
-		if len(t.Ops) == 0 {
+		if t.nOps == 0 {
 			// Kineto writes host events before GPU ones: a trace cut early
 			// can hold thousands of events and still nothing to account.
 			return nil, fmt.Errorf("%w: input ends at byte %d before any GPU op (%d events read)", ErrTruncated, s.offset(), t.Events)
@@ -284,6 +349,9 @@ func (t *Trace) parseEvents(s *scanner) error {
 			}
 			t.Events++
 			t.use(&e)
+			if t.sinkErr != nil {
+				return t.sinkErr
+			}
 		}
 		more, err := s.more(']')
 		if err != nil {
@@ -534,14 +602,14 @@ func (t *Trace) use(e *event) {
 			t.drop("GPU op device or stream out of range")
 			return
 		}
-		op := Op{Start: e.ts, Dur: e.dur, Name: t.intern(e.name), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
+		op := Op{Start: e.ts, Dur: e.dur, Name: t.internCapped(e.name, true, gpuKind), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 {
 			op.Corr = uint32(e.corr)
 		}
-		t.Ops = append(t.Ops, op)
+		t.addOp(op)
 	case isRuntime:
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 && isLaunchName(e.name) {
-			t.Launches = append(t.Launches, Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
+			t.addLaunch(Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
 		}
 	case isStep:
 		t.Steps = append(t.Steps, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
@@ -553,9 +621,9 @@ func (t *Trace) use(e *event) {
 			t.drop("gpu_user_annotation without numeric device and stream")
 			return
 		}
-		t.Labels = append(t.Labels, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
 	case isLabel:
-		t.Labels = append(t.Labels, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: t.thread(threadKey{e.pid, e.tid})})
 	case isSpan:
 		if !t.HasProfilerSpan || e.ts < t.ProfilerStart {
 			t.ProfilerStart = e.ts
@@ -564,6 +632,38 @@ func (t *Trace) use(e *event) {
 			t.ProfilerEnd = end
 		}
 		t.HasProfilerSpan = true
+	}
+}
+
+func (t *Trace) addOp(o Op) {
+	t.nOps++
+	if t.sink == nil {
+		t.Ops = append(t.Ops, o)
+	} else if err := t.sink.ops.add(o); err != nil {
+		t.sinkErr = err
+	}
+}
+
+func (t *Trace) addLaunch(l Launch) {
+	if t.sink == nil {
+		t.Launches = append(t.Launches, l)
+	} else if err := t.sink.launches.add(l); err != nil {
+		t.sinkErr = err
+	}
+}
+
+func (t *Trace) addLabel(l Label) {
+	var err error
+	switch {
+	case t.sink == nil:
+		t.Labels = append(t.Labels, l)
+	case l.GPU:
+		err = t.sink.gpuLabels.add(l)
+	default:
+		err = t.sink.hostLabels.add(l)
+	}
+	if err != nil {
+		t.sinkErr = err
 	}
 }
 

@@ -3,12 +3,15 @@ package cli
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/trace"
@@ -24,8 +27,11 @@ type TraceCmd struct {
 	AllSteps bool     `help:"Keep the first (warm-up) and last (truncated) steps in the typical figures."`
 }
 
-// traceMemoryLimit is the soft heap limit while a trace is analysed.
-const traceMemoryLimit = 48 << 20
+// traceMemoryLimit is the soft heap limit while a trace is analysed. The
+// live heap peaks near 13 MiB (sort buffers, merge readers, the scanner);
+// 32 MiB keeps peak RSS near 40 MiB at any trace size for a few percent
+// more GC time (docs/trace-performance.md).
+const traceMemoryLimit = 32 << 20
 
 // traceJSON is the --json document for one trace.
 type traceJSON struct {
@@ -53,16 +59,20 @@ func (c *TraceCmd) Run(env *Env) error {
 		return usageErrorf("canifinetune trace FILE --what-if attention=1.5x", "--what-if takes one trace, not a comparison")
 	}
 	if env.Getenv == nil || env.Getenv("GOMEMLIMIT") == "" {
-		// The analysis keeps about 56 bytes per GPU op (the op, its launch).
-		// Left alone, the GC lets the heap reach twice the live set before
-		// collecting; a soft limit keeps the peak RSS of a 1 GB trace
-		// (≈425k ops) near 55 MiB instead of 85. It is soft: a larger trace
-		// still completes, with more GC work. GOMEMLIMIT overrides it.
+		// The analysis holds its sort buffers (a few MiB each, see
+		// trace.Options) whatever the trace's size. Left alone, the GC lets
+		// the heap reach twice the live set before collecting; a soft limit
+		// keeps the peak RSS well under 64 MiB. It is soft: nothing fails
+		// above it, the GC only works harder. GOMEMLIMIT overrides it.
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(traceMemoryLimit))
 	}
+	// Ctrl-C or SIGTERM stops the analysis at its next read or scratch
+	// write, so that the scratch directory is removed on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	reports := make([]*trace.Report, len(c.Files))
 	for i, f := range c.Files {
-		r, err := analyzeTraceFile(f, trace.Options{AllSteps: c.AllSteps})
+		r, err := analyzeTraceFile(ctx, f, trace.Options{AllSteps: c.AllSteps}, "")
 		if err != nil {
 			return err
 		}
@@ -96,14 +106,16 @@ func (c *TraceCmd) Run(env *Env) error {
 }
 
 // analyzeTraceFile opens a trace, gunzipping it when it starts with the gzip
-// magic (whatever its name), and analyses it.
-func analyzeTraceFile(name string, opts trace.Options) (*trace.Report, error) {
+// magic (whatever its name), and analyses it with its sorted runs spilled to
+// a private directory under tmpRoot ("" is the system's temporary
+// directory), removed before it returns, whatever happens.
+func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -116,12 +128,77 @@ func analyzeTraceFile(name string, opts trace.Options) (*trace.Report, error) {
 		defer zr.Close()
 		r = zr
 	}
+	// MkdirTemp makes the directory 0700: the runs hold the trace's
+	// timings and are nobody else's business.
+	dir, err := os.MkdirTemp(tmpRoot, "canifinetune-trace-")
+	if err != nil {
+		return nil, fmt.Errorf("trace scratch directory: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+			err = fmt.Errorf("remove trace scratch directory: %w", rerr)
+		}
+	}()
+	opts.Scratch = &traceScratch{ctx: ctx, dir: dir}
 	rep, err := trace.Analyze(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", name, err)
 	}
 	rep.Source = name
 	return rep, nil
+}
+
+// errInterrupted reports an analysis stopped by Ctrl-C or SIGTERM.
+var errInterrupted = errors.New("interrupted")
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, errInterrupted
+	}
+	return c.r.Read(p)
+}
+
+// traceScratch keeps the analysis's sorted runs as files in dir. Each file
+// is removed when the analysis closes it; dir itself by analyzeTraceFile.
+type traceScratch struct {
+	ctx context.Context
+	dir string
+}
+
+func (s *traceScratch) Create() (trace.ScratchFile, error) {
+	if s.ctx.Err() != nil {
+		return nil, errInterrupted
+	}
+	f, err := os.CreateTemp(s.dir, "run-")
+	if err != nil {
+		return nil, err
+	}
+	return &scratchFile{ctx: s.ctx, File: f}, nil
+}
+
+type scratchFile struct {
+	ctx context.Context
+	*os.File
+}
+
+// Write stops once ctx is done, so an interrupt during the report stage
+// ends it within one buffer's write.
+func (f *scratchFile) Write(p []byte) (int, error) {
+	if f.ctx.Err() != nil {
+		return 0, errInterrupted
+	}
+	return f.File.Write(p)
+}
+
+// Close closes and removes the file.
+func (f *scratchFile) Close() error {
+	return errors.Join(f.File.Close(), os.Remove(f.Name()))
 }
 
 // fmtNS formats nanoseconds for people: three significant figures or so.
