@@ -287,8 +287,9 @@ func roundSig(x float64, digits int) float64 {
 // applied only inside the calibration's domain; outside it the embedded
 // coefficients are used and the estimate says so.
 type Calibrated struct {
-	Cal   *Calibration
-	Name_ string
+	Cal *Calibration
+	// File names the calibration file in notes.
+	File string
 }
 
 // Name implements estimate.Estimator.
@@ -299,7 +300,7 @@ func (c Calibrated) Version() string { return estimate.Canifinetune{}.Version() 
 
 // Describe implements estimate.Estimator.
 func (c Calibrated) Describe() string {
-	return "the default estimator with coefficients from " + c.Name_
+	return "the default estimator with coefficients from " + c.File
 }
 
 // Estimate implements estimate.Estimator.
@@ -307,14 +308,14 @@ func (c Calibrated) Estimate(r estimate.Request) (*estimate.Estimate, error) {
 	if ok, why := c.Cal.Domain.Contains(r); !ok {
 		e, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}.Estimate(r)
 		if err == nil {
-			e.Assumptions = append(e.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.Name_, why))
+			e.Assumptions = append(e.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.File, why))
 		}
 		return e, err
 	}
-	e, err := estimate.Canifinetune{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.Name_}.Estimate(r)
+	e, err := estimate.Canifinetune{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}.Estimate(r)
 	if err == nil {
 		e.Version = c.Version()
-		e.Assumptions = append(e.Assumptions, "coefficients from calibration "+c.Name_)
+		e.Assumptions = append(e.Assumptions, "coefficients from calibration "+c.File)
 	}
 	return e, err
 }

@@ -92,7 +92,7 @@ func TestCalibratedDomain(t *testing.T) {
 	k := estimate.DefaultCoefficients
 	k.ReservedConstGiB += 10
 	cal := &Calibration{Coefficients: k, Domain: Domain{ModelTypes: []string{req.Model.ModelType}, Methods: []string{string(req.Method)}, Stacks: []string{req.Stack}, GPUMemGiB: [2]float64{1, 200}}}
-	in, err := Calibrated{Cal: cal, Name_: "c.json"}.Estimate(req)
+	in, err := Calibrated{Cal: cal, File: "c.json"}.Estimate(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestCalibratedDomain(t *testing.T) {
 		t.Errorf("inside the domain the calibration moved reserved by %d bytes, want ≈ 10 GiB", d)
 	}
 	cal.Domain.ModelTypes = []string{"gpt2"}
-	out, err := Calibrated{Cal: cal, Name_: "c.json"}.Estimate(req)
+	out, err := Calibrated{Cal: cal, File: "c.json"}.Estimate(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,5 +111,5 @@ func loadCalibration(path string) (estimate.Estimator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return evidence.Calibrated{Cal: cal, Name_: filepath.Base(path)}, nil
+	return evidence.Calibrated{Cal: cal, File: filepath.Base(path)}, nil
 }

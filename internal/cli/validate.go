@@ -76,7 +76,7 @@ func (c *ValidateCmd) Run(env *Env) error {
 			return usageErrorf("canifinetune validate "+c.File+" --estimator "+cal.Estimator+" --calibration "+c.Calibration,
 				"--calibration %s calibrates the %s estimator, not %s", c.Calibration, cal.Estimator, ests[0].Name())
 		}
-		ests[0] = evidence.Calibrated{Cal: cal, Name_: filepath.Base(c.Calibration)}
+		ests[0] = evidence.Calibrated{Cal: cal, File: filepath.Base(c.Calibration)}
 	}
 	all, err := readCasesFile(c.File)
 	if err != nil {
