@@ -179,12 +179,22 @@ func clip(s string) string {
 	return s
 }
 
-// retryAfter reads a Retry-After in seconds; the HTTP-date form is rare from
-// the Hub and is treated as absent.
+// retryAfter reads a Retry-After in seconds or as an HTTP date. A date is
+// measured from the response's own Date header, so neither the local clock
+// nor clock skew with the server matters; without a Date header it is
+// treated as absent.
 func retryAfter(resp *http.Response) time.Duration {
-	secs, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-	if err != nil || secs < 0 {
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(secs) * time.Second
+	}
+	at, err1 := http.ParseTime(v)
+	now, err2 := http.ParseTime(resp.Header.Get("Date"))
+	if err1 != nil || err2 != nil || !at.After(now) {
 		return 0
 	}
-	return time.Duration(secs) * time.Second
+	return at.Sub(now)
 }
