@@ -19,18 +19,19 @@ type EstimateCmd struct {
 	ModelFlags `embed:""`
 
 	Method     string   `enum:"full,lora,qlora" default:"lora" help:"What is trained: full, lora or qlora (${enum})."`
-	Precision  string   `enum:"bf16-true,bf16-mixed,fp16-true,fp16-mixed,fp32" default:"bf16-true" help:"bf16-true: weights, grads and optimizer states in bf16 (seed 000's 'bf16'); -mixed keeps fp32 master weights (${enum})."`
+	Precision  string   `help:"bf16-true (default): weights, grads and optimizer states in bf16 (seed 000's 'bf16'); bf16-mixed, fp16-mixed keep fp32 master weights; fp16-true; fp32."`
 	Quant      string   `help:"QLoRA base quantization: nf4, nf4-dq (double quant, default), fp4, int8."`
 	Rank       int64    `default:"16" help:"LoRA rank."`
 	Targets    []string `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
 	Extra      []string `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
 	SeqLen     int64    `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
 	Batch      int64    `default:"1" help:"Micro-batch size per GPU."`
-	GradCkpt   string   `name:"grad-ckpt" enum:"none,full,unsloth,offload" default:"none" help:"Activation checkpointing (${enum})."`
-	Optimizer  string   `default:"adamw_torch" help:"adamw_torch (foreach), adamw_torch_fused, sgd, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit."`
+	GradCkpt   string   `name:"grad-ckpt" help:"Activation checkpointing: none (default), full, unsloth, offload."`
+	Optimizer  string   `help:"adamw_torch (foreach; default), adamw_torch_fused, sgd, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit."`
 	OptimDtype string   `name:"optimizer-state-dtype" help:"fp32 or bf16; default: the parameter dtype."`
-	Attn       string   `enum:"sdpa,flash_attention_2,eager,flex_attention" default:"sdpa" help:"Attention implementation; eager adds the s² score matrix (${enum})."`
-	FusedCE    string   `name:"fused-ce" enum:"none,liger,chunked,cut_cross_entropy" default:"none" help:"Fused or chunked cross-entropy, which removes the logits chain (${enum})."`
+	Attn       string   `help:"Attention implementation: sdpa (default), flash_attention_2, flex_attention, or eager, which adds the s² score matrix."`
+	FusedCE    string   `name:"fused-ce" help:"Fused or chunked cross-entropy: none (default), liger or cut_cross_entropy (no logits materialised), chunked."`
+	Stack      string   `help:"Framework preset that fills what the flags leave unset: hf-trainer, trl, peft-accelerate, axolotl, litgpt, torchtune, fsdp_qlora, unsloth (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path)."`
 
 	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
 	GPUs        string  `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
@@ -102,6 +103,13 @@ func (c *EstimateCmd) Run(env *Env) error {
 		SeqLen: c.SeqLen, Batch: c.Batch, GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
 		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE,
 		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
+	}
+	if c.Stack != "" {
+		st, err := estimate.StackByName(c.Stack)
+		if err != nil {
+			return usageErrorf("--stack hf-trainer", "%v", err)
+		}
+		st.Apply(&req)
 	}
 	if c.Method != "full" && c.Rank <= 0 {
 		return usageErrorf("--rank 16", "--rank %d: a LoRA rank is a positive integer", c.Rank)
@@ -250,6 +258,7 @@ type configJSON struct {
 	Optimizer string   `json:"optimizer"`
 	Attn      string   `json:"attn"`
 	FusedCE   string   `json:"fused_ce"`
+	Stack     string   `json:"stack,omitempty"`
 	Strategy  string   `json:"sharding"`
 	NumGPUs   int64    `json:"num_gpus"`
 	Offload   string   `json:"cpu_offload"`
@@ -325,7 +334,7 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
 		Config: configJSON{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
-			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE,
+			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
 		TotalBytes: e.Total, TotalGB: round(gib(e.Total), 3),
 		ProxyBytes: e.PlanningProxy, ProxyGB: round(gib(e.PlanningProxy), 3),
