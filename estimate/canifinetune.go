@@ -204,8 +204,14 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 	L := float64(m.NumLayers)
 	t.LayerUnit = perLayer
 	t.ActUnit = L * perLayer
-	if ckptOn(r) {
+	switch r.GradCkpt {
+	case "full":
 		t.CkptUnit = L * s * b * h
+	case "unsloth", "offload":
+		// Unsloth's gradient checkpointing and activation offloading copy
+		// each block's saved input to host RAM (non-blocking) and bring it
+		// back for the recomputation: one block's input stays on the GPU.
+		t.CkptUnit = s * b * h
 	}
 	t.Gated = m.MLP != hfconfig.MLPClassic
 	switch lossPath(r) {
@@ -387,8 +393,11 @@ func b2f(b bool) float64 {
 }
 
 func ckptNote(r Request) string {
-	if ckptOn(r) {
+	switch r.GradCkpt {
+	case "full":
 		return "; checkpointed: block inputs + the larger of the loss chain and one recomputed layer"
+	case "unsloth", "offload":
+		return "; checkpointed with block inputs offloaded to host RAM: the larger of the loss chain and one recomputed layer"
 	}
 	return ""
 }
