@@ -199,6 +199,9 @@ func seedAssumptions(r Request) []string {
 	if !fusedCE(r) {
 		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
 	}
+	if r.Compile {
+		a = append(a, "torch.compile is not modelled: its fused kernels usually save activation memory, so the estimate leans high")
+	}
 	if r.Sharding.Strategy != "none" && r.Sharding.Strategy != "" {
 		a = append(a, fmt.Sprintf("per GPU of %d, %s, offload %s", r.Sharding.GPUs, r.Sharding.Strategy, r.Sharding.CPUOffload))
 	}
