@@ -31,6 +31,7 @@ type EstimateCmd struct {
 	OptimDtype string   `name:"optimizer-state-dtype" help:"fp32 or bf16; default: the parameter dtype."`
 	Attn       string   `help:"Attention implementation: sdpa (default), flash_attention_2, flex_attention, or eager, which adds the s² score matrix."`
 	FusedCE    string   `name:"fused-ce" help:"Fused or chunked cross-entropy: none (default), liger or cut_cross_entropy (no logits materialised), chunked."`
+	Compile    bool     `help:"The run uses torch.compile (not modelled: noted in the assumptions)."`
 	Stack      string   `help:"Framework preset that fills what the flags leave unset: hf-trainer, trl, peft-accelerate, axolotl, litgpt, torchtune, fsdp_qlora, unsloth (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path)."`
 
 	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
@@ -101,7 +102,7 @@ func (c *EstimateCmd) Run(env *Env) error {
 		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),
 		Quant: c.Quant, LoRARank: c.Rank, LoRATargets: c.Targets, ExtraTrainable: c.Extra,
 		SeqLen: c.SeqLen, Batch: c.Batch, GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
-		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE,
+		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE, Compile: c.Compile,
 		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
 	}
 	if c.Stack != "" {
