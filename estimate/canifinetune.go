@@ -308,9 +308,17 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	for _, comp := range e.Components {
 		alloc += comp.Bytes
 	}
-	reserved := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedLargest*t.Largest + k.ReservedConstGiB*GiB)
-	process := reserved + int64(k.ContextGiB*GiB)
-	add(COverhead, process-alloc)
+	// What max_memory_reserved shows on a card with room to spare: the
+	// allocator keeps the blocks of the step's largest transient tensors
+	// cached. Under memory pressure it releases cached blocks and retries
+	// before reporting an OOM (PyTorch's CUDA caching allocator frees
+	// cached blocks on a failed cudaMalloc), so the plan — what the run
+	// needs — counts fragmentation but not those releasable blocks.
+	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
+	reserved := needed + int64(k.ReservedLargest*t.Largest)
+	context := int64(k.ContextGiB * GiB)
+	process := reserved + context
+	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
 	if r.Method == Full {
 		e.TrainableParams = r.Model.Params()
@@ -326,13 +334,13 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		safe = frac(r.GPUTotal, safeF)
 		add(CSafety, safe)
 	}
-	e.PlanningProxy = process
-	e.Total = process + safe
+	e.PlanningProxy = needed + context
+	e.Total = e.PlanningProxy + safe
 	e.Verdict = verdict(e.Total, r)
 	if !r.Terse {
 		n := len(e.Components)
-		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching allocator %.3g·allocated + %.3g·largest tensor + %.2f GiB, CUDA context %.2f GiB (%s)",
-			k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB, c.CoefSource)
+		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching-allocator fragmentation %.3g·allocated + %.2f GiB and the CUDA context %.2f GiB (%s); on a card with room to spare the allocator also keeps %.2f GiB of released blocks cached (levels.reserved)",
+			k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, float64(reserved-needed)/GiB)
 		if r.GPUTotal > 0 {
 			e.Components[n-1].Source = fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100)
 		}

@@ -410,20 +410,20 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	}
 	fmt.Fprintf(tw, "total\t%.2f\t\t\n", o.TotalGB)
 	tw.Flush()
-	fmt.Fprintf(w, "\nplanning proxy (total − safety; compare with a measured reserved peak): %.2f GiB\n", o.ProxyGB)
-	fmt.Fprintf(w, "predicted peaks: allocated %.2f GiB, reserved %.2f GiB, process %.2f GiB\n", o.Levels.AllocatedGB, o.Levels.ReservedGB, o.Levels.ProcessGB)
+	fmt.Fprintf(w, "\nplanning proxy (total − safety margin: what the run needs): %.2f GiB\n", o.ProxyGB)
+	fmt.Fprintf(w, "predicted peaks to compare with measurements: allocated %.2f GiB, reserved %.2f GiB, process (nvidia-smi) %.2f GiB\n", o.Levels.AllocatedGB, o.Levels.ReservedGB, o.Levels.ProcessGB)
 	printGPUSetup(w, o)
 	if o.HostOffloadGB > 0 && o.DataParallel == nil {
 		fmt.Fprintf(w, "host RAM for CPU offload: %.2f GiB per GPU process\n", o.HostOffloadGB)
 	}
 	fmt.Fprintf(w, "confidence: %s — %s\n", o.Confidence.Grade, o.Confidence.Reason)
 	if len(o.Changes) > 0 {
-		fmt.Fprintln(w, "\nchanges that make it fit (one at a time):")
+		fmt.Fprintln(w, "\nchanges that make it fit (each line alone):")
 		for _, ch := range o.Changes {
 			fmt.Fprintf(w, "  %-32s total %.2f GiB, ratio %.2f (saves %.2f GiB)\n", ch.Change, ch.TotalGB, ch.Ratio, ch.SavesGB)
 		}
 	} else if o.Verdict.Fit == "no" || o.Verdict.Fit == "marginal" {
-		fmt.Fprintln(w, "\nno single change (checkpointing, fused loss, 8-bit optimizer, QLoRA, half batch or sequence) makes it fit; combine them or use a larger GPU")
+		fmt.Fprintln(w, "\nno single change or pair of them (checkpointing, fused loss, 8-bit optimizer, QLoRA, half batch or sequence) makes it fit: combine more, or use a larger GPU or several")
 	}
 	fmt.Fprintln(w, "\nassumptions:")
 	for _, a := range o.Assumptions {
