@@ -140,7 +140,7 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 		linear := m.LinearParams()
 		rest := P - linear
 		restBytes := int64(2)
-		if r.UpcastFrozen != nil && *r.UpcastFrozen {
+		if upcastFrozen(r) {
 			restBytes = 4 // prepare_model_for_kbit_training casts non-quantized params to fp32
 		} else if r.Precision == FP32 || (r.Stack == "litgpt" && (r.Precision == BF16Mixed || r.Precision == FP16Mixed)) {
 			restBytes = 4
@@ -416,12 +416,17 @@ func weightSource(r Request) string {
 	}
 	switch r.Method {
 	case QLoRA:
-		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[r.UpcastFrozen != nil && *r.UpcastFrozen])
+		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[upcastFrozen(r)])
 	case LoRA:
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
 }
+
+// upcastFrozen: QLoRA's frozen embeddings and norms are fp32 after PEFT's
+// prepare_model_for_kbit_training — seed 000's HF path, the default when no
+// stack says otherwise.
+func upcastFrozen(r Request) bool { return r.UpcastFrozen == nil || *r.UpcastFrozen }
 
 // residualBytes is the dtype of the activations a step saves. Autocast casts
 // only matmul inputs to 16-bit; norms, element-wise ops and the residual

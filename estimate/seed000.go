@@ -44,6 +44,7 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.UpcastFrozen = nil // seed 000 always upcasts frozen embeddings and norms (§1)
 	m := r.Model
 	e := &Estimate{Estimator: "seed000", Version: Seed000{}.Version(), Params: m.Params()}
 	add := func(name string, b int64, src string) {
@@ -194,7 +195,11 @@ func seedAssumptions(r Request) []string {
 		a = append(a, fmt.Sprintf("LoRA rank %d on %s", r.LoRARank, strings.Join(r.LoRATargets, ", ")))
 	}
 	if r.Method == QLoRA {
-		a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms in fp32 after prepare_model_for_kbit_training", r.Quant))
+		if r.UpcastFrozen == nil || *r.UpcastFrozen {
+			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms in fp32 after prepare_model_for_kbit_training", r.Quant))
+		} else {
+			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms stay 16-bit (%s does not upcast them)", r.Quant, r.Stack))
+		}
 	}
 	if !fusedCE(r) {
 		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
