@@ -39,9 +39,14 @@ func TestDevFiguresPinned(t *testing.T) {
 		t.Errorf("dev figures regressed: median %.2f (pin %.1f), p90 %.2f (pin %.1f), MAPE %.2f (pin %.1f)",
 			s.MedianAbs, pinMedianAbs, s.P90Abs, pinP90Abs, s.MAPE, pinMAPE)
 	}
-	// No OOM row may be predicted to fit.
-	if cl := rep.Classification; cl.PredictedYesOOM != 0 {
+	// No OOM row may be predicted to fit, and no more successful runs than
+	// today may be predicted not to (9 of 13 predicted-no rows succeeded).
+	cl := rep.Classification
+	if cl.PredictedYesOOM != 0 {
 		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
+	}
+	if cl.PredictedNoOK > 9 {
+		t.Errorf("%d of %d rows predicted no succeeded (pin: 9)", cl.PredictedNoOK, cl.PredictedNo)
 	}
 	// Beats both references on MAPE over the same observations.
 	for _, ref := range []string{"seed000", "unsloth"} {
