@@ -24,10 +24,11 @@ type Coefficients struct {
 	// Logits is bytes per logit element of the stock loss chain (seed 000:
 	// 14 — bf16 logits, fp32 upcast, log-softmax, fp32 gradient).
 	Logits float64 `json:"logits_bytes"`
-	// LogitsChunked is bytes per logit element when the loss is chunked
-	// (litgpt's lm_head_chunk_size=128 + chunked_cross_entropy, torchtune's
-	// chunked CE): the 16-bit logits stay, the fp32 chain is per chunk.
-	LogitsChunked float64 `json:"logits_chunked_bytes"`
+	// LogitsLitGPT is bytes per logit element on litgpt's loss path
+	// (lm_head_chunk_size=128 and chunked_cross_entropy over litgpt's own
+	// model code): fitted separately because litgpt's runs carry more per
+	// token than the chunked chain alone explains.
+	LogitsLitGPT float64 `json:"logits_litgpt_bytes"`
 	// CkptPerLayer is bytes per token per hidden unit each checkpointed
 	// block keeps (its input; seed 000: 2 × act_bytes = 4 for bf16).
 	CkptPerLayer float64 `json:"ckpt_bytes_per_token_hidden"`
@@ -89,8 +90,8 @@ type Terms struct {
 	ActUnit float64
 	// Gated tells which activation coefficient applies.
 	Gated bool
-	// Chunked is true when the loss is computed in chunks.
-	Chunked bool
+	// Loss is the loss path: "full", "chunked", "litgpt" or "fused".
+	Loss string
 	// Largest is the step's largest transient tensor in bytes: the fp32
 	// logits of an unchunked loss, else the widest fp32 MLP intermediate.
 	Largest float64
@@ -214,13 +215,13 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 		t.CkptUnit = s * b * h
 	}
 	t.Gated = m.MLP != hfconfig.MLPClassic
-	switch lossPath(r) {
+	t.Loss = lossPath(r)
+	switch t.Loss {
 	case "full":
 		t.LogitUnit = s * b * float64(m.Vocab)
 		t.Largest = 4 * t.LogitUnit
-	case "chunked":
+	case "chunked", "litgpt":
 		t.LogitUnit = s * b * float64(m.Vocab)
-		t.Chunked = true
 		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
 	default:
 		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
@@ -255,8 +256,11 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		acts = actCoef*t.ActUnit + t.Eager*layers
 	}
 	logitsCoef := k.Logits
-	if t.Chunked {
-		logitsCoef = k.LogitsChunked
+	switch t.Loss {
+	case "litgpt":
+		logitsCoef = k.LogitsLitGPT
+	case "chunked":
+		logitsCoef = chunkedLogitBytes
 	}
 	logits := logitsCoef * t.LogitUnit
 	recompute := 0.0
@@ -502,23 +506,32 @@ func adafactorState(m *hfconfig.Model, r Request) int64 {
 // String renders the coefficients for notes and errors.
 func (k Coefficients) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_chunked=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_const=%.3g GiB context=%.3g GiB",
-		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsChunked, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB)
+	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_litgpt=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_const=%.3g GiB context=%.3g GiB",
+		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsLitGPT, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB)
 	return b.String()
 }
 
+// chunkedLogitBytes is what a chunked cross-entropy holds per logit
+// (torchtune's CEWithChunkedOutputLoss and its kind): the 16-bit logits stay
+// for the backward, while each chunk's fp32 upcast, log-softmax and gradient
+// live only while that chunk is computed. Not fitted: the cohort has two
+// such rows.
+const chunkedLogitBytes = 2
+
 // lossPath is how the step computes its loss: "fused" (Liger,
-// cut-cross-entropy: no logits materialised), "chunked" (an explicit chunked
-// loss, or litgpt, whose finetune scripts always call the model with
-// lm_head_chunk_size=128 and chunked_cross_entropy), or "full" (stock HF).
+// cut-cross-entropy: no logits materialised), "litgpt" (whose finetune
+// scripts always call the model with lm_head_chunk_size=128 and
+// chunked_cross_entropy), "chunked" (an explicit chunked loss), or "full"
+// (stock HF: the whole chain at once).
 func lossPath(r Request) string {
 	switch r.FusedCE {
 	case "liger", "cut_cross_entropy":
 		return "fused"
-	case "chunked":
-		return "chunked"
 	}
 	if r.Stack == "litgpt" {
+		return "litgpt"
+	}
+	if r.FusedCE == "chunked" {
 		return "chunked"
 	}
 	return "full"

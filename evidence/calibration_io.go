@@ -30,7 +30,7 @@ func ParseCalibration(b []byte, name string) (*Calibration, error) {
 		x     float64
 	}{
 		{"act_gated", k.ActGated}, {"act_classic", k.ActClassic}, {"act_full_scale", k.FullScale},
-		{"logits_bytes", k.Logits}, {"logits_chunked_bytes", k.LogitsChunked},
+		{"logits_bytes", k.Logits}, {"logits_litgpt_bytes", k.LogitsLitGPT},
 		{"ckpt_bytes_per_token_hidden", k.CkptPerLayer}, {"reserved_frac", k.ReservedFrac},
 		{"reserved_largest", k.ReservedLargest}, {"reserved_const_gib", k.ReservedConstGiB}, {"context_gib", k.ContextGiB},
 	} {

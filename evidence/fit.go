@@ -76,7 +76,7 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 // guide measured (1343 MiB, shared/measurements hf-perf rows), which the fit
 // keeps fixed because the cohort has no decoder row read with nvidia-smi.
 var FitStart = estimate.Coefficients{
-	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 14, LogitsChunked: 4, CkptPerLayer: 4,
+	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 14, LogitsLitGPT: 4, CkptPerLayer: 4,
 	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
 }
 
@@ -115,7 +115,7 @@ var fitParams = []struct {
 	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5},
 	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1},
 	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 6},
-	{"logits_chunked_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsChunked }, 0.1, 2},
+	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2},
 	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2},
 	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0},
 	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0},

@@ -38,7 +38,7 @@ func TestEmbeddedCoefficientsReproduce(t *testing.T) {
 	pairs := map[string][2]float64{
 		"act_gated": {got.ActGated, want.ActGated}, "act_classic": {got.ActClassic, want.ActClassic},
 		"act_full_scale": {got.FullScale, want.FullScale}, "logits_bytes": {got.Logits, want.Logits},
-		"logits_chunked_bytes": {got.LogitsChunked, want.LogitsChunked}, "ckpt": {got.CkptPerLayer, want.CkptPerLayer},
+		"logits_litgpt_bytes": {got.LogitsLitGPT, want.LogitsLitGPT}, "ckpt": {got.CkptPerLayer, want.CkptPerLayer},
 		"reserved_frac": {got.ReservedFrac, want.ReservedFrac}, "reserved_largest": {got.ReservedLargest, want.ReservedLargest},
 		"reserved_const_gib": {got.ReservedConstGiB, want.ReservedConstGiB}, "context_gib": {got.ContextGiB, want.ContextGiB},
 	}

@@ -69,7 +69,7 @@ func (c *CalibrateCmd) Run(env *Env) error {
 		{"act_classic", k.ActClassic, "× seed 000 activation shape, two-matmul MLPs"},
 		{"act_full_scale", k.FullScale, "× activations for full fine-tuning"},
 		{"logits_bytes", k.Logits, "bytes per logit, stock loss"},
-		{"logits_chunked_bytes", k.LogitsChunked, "bytes per logit, chunked loss"},
+		{"logits_litgpt_bytes", k.LogitsLitGPT, "bytes per logit, litgpt's chunked loss path"},
 		{"ckpt_bytes_per_token_hidden", k.CkptPerLayer, "bytes per token per hidden unit per checkpointed block"},
 		{"reserved_frac", k.ReservedFrac, "reserved = allocated·(1+frac) + …"},
 		{"reserved_largest", k.ReservedLargest, "… + this × the largest transient tensor …"},
