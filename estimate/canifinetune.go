@@ -319,8 +319,15 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	// cached blocks on a failed cudaMalloc), so the plan — what the run
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
-	reserved := needed + int64(k.ReservedLargest*t.Largest)
 	context := int64(k.ContextGiB * GiB)
+	cached := int64(k.ReservedLargest * t.Largest)
+	if r.GPUTotal > 0 {
+		// The allocator cannot hold more than the card: with little
+		// headroom it releases cached blocks before each new segment, so
+		// the cached share shrinks to what is left beside the context.
+		cached = max(0, min(cached, r.GPUTotal-context-needed))
+	}
+	reserved := needed + cached
 	process := reserved + context
 	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}

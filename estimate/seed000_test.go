@@ -265,3 +265,28 @@ func TestOffloadedCheckpointing(t *testing.T) {
 		t.Errorf("offloading saved %d bytes, want %d", d, want)
 	}
 }
+
+// The reserved level cannot exceed what the card leaves beside the CUDA
+// context: with little headroom the allocator releases cached blocks.
+func TestReservedCappedByCard(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	est := Canifinetune{Coef: DefaultCoefficients}
+	req := Request{Model: m, Method: QLoRA, SeqLen: 2048, Batch: 12, GradCkpt: "full"}
+	roomy, err := est.Estimate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.GPUTotal = 24 * GiB
+	tight, err := est.Estimate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := int64(DefaultCoefficients.ContextGiB * GiB)
+	if tight.Levels.Reserved > req.GPUTotal-ctx {
+		t.Errorf("reserved %d exceeds the card minus the context (%d)", tight.Levels.Reserved, req.GPUTotal-ctx)
+	}
+	if roomy.Levels.Reserved <= tight.Levels.Reserved || roomy.Levels.Allocated != tight.Levels.Allocated {
+		t.Errorf("without a card reserved is %d, on 24 GiB %d (want larger without); allocated %d vs %d (want equal)",
+			roomy.Levels.Reserved, tight.Levels.Reserved, roomy.Levels.Allocated, tight.Levels.Allocated)
+	}
+}
