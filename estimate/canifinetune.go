@@ -67,9 +67,9 @@ func (Canifinetune) Describe() string {
 	return "default: phase-peak model (forward/loss vs backward-end/optimizer step), separate allocated/reserved/process levels, coefficients fitted on evidence/dev.jsonl"
 }
 
-// Terms are the first-principles pieces of a step, before fitted
-// coefficients: what evidence.Fit regresses on.
-type Terms struct {
+// terms are the first-principles pieces of a step, before the fitted
+// coefficients scale and combine them.
+type terms struct {
 	// Static is resident through the whole step: weights, quantization
 	// metadata, adapters, and for full mixed-precision runs nothing else.
 	Weights, QuantMeta, Adapters int64
@@ -108,22 +108,20 @@ type Terms struct {
 	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
 	Dequant int64
 	Full    bool
-	// Shards divides sharded state (1 without sharding).
-	r Request
 }
 
 func init() {
 	register(Canifinetune{Coef: DefaultCoefficients, CoefSource: "embedded (fitted on evidence/dev.jsonl)"})
 }
 
-// Terms computes the first-principles pieces of a request.
-func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
+// terms computes the first-principles pieces of a request.
+func (c Canifinetune) terms(req Request) (terms, Request, error) {
 	r, err := req.Normalize()
 	if err != nil {
-		return Terms{}, r, err
+		return terms{}, r, err
 	}
 	m := r.Model
-	t := Terms{r: r, Full: r.Method == Full}
+	t := terms{Full: r.Method == Full}
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
 
@@ -231,7 +229,7 @@ func (c Canifinetune) Terms(req Request) (Terms, Request, error) {
 
 // Estimate implements Estimator.
 func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
-	t, r, err := c.Terms(req)
+	t, r, err := c.terms(req)
 	if err != nil {
 		return nil, err
 	}
@@ -308,10 +306,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if !r.Terse {
 		c.describe(e, r, actCoef, logitsCoef, fwdWins)
 	}
-	var alloc int64
-	for _, comp := range e.Components {
-		alloc += comp.Bytes
-	}
+	alloc := e.componentSum()
 	// What max_memory_reserved shows on a card with room to spare: the
 	// allocator keeps the blocks of the step's largest transient tensors
 	// cached. Under memory pressure it releases cached blocks and retries

@@ -162,6 +162,15 @@ func (e *Estimate) Component(name string) (int64, bool) {
 	return 0, false
 }
 
+// componentSum is the sum of the components so far.
+func (e *Estimate) componentSum() int64 {
+	var n int64
+	for _, c := range e.Components {
+		n += c.Bytes
+	}
+	return n
+}
+
 // Largest returns component names ordered by size, largest first.
 func (e *Estimate) Largest() []Component {
 	cs := append([]Component(nil), e.Components...)

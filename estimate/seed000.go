@@ -132,15 +132,8 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 		add(CLogits, s*b*m.Vocab*(act+seedLogitsExtra), "seed000 §6: s·b·vocab·(act_bytes + 12)")
 	}
 
-	var tensors int64
-	for _, c := range e.Components {
-		tensors += c.Bytes
-	}
 	applySharding(e, r)
-	tensors = 0
-	for _, c := range e.Components {
-		tensors += c.Bytes
-	}
+	tensors := e.componentSum()
 
 	// §7, §8 overhead and safety from the card's total memory.
 	overF, safeF := seedOverheadFraction, seedSafetyFraction

@@ -1,8 +1,6 @@
 package estimate
 
 import (
-	"slices"
-
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
@@ -48,10 +46,6 @@ func ckptOn(r Request) bool { return r.GradCkpt != "" && r.GradCkpt != "none" }
 
 // fusedCE reports whether a fused or chunked loss replaces the logits chain.
 func fusedCE(r Request) bool { return r.FusedCE != "" && r.FusedCE != "none" }
-
-func hasKernel(r Request, names ...string) bool {
-	return slices.ContainsFunc(names, func(n string) bool { return r.Stack == n })
-}
 
 // quantBytesPerParam is the packed storage of a quantized Linear weight:
 // 4-bit schemes pack two weights a byte, int8 one.

@@ -184,10 +184,7 @@ func (Unsloth) Estimate(req Request) (*Estimate, error) {
 	add(CActivations, acts, actSrc)
 
 	applySharding(e, r)
-	var tensors int64
-	for _, c := range e.Components {
-		tensors += c.Bytes
-	}
+	tensors := e.componentSum()
 
 	// §7 CUDA overhead, independent of the card.
 	add(COverhead, unslothCUDAOverhead, "seed001 §7: 1.4 GiB fixed (CUDA driver + PyTorch runtime, calibrated on RTX 5070 Ti)")
