@@ -172,11 +172,10 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 // normalizeOptimizer maps optimizer names that behave alike onto the names
 // the estimators know.
 func normalizeOptimizer(name string) string {
-	switch strings.ToLower(name) {
+	name = strings.ToLower(name)
+	switch name {
 	case "adamw_hf", "adamw", "adam":
 		return "adamw_torch" // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
-	case "paged_adamw_8bit", "adamw_8bit", "adamw_bnb_8bit", "bnb_adamw_8bit":
-		return strings.ToLower(name)
 	}
-	return strings.ToLower(name)
+	return name
 }

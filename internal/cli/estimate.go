@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 
@@ -145,9 +146,9 @@ func (c *EstimateCmd) Run(env *Env) error {
 	}
 	switch estimate.Fit(out.Verdict.Fit) {
 	case estimate.FitMarginal:
-		return withCode(ExitMarginal, errors.New(""))
+		return verdictExit(ExitMarginal)
 	case estimate.FitNo:
-		return withCode(ExitNoFit, errors.New(""))
+		return verdictExit(ExitNoFit)
 	}
 	return nil
 }
@@ -186,14 +187,8 @@ func (c *EstimateCmd) card(req *estimate.Request) (*gpu.Card, error) {
 func gib(b int64) float64 { return float64(b) / estimate.GiB }
 
 func round(x float64, digits int) float64 {
-	p := 1.0
-	for range digits {
-		p *= 10
-	}
-	if x < 0 {
-		return -float64(int64(-x*p+0.5)) / p
-	}
-	return float64(int64(x*p+0.5)) / p
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
 }
 
 // EstimateJSON is the stable --json schema of estimate (schema_version 1).

@@ -77,13 +77,22 @@ type exitError struct {
 	hint string
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e *exitError) Unwrap() error { return e.err }
 
 // usageErrorf is a usage error (exit 2) with a hint telling the user what to try.
 func usageErrorf(hint, format string, args ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...), hint: hint}
 }
+
+// verdictExit exits with a verdict's code and prints nothing more: the
+// verdict is already in the output.
+func verdictExit(code int) error { return &exitError{code: code} }
 
 // withCode wraps err so that Main exits with code.
 func withCode(code int, err error) error { return &exitError{code: code, err: err} }
@@ -129,7 +138,7 @@ func Main(args []string, env Env) (code int) {
 	if err := kctx.Run(&env); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
-			if ee.err != nil && ee.err.Error() != "" {
+			if ee.err != nil {
 				fmt.Fprintf(env.Stderr, "canifinetune: %v\n", ee.err)
 			}
 			if ee.hint != "" {
