@@ -119,6 +119,25 @@ var (
 	precisions = []Precision{BF16Mixed, BF16True, FP16Mixed, FP16True, FP32}
 )
 
+// isOutputLayer reports whether a module name is a model's output layer
+// (lm_head in HF models, output_layer in ChatGLM, embed_out in GPT-NeoX).
+func isOutputLayer(name string) bool {
+	switch name {
+	case "lm_head", "output_layer", "embed_out":
+		return true
+	}
+	return false
+}
+
+// isInputEmbedding reports whether a module name is a model's token embedding.
+func isInputEmbedding(name string) bool {
+	switch name {
+	case "embed_tokens", "wte", "word_embeddings", "embed_in":
+		return true
+	}
+	return false
+}
+
 // Optimizers lists the accepted optimizer names.
 func Optimizers() []string { return slices.Clone(optimizers) }
 
@@ -171,6 +190,17 @@ func (r Request) Normalize() (Request, error) {
 			}
 			r.LoRARank = 16
 		}
+		// An output-layer name in the target list is an adapter on lm_head,
+		// which sits outside the decoder layers the other names select.
+		var layerTargets []string
+		for _, t := range r.LoRATargets {
+			if isOutputLayer(t) {
+				r.ExtraLoRAOnHead = true
+			} else {
+				layerTargets = append(layerTargets, t)
+			}
+		}
+		r.LoRATargets = layerTargets
 		if len(r.LoRATargets) == 0 {
 			r.LoRATargets = []string{hfconfig.ScopeAttention}
 		}

@@ -27,14 +27,14 @@ func extraTrainableParams(r Request) int64 {
 	m := r.Model
 	var n int64
 	for _, name := range r.ExtraTrainable {
-		switch name {
-		case "lm_head", "output_layer", "embed_out":
+		switch {
+		case isOutputLayer(name):
 			if m.LMHeadParams > 0 {
 				n += m.LMHeadParams
 			} else {
 				n += m.EmbeddingParams // tied: training the head trains the embedding
 			}
-		case "embed_tokens", "wte", "word_embeddings", "embed_in":
+		case isInputEmbedding(name):
 			n += m.EmbeddingParams
 		}
 	}

@@ -337,10 +337,10 @@ func unslothEmbeddingParams(r Request) int64 {
 	head := r.ExtraLoRAOnHead
 	emb := false
 	for _, name := range r.ExtraTrainable {
-		switch name {
-		case "lm_head", "output_layer", "embed_out":
+		switch {
+		case isOutputLayer(name):
 			head = true
-		case "embed_tokens", "wte", "word_embeddings", "embed_in":
+		case isInputEmbedding(name):
 			emb = true
 		}
 	}

@@ -101,19 +101,8 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 	}
 	if c.LoRA != nil {
 		r.LoRARank = int64(c.LoRA.Rank)
-		for _, t := range c.LoRA.Targets {
-			switch t {
-			case "lm_head", "output_layer", "embed_out":
-				// A LoRA adapter on the output layer: rank × (hidden + vocab).
-				r.ExtraLoRAOnHead = true
-			default:
-				r.LoRATargets = append(r.LoRATargets, t)
-			}
-		}
+		r.LoRATargets = c.LoRA.Targets // an output-layer name is handled by Request.Normalize
 		r.ExtraTrainable = c.LoRA.ExtraTrainable
-		if _, err := m.Targets(r.LoRATargets); err != nil {
-			return r, nil, err.Error()
-		}
 	}
 	if c.GradCkpt != nil {
 		r.GradCkpt = *c.GradCkpt
