@@ -40,6 +40,10 @@ type Coefficients struct {
 	ReservedFrac     float64 `json:"reserved_frac"`
 	ReservedLargest  float64 `json:"reserved_largest"`
 	ReservedConstGiB float64 `json:"reserved_const_gib"`
+	// ReservedDynamic replaces ReservedLargest when the batch shapes change
+	// from step to step (Request.DynamicShapes): blocks cached for one
+	// shape do not fit the next exactly, so more of them are kept.
+	ReservedDynamic float64 `json:"reserved_largest_dynamic"`
 	// ContextGiB is what the device shows beyond reserved memory: the CUDA
 	// context, cuBLAS/cuDNN workspaces (not fitted: the dev cohort has no
 	// decoder row measured with nvidia-smi).
@@ -104,6 +108,13 @@ type terms struct {
 	CkptUnit float64
 	// Eager is the s² attention-score memory of eager attention.
 	Eager float64
+	// FrozenCast is the 16-bit copies of fp32 frozen Linear weights that
+	// autocast makes for each matmul and the matmul keeps for the backward
+	// (autocast caches casts only of leaves that require grad).
+	FrozenCast float64
+	// AdapterAct is what the LoRA adapters keep for the backward beyond the
+	// base layers' own saved inputs, over all layers (adapterActivations).
+	AdapterAct float64
 	// Dequant is QLoRA's transient 16-bit copy of the weight being
 	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
 	Dequant int64
@@ -135,6 +146,9 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		}
 	case LoRA:
 		t.Weights = P * frozenBaseBytes(r)
+		if frozenBaseBytes(r) == 4 && (r.Precision == BF16Mixed || r.Precision == FP16Mixed) {
+			t.FrozenCast = 2 * float64(m.LinearParams())
+		}
 	case QLoRA:
 		linear := m.LinearParams()
 		rest := P - linear
@@ -144,9 +158,21 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		} else if r.Precision == FP32 || (r.Stack == "litgpt" && (r.Precision == BF16Mixed || r.Precision == FP16Mixed)) {
 			restBytes = 4
 		}
+		t.Dequant = dequantWorkspace(m)
+		if r.Stack == "litgpt" {
+			// litgpt (Fabric's BitsandbytesPrecision, no ignore_modules)
+			// quantizes every Linear, the output layer included, which its
+			// converted checkpoints hold apart from a tied embedding; each
+			// 128-token lm_head chunk dequantizes the whole matrix.
+			head := m.Vocab * m.Hidden
+			if m.LMHeadParams > 0 {
+				rest -= m.LMHeadParams
+			}
+			linear += head
+			t.Dequant = max(t.Dequant, 2*head)
+		}
 		t.Weights = int64(float64(linear)*quantBytesPerParam(r.Quant)) + rest*restBytes
 		t.QuantMeta = int64(float64(linear) * quantStateBytesPerParam(r.Quant))
-		t.Dequant = dequantWorkspace(m)
 	}
 	trainable := P
 	gradBytes := r.paramBytes()
@@ -156,6 +182,17 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		t.Adapters = trainable * adapterBytes
 	}
 	t.Grads = trainable * gradBytes
+	if wholeUnitGrads(r) {
+		// FSDP with use_orig_params allocates the gradient of a unit's whole
+		// flat parameter when any parameter in it trains (PyTorch FSDP docs
+		// on frozen parameters: "the gradient memory usage will be higher
+		// than expected, equivalent to not freezing those parameters");
+		// litgpt wraps each Block, LoRA and frozen weights together, as one
+		// unit (litgpt issue #1417).
+		m := r.Model
+		blocks := m.LinearParams() + m.NormParams() - m.FinalNormParams
+		t.Grads = blocks*frozenBaseBytes(r) + extraTrainableParams(r)*gradBytes
+	}
 	stateBytes := gradBytes
 	switch r.OptimizerStateDtype {
 	case "fp32":
@@ -201,11 +238,14 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		t.Eager = seedEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
 	}
 	L := float64(m.NumLayers)
+	t.AdapterAct = adapterActivations(r, act)
 	t.LayerUnit = perLayer
 	t.ActUnit = L * perLayer
 	switch r.GradCkpt {
 	case "full":
-		t.CkptUnit = L * s * b * h
+		// A block's saved input has the residual stream's dtype: the
+		// coefficient is fitted per 16-bit element.
+		t.CkptUnit = L * s * b * h * act / 2
 	case "unsloth", "offload":
 		// Unsloth's gradient checkpointing and activation offloading copy
 		// each block's saved input to host RAM (non-blocking) and bring it
@@ -251,7 +291,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		// recomputation), so the transient is the larger of the two.
 		acts = k.CkptPerLayer * t.CkptUnit
 	} else {
-		acts = actCoef*t.ActUnit + t.Eager*layers
+		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.FrozenCast
 	}
 	logitsCoef := k.Logits
 	switch t.Loss {
@@ -261,9 +301,12 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		logitsCoef = chunkedLogitBytes
 	}
 	logits := logitsCoef * t.LogitUnit
+	if r.Model.LogitSoftcap > 0 {
+		logits += softcapLogitBytes * t.LogitUnit
+	}
 	recompute := 0.0
 	if ckptOn(r) {
-		recompute = actCoef*t.LayerUnit + t.Eager
+		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast)/layers
 	}
 	add := func(name string, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
@@ -290,13 +333,21 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		autocast /= float64(r.Sharding.GPUs)
 	}
 	fwd := acts + max(logits, recompute) + autocast + float64(t.Dequant)
+	var accumulated int64
+	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {
+		// Accumulating micro-batches keep the gradients of the earlier ones
+		// through the next forward and backward: they are resident then,
+		// not only in the optimizer-step phase.
+		accumulated = int64(float64(step) * float64(t.Grads) / float64(t.Grads+t.OptTransient))
+		fwd += float64(accumulated)
+	}
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	fwdWins := fwd >= float64(step)
 	e.Phases = Phases{Forward: int64(fwd), Step: step}
 	gi := len(e.Components) - 1 // the gradients row
 	if fwdWins {
-		e.Components[gi].Bytes = 0
+		e.Components[gi].Bytes = accumulated
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)))
 	} else {
@@ -315,7 +366,11 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	cached := int64(k.ReservedLargest * t.Largest)
+	cachedCoef := k.ReservedLargest
+	if r.DynamicShapes {
+		cachedCoef = k.ReservedDynamic
+	}
+	cached := int64(cachedCoef * t.Largest)
 	if r.GPUTotal > 0 {
 		// The allocator cannot hold more than the card: with little
 		// headroom it releases cached blocks before each new segment, so
@@ -386,6 +441,9 @@ func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float
 			comp.Source = "gradients + optimizer-step temporaries (the larger phase)"
 			if fwdWins {
 				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+				if r.GradAccum > 1 {
+					comp.Source = fmt.Sprintf("accumulated over %d micro-batches: resident through the forward and backward", r.GradAccum)
+				}
 			}
 		}
 		comp.Source += shardNote
@@ -429,6 +487,71 @@ func weightSource(r Request) string {
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
 }
 
+// adapterActivations is what LoRA adapters keep for the backward beyond the
+// base layer's own saved input, over all layers, for s·b tokens. Per element
+// an adapter reads: a dropout with p > 0 keeps its mask (1 B) and its output;
+// an adapter whose dtype differs from the activations' reads a cast copy of
+// the input (PEFT: x.to(lora_A.weight.dtype)), which autocast casts again to
+// 16 bits for the matmul and keeps; a 16-bit adapter without dropout reads
+// the base layer's own input and keeps nothing more. litgpt feeds its fused
+// qkv adapter from one dropout, so q, k and v count once there.
+func adapterActivations(r Request, act float64) float64 {
+	if r.Method == Full || r.LoRARank == 0 {
+		return 0
+	}
+	dropout := r.LoRADropout != nil && *r.LoRADropout > 0
+	autocast := r.Precision == BF16Mixed || r.Precision == FP16Mixed
+	var per float64
+	switch ad := float64(adapterDtypeBytes(r)); {
+	case ad != act && autocast:
+		per = 2
+	case ad != act:
+		per = ad
+	case dropout:
+		per = act
+	}
+	if dropout {
+		per++
+	}
+	if per == 0 {
+		return 0
+	}
+	m := r.Model
+	in, err := m.AdapterInputs(r.LoRATargets)
+	if err != nil {
+		return 0
+	}
+	if r.Stack == "litgpt" {
+		qkv := int64(0)
+		for _, t := range r.LoRATargets {
+			switch t {
+			case "q_proj", "k_proj", "v_proj":
+				qkv++
+			}
+		}
+		if qkv > 1 {
+			in -= (qkv - 1) * m.Hidden * m.NumLayers
+		}
+	}
+	if r.ExtraLoRAOnHead {
+		in += m.Hidden
+	}
+	return per * float64(in) * float64(r.SeqLen) * float64(r.Batch)
+}
+
+// wholeUnitGrads: litgpt's LoRA under FSDP puts adapters and frozen weights
+// in the same FSDP unit (its Block), so gradients cover the whole unit.
+func wholeUnitGrads(r Request) bool {
+	if r.Stack != "litgpt" || r.Method == Full {
+		return false
+	}
+	switch r.Sharding.Strategy {
+	case "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard":
+		return r.Sharding.GPUs > 1
+	}
+	return false
+}
+
 // upcastFrozen: QLoRA's frozen embeddings and norms are fp32 after PEFT's
 // prepare_model_for_kbit_training — seed 000's HF path, the default when no
 // stack says otherwise.
@@ -444,8 +567,18 @@ func residualBytes(r Request) int64 {
 	case r.Precision == FP32:
 		return 4
 	case r.Method == Full && r.paramBytes() == 4:
+		if strings.HasPrefix(r.Sharding.Strategy, "fsdp") && r.Precision != FP32 {
+			// FSDP's MixedPrecision gathers 16-bit parameters for compute
+			// (accelerate sets param_dtype from its mixed precision).
+			return 2
+		}
 		return 4
 	case r.Method == LoRA && frozenBaseBytes(r) == 4:
+		return 4
+	case r.Method == QLoRA && upcastFrozen(r):
+		// prepare_model_for_kbit_training makes the embeddings and norms
+		// fp32, and bitsandbytes' Linear4bit casts its output back to its
+		// input's dtype: the residual stream stays fp32.
 		return 4
 	}
 	return 2
@@ -519,6 +652,12 @@ func (k Coefficients) String() string {
 // live only while that chunk is computed. Not fitted: the cohort has two
 // such rows.
 const chunkedLogitBytes = 2
+
+// softcapLogitBytes is what final-logit soft-capping (Gemma 2:
+// tanh(logits/cap)·cap) adds per logit: tanh keeps its 16-bit output for the
+// backward, and the backward through it makes one 16-bit gradient more.
+// First principles, not fitted.
+const softcapLogitBytes = 4
 
 // lossPath is how the step computes its loss: "fused" (Liger,
 // cut-cross-entropy: no logits materialised), "litgpt" (whose finetune

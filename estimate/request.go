@@ -51,11 +51,23 @@ type Request struct {
 	LoRATargets []string // scope keywords or module names; nil: attention scope
 	// ExtraTrainable lists fully trained modules besides adapters ("lm_head", "embed_tokens").
 	ExtraTrainable []string
+	// LoRADropout is the adapters' dropout probability; above 0 every
+	// adapter keeps its dropped-out input and mask for the backward. nil:
+	// the stack's default.
+	LoRADropout *float64
 	// ExtraLoRAOnHead puts an adapter on the output layer too (lm_head in the
 	// target list): rank × (hidden + vocab) more trainable parameters.
 	ExtraLoRAOnHead bool
 
 	SeqLen, Batch int64
+	// DynamicShapes: batches are padded to their own longest sample, so the
+	// step's tensor shapes change from batch to batch (SeqLen is then the
+	// longest); the caching allocator keeps blocks of several sizes.
+	DynamicShapes bool
+	// GradAccum is the number of micro-batches per optimizer update (0 or 1:
+	// none). It matters only where accumulation changes what is resident:
+	// FSDP's no_sync() keeps unsharded gradients between updates.
+	GradAccum int64
 
 	// GradCkpt is "none", "full", "unsloth" or "offload".
 	GradCkpt string
@@ -166,6 +178,12 @@ func (r Request) Normalize() (Request, error) {
 	def(&r.QuantStorage, "uint8")
 	if r.Sharding.GPUs == 0 {
 		r.Sharding.GPUs = 1
+	}
+	if r.LoRADropout != nil && (*r.LoRADropout < 0 || *r.LoRADropout >= 1) {
+		return bad("lora_dropout", *r.LoRADropout, "a probability in [0, 1)")
+	}
+	if r.GradAccum < 0 {
+		return bad("grad_accum", r.GradAccum, "a positive number of micro-batches")
 	}
 	switch r.Method {
 	case Full, LoRA, QLoRA:

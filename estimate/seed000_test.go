@@ -271,7 +271,7 @@ func TestOffloadedCheckpointing(t *testing.T) {
 func TestReservedCappedByCard(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
 	est := Canifinetune{Coef: DefaultCoefficients}
-	req := Request{Model: m, Method: QLoRA, SeqLen: 2048, Batch: 12, GradCkpt: "full"}
+	req := Request{Model: m, Method: QLoRA, SeqLen: 2048, Batch: 6, GradCkpt: "full", DynamicShapes: true}
 	roomy, err := est.Estimate(req)
 	if err != nil {
 		t.Fatal(err)

@@ -54,11 +54,21 @@ func applySharding(e *Estimate, r Request) {
 	case "zero1":
 		div(COptimizer)
 	case "zero2", "fsdp_shard_grad_op":
-		div(CGradients, COptimizer)
+		if noSyncAccumulation(r) {
+			div(COptimizer)
+			noteGradients(e, r, "; unsharded: FSDP no_sync() accumulates full gradients between updates")
+		} else {
+			div(CGradients, COptimizer)
+		}
 	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
 		w, _ := e.Component(CWeights)
 		layers := int64(len(r.Model.Layers))
-		div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
+		if noSyncAccumulation(r) {
+			div(CWeights, CQuantOverhead, CAdapters, COptimizer)
+			noteGradients(e, r, "; unsharded: FSDP no_sync() accumulates full gradients between updates")
+		} else {
+			div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
+		}
 		if layers > 0 && n > 1 {
 			// Two layers' unsharded parameters are live: the one computing and
 			// the one prefetched (FSDP forward/backward prefetch, ZeRO-3 prefetch).
@@ -112,6 +122,41 @@ func applySharding(e *Estimate, r Request) {
 				e.Components[i].Bytes = keep
 				note(&e.Components[i], "; parameters offloaded to CPU, 2 layers resident")
 			}
+		}
+	}
+}
+
+// noSyncAccumulation reports whether a sharded run accumulates gradients
+// unsharded. Under FSDP, no_sync() skips the reduce-scatter of the
+// micro-batches that do not update, so every rank keeps the full, unsharded
+// gradients until the update (PyTorch FSDP.no_sync docs: "gradients are
+// accumulated in the unsharded flat parameter's gradient, which uses more
+// memory"). Fabric's no_backward_sync (litgpt) and accelerate's accumulate()
+// (transformers Trainer, TRL, axolotl) enter no_sync on the micro-batches
+// that accumulate; torchtune's and fsdp_qlora's loops do not.
+func noSyncAccumulation(r Request) bool {
+	if r.GradAccum <= 1 {
+		return false
+	}
+	switch r.Sharding.Strategy {
+	case "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard":
+	default:
+		return false
+	}
+	switch r.Stack {
+	case "torchtune", "fsdp_qlora":
+		return false
+	}
+	return true
+}
+
+func noteGradients(e *Estimate, r Request, s string) {
+	if r.Terse {
+		return
+	}
+	for i := range e.Components {
+		if e.Components[i].Name == CGradients {
+			e.Components[i].Source += s
 		}
 	}
 }

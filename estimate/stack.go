@@ -19,7 +19,9 @@ type Stack struct {
 	// QuantStorage is the dtype packed 4-bit weights are stored in.
 	QuantStorage string
 	Attn         string
-	Sources      []string
+	// LoRADropout is the recipes' default adapter dropout.
+	LoRADropout float64
+	Sources     []string
 }
 
 var stacks = []Stack{
@@ -27,6 +29,7 @@ var stacks = []Stack{
 		"transformers TrainingArguments: optim defaults to adamw_torch; bf16=True autocasts, trainable params keep their load dtype",
 		"peft prepare_model_for_kbit_training: casts non-quantized (embeddings, norms) params to fp32",
 		"transformers >= 4.36 defaults attn_implementation to sdpa when available",
+		"peft LoraConfig: lora_dropout defaults to 0.0",
 	}},
 	{Name: "trl", Precision: BF16Mixed, Optimizer: "adamw_torch", UpcastFrozen: true, QuantStorage: "uint8", Attn: "sdpa", Sources: []string{
 		"trl SFTTrainer subclasses transformers.Trainer: same optimizer and precision defaults as hf-trainer",
@@ -34,10 +37,11 @@ var stacks = []Stack{
 	{Name: "peft-accelerate", Precision: BF16Mixed, Optimizer: "adamw_torch", UpcastFrozen: true, QuantStorage: "uint8", Attn: "sdpa", Sources: []string{
 		"peft examples with accelerate: torch.optim.AdamW (foreach) and accelerate mixed precision",
 	}},
-	{Name: "axolotl", Precision: BF16Mixed, Optimizer: "adamw_torch", UpcastFrozen: true, QuantStorage: "uint8", Attn: "flash_attention_2", Sources: []string{
-		"axolotl builds a transformers.Trainer; its example configs set flash_attention: true and bf16: auto",
+	{Name: "axolotl", Precision: BF16Mixed, Optimizer: "adamw_torch", UpcastFrozen: true, QuantStorage: "uint8", Attn: "flash_attention_2", LoRADropout: 0.05, Sources: []string{
+		"axolotl builds a transformers.Trainer; its example configs set flash_attention: true, bf16: auto and lora_dropout: 0.05",
 	}},
-	{Name: "litgpt", Precision: BF16True, Optimizer: "adamw_torch", UpcastFrozen: false, QuantStorage: "uint8", Attn: "sdpa", Sources: []string{
+	{Name: "litgpt", Precision: BF16True, Optimizer: "adamw_torch", UpcastFrozen: false, QuantStorage: "uint8", Attn: "sdpa", LoRADropout: 0.05, Sources: []string{
+		"litgpt finetune/lora.py: lora_dropout defaults to 0.05; one dropout feeds the fused qkv adapter",
 		"litgpt finetune scripts: precision defaults to bf16-true where supported; torch.optim.AdamW",
 		"litgpt quantizes with bnb.nf4 through its own wrapper and does not upcast embeddings/norms to fp32",
 		"litgpt's CausalSelfAttention calls torch scaled_dot_product_attention",
@@ -46,12 +50,14 @@ var stacks = []Stack{
 		"torchtune recipes: dtype bf16 trains in pure bf16 with no fp32 master weights (optimizer states in bf16)",
 		"torchtune QLoRA uses torchao NF4Tensor (block 64, scales quantized again) and keeps embeddings in bf16",
 		"torchtune attention calls torch scaled_dot_product_attention",
+		"torchtune LoRA builders: lora_dropout 0.0 in current recipes (0.05 in the 2024-04 builders)",
 	}},
-	{Name: "fsdp_qlora", Precision: BF16True, Optimizer: "adamw_torch", UpcastFrozen: false, QuantStorage: "bf16", Attn: "sdpa", Sources: []string{
+	{Name: "fsdp_qlora", Precision: BF16True, Optimizer: "adamw_torch", UpcastFrozen: false, QuantStorage: "bf16", Attn: "sdpa", LoRADropout: 0.1, Sources: []string{
+		"AnswerDotAI fsdp_qlora train.py: lora_dropout defaults to 0.1",
 		"AnswerDotAI fsdp_qlora train.py: precision bf16 casts params to bf16; bnb_4bit_quant_storage=bf16 so FSDP can shard packed weights",
 	}},
 	{Name: "unsloth", Precision: BF16True, Optimizer: "adamw_8bit", UpcastFrozen: false, QuantStorage: "uint8", Attn: "sdpa", Sources: []string{
-		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16",
+		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",
 	}},
 }
 
@@ -93,6 +99,10 @@ func (s Stack) Apply(r *Request) {
 	}
 	if r.Attn == "" {
 		r.Attn = s.Attn
+	}
+	if r.LoRADropout == nil {
+		d := s.LoRADropout
+		r.LoRADropout = &d
 	}
 	if s.Name == "unsloth" {
 		if r.GradCkpt == "" {

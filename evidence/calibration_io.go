@@ -25,15 +25,17 @@ func ParseCalibration(b []byte, name string) (*Calibration, error) {
 		return nil, fmt.Errorf("%s: %w: field domain: empty (a calibration must say where it applies)", name, ErrBadCalibration)
 	}
 	k := c.Coefficients
-	for _, v := range []struct {
+	fields := []struct {
 		field string
 		x     float64
-	}{
-		{"act_gated", k.ActGated}, {"act_classic", k.ActClassic}, {"act_full_scale", k.FullScale},
-		{"logits_bytes", k.Logits}, {"logits_litgpt_bytes", k.LogitsLitGPT},
-		{"ckpt_bytes_per_token_hidden", k.CkptPerLayer}, {"reserved_frac", k.ReservedFrac},
-		{"reserved_largest", k.ReservedLargest}, {"reserved_const_gib", k.ReservedConstGiB}, {"context_gib", k.ContextGiB},
-	} {
+	}{{"context_gib", k.ContextGiB}}
+	for _, fp := range fitParams {
+		fields = append(fields, struct {
+			field string
+			x     float64
+		}{fp.name, *fp.get(&k)})
+	}
+	for _, v := range fields {
 		if !(v.x >= 0) || v.x > 1e3 {
 			return nil, fmt.Errorf("%s: %w: field coefficients.%s: %v", name, ErrBadCalibration, v.field, v.x)
 		}

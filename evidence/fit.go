@@ -77,15 +77,17 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 // keeps fixed because the cohort has no decoder row read with nvidia-smi.
 var FitStart = estimate.Coefficients{
 	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 14, LogitsLitGPT: 4, CkptPerLayer: 4,
-	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
+	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedDynamic: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
 }
 
 // FitFloors: the fit keeps each coefficient at or above a physical floor,
 // so collinear terms cannot trade places: activations at least half seed
 // 000's shape; full fine-tuning saves at least what adapter training saves
 // (a trained Linear keeps its input, a frozen one need not); an unchunked
-// loss chain holds at least bf16 logits, a bf16 log-softmax and a bf16
-// gradient (6 B per logit), a chunked one at least the bf16 logits (2 B); a
+// loss chain holds, when its backward starts, at least the fp32 log-softmax
+// output, the fp32 NLL gradient and the fp32 log-softmax gradient (12 B per
+// logit: stock transformers and torchtune upcast the logits before the
+// loss), a chunked one at least the bf16 logits (2 B); a
 // checkpointed block keeps at least its bf16 input (2 B per token per hidden
 // unit); allocator terms are non-negative.
 //
@@ -114,11 +116,12 @@ var fitParams = []struct {
 	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5},
 	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5},
 	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1},
-	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 6},
+	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 12},
 	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2},
 	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2},
 	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0},
 	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0},
+	{"reserved_largest_dynamic", func(k *estimate.Coefficients) *float64 { return &k.ReservedDynamic }, 0.01, 0},
 	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01, 0},
 }
 

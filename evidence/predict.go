@@ -104,6 +104,13 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 		r.LoRATargets = c.LoRA.Targets // an output-layer name is handled by Request.Normalize
 		r.ExtraTrainable = c.LoRA.ExtraTrainable
 	}
+	switch c.SeqLenKind {
+	case "max", "padded-to-longest":
+		r.DynamicShapes = true
+	}
+	if c.GradAccum != nil {
+		r.GradAccum = int64(*c.GradAccum)
+	}
 	if c.GradCkpt != nil {
 		r.GradCkpt = *c.GradCkpt
 	} else {

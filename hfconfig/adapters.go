@@ -12,6 +12,9 @@ type moduleAgg struct {
 	// inOut is Σ (in + out) · copies: a rank-r adapter on every such
 	// module has r · inOut parameters.
 	inOut int64
+	// in is Σ in · (the copies a token visits): the input elements per token
+	// that an adapter on every such module reads.
+	in int64
 }
 
 // index precomputes the parameter sums and per-name adapter sums, so an
@@ -31,6 +34,7 @@ func (m *Model) index() {
 				i = len(m.aggs) - 1
 			}
 			m.aggs[i].inOut += (lin.In + lin.Out) * lin.Copies
+			m.aggs[i].in += lin.In * m.visits(lin)
 		}
 	}
 }
@@ -39,6 +43,26 @@ func (m *Model) index() {
 // list selects — the adapter parameter count per unit of rank — with the
 // same selection rules as Targets, without allocating.
 func (m *Model) AdapterSum(spec []string) (int64, error) {
+	return m.sumTargets(spec, false)
+}
+
+// AdapterInputs is Σ in · (copies a token visits) over the Linear modules a
+// LoRA target list selects: per token, the input elements the adapters read
+// (what an adapter's dropout or dtype cast copies and keeps for backward).
+// A routed expert is visited by experts-per-token of its copies.
+func (m *Model) AdapterInputs(spec []string) (int64, error) {
+	return m.sumTargets(spec, true)
+}
+
+// visits is how many copies of a Linear one token passes through.
+func (m *Model) visits(l Linear) int64 {
+	if l.Copies > 1 && m.ExpertsPerToken > 0 {
+		return min(l.Copies, m.ExpertsPerToken)
+	}
+	return l.Copies
+}
+
+func (m *Model) sumTargets(spec []string, inputs bool) (int64, error) {
 	if m.aggs == nil {
 		m.index()
 	}
@@ -46,7 +70,11 @@ func (m *Model) AdapterSum(spec []string) (int64, error) {
 		lins, err := m.Targets(spec)
 		var n int64
 		for _, l := range lins {
-			n += (l.In + l.Out) * l.Copies
+			if inputs {
+				n += l.In * m.visits(l)
+			} else {
+				n += (l.In + l.Out) * l.Copies
+			}
 		}
 		return n, err
 	}
@@ -104,7 +132,11 @@ func (m *Model) AdapterSum(spec []string) (int64, error) {
 	var n int64
 	for i, a := range m.aggs {
 		if chosen&(1<<i) != 0 {
-			n += a.inOut
+			if inputs {
+				n += a.in
+			} else {
+				n += a.inOut
+			}
 		}
 	}
 	return n, nil

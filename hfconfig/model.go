@@ -79,6 +79,9 @@ type Model struct {
 	TiedEmbeddings           bool
 	// SlidingWindow is the window of sliding-attention layers (0: none).
 	SlidingWindow int64
+	// LogitSoftcap is final_logit_softcapping (Gemma 2): the logits pass
+	// through tanh(x/cap)·cap before the loss (0: none).
+	LogitSoftcap float64
 
 	Layers []Layer
 

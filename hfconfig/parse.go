@@ -185,6 +185,9 @@ func common(r raw, m *Model) error {
 	if m.SlidingWindow, err = r.first(0, "sliding_window"); err != nil {
 		return err
 	}
+	if m.LogitSoftcap, err = r.floatField("final_logit_softcapping", 0); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -27,6 +27,9 @@ type EstimateCmd struct {
 	Extra      []string `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
 	SeqLen     int64    `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
 	Batch      int64    `default:"1" help:"Micro-batch size per GPU."`
+	GradAccum  int64    `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
+	Dynamic    bool     `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
+	Dropout    *float64 `name:"lora-dropout" help:"LoRA dropout probability; above 0 each adapter keeps its dropped-out input and mask for the backward. Default: the stack's (0 for plain PEFT)."`
 	GradCkpt   string   `name:"grad-ckpt" help:"Activation checkpointing: none (default), full, unsloth, offload."`
 	Optimizer  string   `help:"adamw_torch (foreach; default), adamw_torch_fused, sgd, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit."`
 	OptimDtype string   `name:"optimizer-state-dtype" help:"fp32 or bf16; default: the parameter dtype."`
@@ -102,7 +105,8 @@ func (c *EstimateCmd) Run(env *Env) error {
 	req := estimate.Request{
 		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),
 		Quant: c.Quant, LoRARank: c.Rank, LoRATargets: c.Targets, ExtraTrainable: c.Extra,
-		SeqLen: c.SeqLen, Batch: c.Batch, GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
+		SeqLen: c.SeqLen, Batch: c.Batch, GradAccum: c.GradAccum, DynamicShapes: c.Dynamic, LoRADropout: c.Dropout,
+		GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
 		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE, Compile: c.Compile,
 		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
 	}
@@ -118,6 +122,12 @@ func (c *EstimateCmd) Run(env *Env) error {
 	}
 	if c.SeqLen <= 0 || c.Batch <= 0 {
 		return usageErrorf("--seq-len 2048 --batch 1", "--seq-len %d --batch %d: both must be positive", c.SeqLen, c.Batch)
+	}
+	if c.GradAccum <= 0 {
+		return usageErrorf("--grad-accum 1", "--grad-accum %d: the micro-batches per update are a positive number", c.GradAccum)
+	}
+	if c.Dropout != nil && (*c.Dropout < 0 || *c.Dropout >= 1) {
+		return usageErrorf("--lora-dropout 0.05", "--lora-dropout %g: a dropout probability is in [0, 1)", *c.Dropout)
 	}
 	gs, err := c.resolveGPUs(env, &req)
 	if err != nil {
@@ -250,6 +260,9 @@ type configJSON struct {
 	Targets   []string `json:"lora_targets,omitempty"`
 	SeqLen    int64    `json:"seq_len"`
 	Batch     int64    `json:"batch"`
+	GradAccum int64    `json:"grad_accum"`
+	Dynamic   bool     `json:"dynamic_padding"`
+	Dropout   float64  `json:"lora_dropout"`
 	GradCkpt  string   `json:"grad_ckpt"`
 	Optimizer string   `json:"optimizer"`
 	Attn      string   `json:"attn"`
@@ -330,6 +343,7 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
 		Config: configJSON{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
+			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, Dropout: dropoutOf(n),
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
 		TotalBytes: e.Total, TotalGB: round(gib(e.Total), 3),
@@ -467,4 +481,11 @@ func humanCount(n int64) string {
 		return fmt.Sprintf("%.1fK", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+func dropoutOf(r estimate.Request) float64 {
+	if r.LoRADropout == nil || r.Method == estimate.Full {
+		return 0
+	}
+	return *r.LoRADropout
 }

@@ -1,0 +1,210 @@
+package estimate
+
+import (
+	"math"
+	"testing"
+)
+
+// Hand computations for the terms the default estimator adds beyond seed
+// 000's components. Each test states the mechanism and checks the bytes.
+
+func est(t *testing.T, r Request) *Estimate {
+	t.Helper()
+	r.Terse = true
+	e, err := Canifinetune{Coef: DefaultCoefficients}.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func component(e *Estimate, name string) int64 {
+	b, _ := e.Component(name)
+	return b
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// FSDP with use_orig_params allocates gradients for a unit's whole flat
+// parameter; litgpt wraps Blocks holding LoRA and frozen weights together.
+// Without accumulation the reduce-scatter shards them; with no_sync they
+// stay unsharded until the update.
+func TestFSDPWholeUnitAndNoSyncGradients(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	blocks := m.LinearParams() + m.NormParams() - m.FinalNormParams
+	base := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
+		SeqLen: 1024, Batch: 1, GradCkpt: "full", Stack: "litgpt",
+		Sharding: Sharding{Strategy: "fsdp_full_shard", GPUs: 2}}
+	tb, _, err := Canifinetune{Coef: DefaultCoefficients}.terms(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := blocks * 2; tb.Grads != want {
+		t.Errorf("litgpt FSDP LoRA gradients %d, want every block parameter in bf16: %d", tb.Grads, want)
+	}
+	one := est(t, base)
+	acc := base
+	acc.GradAccum = 4
+	four := est(t, acc)
+	// GA 1: the step phase holds the sharded gradients; GA 4: the forward
+	// phase holds the unsharded ones (plus the activations).
+	if got, want := one.Phases.Step, (tb.Grads+tb.OptTransient+1)/2; math.Abs(float64(got-want)) > float64(want)/1000 {
+		t.Errorf("GA 1: step phase %d, want the gradients halved over 2 GPUs ≈ %d", got, want)
+	}
+	if got := component(four, CGradients); got != tb.Grads {
+		t.Errorf("GA 4 under no_sync: gradients %d, want unsharded %d", got, tb.Grads)
+	}
+	if four.Phases.Forward < one.Phases.Forward+tb.Grads {
+		t.Errorf("GA 4: forward phase %d does not carry the accumulated gradients (%d + %d)", four.Phases.Forward, one.Phases.Forward, tb.Grads)
+	}
+	// torchtune's loop does not enter no_sync: accumulated gradients stay sharded.
+	tt := acc
+	tt.Stack = "torchtune"
+	if got := component(est(t, tt), CGradients); got > tb.Grads/2 {
+		t.Errorf("torchtune GA 4: gradients %d, want them sharded (≤ %d)", got, tb.Grads/2)
+	}
+}
+
+// With gradient accumulation the gradients of the earlier micro-batches are
+// alive through the next forward: the forward phase grows by exactly them.
+func TestAccumulatedGradientsResident(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 512, Batch: 1}
+	one := est(t, r)
+	r.GradAccum = 8
+	eight := est(t, r)
+	grads := m.Params() * 2
+	if d := eight.Phases.Forward - one.Phases.Forward; math.Abs(float64(d-grads)) > 1 {
+		t.Errorf("forward phase grew by %d with GA 8, want the bf16 gradients %d", d, grads)
+	}
+	if eight.Phases.Step != one.Phases.Step {
+		t.Errorf("the optimizer-step phase changed with GA: %d vs %d", eight.Phases.Step, one.Phases.Step)
+	}
+}
+
+// A LoRA dropout keeps its output and a 1-byte mask per input element each
+// adapter reads; litgpt's fused qkv adapter reads one dropout for q and v.
+func TestLoRADropoutActivations(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	c := Canifinetune{Coef: DefaultCoefficients}
+	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
+		SeqLen: 1000, Batch: 2, Stack: "litgpt", LoRADropout: ptr(0.05)}
+	tl, _, err := c.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := float64(r.SeqLen * r.Batch)
+	if want := 3 * float64(m.Hidden*m.NumLayers) * tokens; tl.AdapterAct != want {
+		t.Errorf("litgpt q,v with dropout: %g bytes, want one bf16 copy + mask of the layer input: %g", tl.AdapterAct, want)
+	}
+	r.Stack = "peft-accelerate" // fp32 adapters, one dropout per module
+	r.Precision = BF16Mixed
+	tp, _, _ := c.terms(r)
+	if want := 2 * 3 * float64(m.Hidden*m.NumLayers) * tokens; tp.AdapterAct != want {
+		t.Errorf("PEFT q,v with dropout under autocast: %g, want two (16-bit cast + mask) copies: %g", tp.AdapterAct, want)
+	}
+	r.LoRADropout = ptr(0.0)
+	tz, _, _ := c.terms(r)
+	if want := 2 * 2 * float64(m.Hidden*m.NumLayers) * tokens; tz.AdapterAct != want {
+		t.Errorf("PEFT fp32 adapters without dropout: %g, want the 16-bit casts only: %g", tz.AdapterAct, want)
+	}
+	r.Stack, r.Precision = "litgpt", BF16True
+	tn, _, _ := c.terms(r)
+	if tn.AdapterAct != 0 {
+		t.Errorf("16-bit adapters without dropout keep %g bytes, want 0", tn.AdapterAct)
+	}
+}
+
+// Autocast caches casts only of leaves that require grad: a frozen fp32
+// base (litgpt bf16-mixed) makes a 16-bit copy of every Linear weight that
+// the matmul keeps for the backward.
+func TestFrozenFP32WeightsCastPerMatmul(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	r := Request{Model: m, Method: LoRA, Precision: BF16Mixed, LoRARank: 8, SeqLen: 512, Batch: 1, Stack: "litgpt"}
+	tm, _, err := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * float64(m.LinearParams()); tm.FrozenCast != want {
+		t.Errorf("frozen casts %g, want 2 B per Linear weight %g", tm.FrozenCast, want)
+	}
+	r.Precision = BF16True
+	tb, _, _ := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	if tb.FrozenCast != 0 {
+		t.Errorf("bf16-true has no casts, got %g", tb.FrozenCast)
+	}
+}
+
+// litgpt quantizes the output layer too, and each lm_head chunk
+// dequantizes it whole.
+func TestLitGPTQuantizesOutputLayer(t *testing.T) {
+	m := catalogModel(t, "google/gemma-2-9b")
+	c := Canifinetune{Coef: DefaultCoefficients}
+	r := Request{Model: m, Method: QLoRA, Precision: BF16True, Quant: "nf4", LoRARank: 16, SeqLen: 512, Batch: 1}
+	hf, _, _ := c.terms(Request{Model: m, Method: QLoRA, Precision: BF16True, Quant: "nf4", LoRARank: 16, SeqLen: 512, Batch: 1, Stack: "torchtune"})
+	r.Stack = "litgpt"
+	lg, _, _ := c.terms(r)
+	head := m.Vocab * m.Hidden
+	if want := hf.Weights + head/2; lg.Weights != want {
+		t.Errorf("litgpt QLoRA weights %d, want the tied-model figure %d + a 4-bit head %d", lg.Weights, hf.Weights, head/2)
+	}
+	if lg.Dequant != 2*head {
+		t.Errorf("dequant workspace %d, want the whole head in bf16 %d", lg.Dequant, 2*head)
+	}
+}
+
+// Gemma 2's final-logit soft-capping keeps a 16-bit tanh output and makes
+// one more 16-bit gradient: 4 B per logit on the loss chain.
+func TestLogitSoftcapping(t *testing.T) {
+	m := catalogModel(t, "google/gemma-2-2b")
+	if m.LogitSoftcap != 30 {
+		t.Fatalf("final_logit_softcapping read as %g, want 30", m.LogitSoftcap)
+	}
+	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, SeqLen: 512, Batch: 1, Stack: "hf-trainer"}
+	capped := est(t, r)
+	plain := *m
+	plain.LogitSoftcap = 0
+	r.Model = &plain
+	uncapped := est(t, r)
+	want := int64(softcapLogitBytes * 512 * m.Vocab)
+	if d := component(capped, CLogits) - component(uncapped, CLogits); math.Abs(float64(d-want)) > 1 {
+		t.Errorf("soft-capping adds %d bytes to the loss chain, want %d", d, want)
+	}
+}
+
+// Batches padded to their own longest sample change shapes between steps:
+// the reserved level uses the dynamic-shape allocator coefficient.
+func TestDynamicShapesReserved(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-7B")
+	r := Request{Model: m, Method: LoRA, Precision: BF16Mixed, LoRARank: 8, SeqLen: 2048, Batch: 1, GradCkpt: "full", Stack: "hf-trainer"}
+	fixed := est(t, r)
+	r.DynamicShapes = true
+	dyn := est(t, r)
+	if fixed.Levels.Allocated != dyn.Levels.Allocated {
+		t.Errorf("dynamic shapes changed the allocated level: %d vs %d", fixed.Levels.Allocated, dyn.Levels.Allocated)
+	}
+	largest := 4 * 2048 * float64(m.Vocab) // fp32 logits of the stock loss
+	k := DefaultCoefficients
+	want := int64((k.ReservedDynamic - k.ReservedLargest) * largest)
+	if d := dyn.Levels.Reserved - fixed.Levels.Reserved; math.Abs(float64(d-want)) > 2 {
+		t.Errorf("dynamic shapes add %d reserved bytes, want (%.3g − %.3g) × fp32 logits = %d", d, k.ReservedDynamic, k.ReservedLargest, want)
+	}
+}
+
+// Under HF QLoRA the embeddings and norms are fp32 and Linear4bit returns
+// its input's dtype: a checkpointed block keeps an fp32 input.
+func TestQLoRAUpcastResidualStream(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	c := Canifinetune{Coef: DefaultCoefficients}
+	r := Request{Model: m, Method: QLoRA, Precision: BF16Mixed, Quant: "nf4", LoRARank: 8, SeqLen: 1024, Batch: 1, GradCkpt: "full", Stack: "hf-trainer"}
+	up, _, _ := c.terms(r)
+	r.Stack = "torchtune" // embeddings and norms stay bf16
+	r.UpcastFrozen = nil
+	st, _ := StackByName("torchtune")
+	st.Apply(&r)
+	r.Precision = BF16Mixed
+	bf, _, _ := c.terms(r)
+	if up.CkptUnit != 2*bf.CkptUnit {
+		t.Errorf("checkpointed inputs %g with fp32 norms, %g without: want twice", up.CkptUnit, bf.CkptUnit)
+	}
+}

@@ -1,0 +1,63 @@
+package hfconfig
+
+import "testing"
+
+// AdapterInputs counts, per token, the input elements the selected adapters
+// read: a routed expert is visited by experts-per-token of its copies.
+func TestAdapterInputs(t *testing.T) {
+	m, err := Parse([]byte(`{"model_type":"olmoe","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"num_key_value_heads":2,
+		"intermediate_size":4,"num_experts":4,"num_experts_per_tok":2,"vocab_size":10,"tie_word_embeddings":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spec []string
+		want int64
+	}{
+		{[]string{"q_proj", "v_proj"}, 8 + 8},
+		// o_proj reads the attention output (2 heads · 4 = 8).
+		{[]string{"attention"}, 4 * 8},
+		// gate and up read the hidden state (8), down the intermediate (4);
+		// each token visits 2 of the 4 experts.
+		{[]string{"gate_proj", "up_proj", "down_proj"}, 2 * (8 + 8 + 4)},
+	} {
+		got, err := m.AdapterInputs(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("AdapterInputs(%v) = %d, want %d", tc.spec, got, tc.want)
+		}
+	}
+	if _, err := m.AdapterInputs([]string{"nope"}); err == nil {
+		t.Error("an unknown target gave no error")
+	}
+}
+
+func TestLogitSoftcapParsed(t *testing.T) {
+	base := `"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":16,"vocab_size":10`
+	for _, tc := range []struct {
+		cfg     string
+		want    float64
+		wantErr bool
+	}{
+		{`{"model_type":"gemma2",` + base + `,"final_logit_softcapping":30.0}`, 30, false},
+		{`{"model_type":"gemma2",` + base + `,"final_logit_softcapping":null}`, 0, false},
+		{`{"model_type":"llama",` + base + `}`, 0, false},
+		{`{"model_type":"gemma2",` + base + `,"final_logit_softcapping":"30"}`, 0, true},
+	} {
+		m, err := Parse([]byte(tc.cfg))
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("%s: no error for a string soft-cap", tc.cfg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.LogitSoftcap != tc.want {
+			t.Errorf("%s: soft-cap %g, want %g", tc.cfg, m.LogitSoftcap, tc.want)
+		}
+	}
+}
