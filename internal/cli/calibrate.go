@@ -18,6 +18,8 @@ type CalibrateCmd struct {
 	Cases  string `arg:"" help:"Measured cases (JSON Lines, shared/measurements/SCHEMA.md): the development cohort to fit on."`
 	Output string `short:"o" required:"" help:"Where to write the calibration (JSON)."`
 	JSON   bool   `help:"Print the calibration as JSON on stdout too."`
+	// CrossValidate refits once per source family with it held out.
+	CrossValidate bool `name:"cross-validate" help:"Also fit once per source family (the case id without its number) with that family left out, and score the held-out rows: how the fit generalises to a source it has not seen."`
 }
 
 // Help implements kong's HelpProvider.
@@ -51,8 +53,22 @@ func (c *CalibrateCmd) Run(env *Env) error {
 	if err := atomicfile.Write(c.Output, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
+	var cv *evidence.CrossValidation
+	if c.CrossValidate {
+		if cv, err = evidence.CrossValidate(cases, filepath.Base(c.Cases)); err != nil {
+			return withCode(ExitError, fmt.Errorf("calibrate %s: cross-validation: %w", c.Cases, err))
+		}
+	}
 	if c.JSON {
-		_, err := env.Stdout.Write(append(b, '\n'))
+		out := struct {
+			*evidence.Calibration
+			CrossValidation *evidence.CrossValidation `json:"cross_validation,omitempty"`
+		}{cal, cv}
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = env.Stdout.Write(append(b, '\n'))
 		return err
 	}
 	s := cal.Summary
@@ -83,7 +99,24 @@ func (c *CalibrateCmd) Run(env *Env) error {
 	d := cal.Domain
 	fmt.Fprintf(env.Stdout, "\ndomain: model types %v; methods %v; stacks %v; GPU memory %.0f–%.0f GiB\n", d.ModelTypes, d.Methods, d.Stacks, d.GPUMemGiB[0], d.GPUMemGiB[1])
 	fmt.Fprintln(env.Stdout, "Calibration fits a development cohort; it does not independently validate the resulting estimates.")
+	if cv != nil {
+		printCrossValidation(env, cv)
+	}
 	return nil
+}
+
+func printCrossValidation(env *Env, cv *evidence.CrossValidation) {
+	fmt.Fprintln(env.Stdout, "\ncross-validation: each source family scored with coefficients fitted without it")
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "family\tn\theld-out MAPE\tmedian |err|\tp90 |err|\t\tin-sample MAPE\tmedian |err|\tp90 |err|\t")
+	row := func(name string, h, in evidence.Summary) {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%.1f%%\t%.1f%%\t\t%.1f%%\t%.1f%%\t%.1f%%\t\n", name, h.N, h.MAPE, h.MedianAbs, h.P90Abs, in.MAPE, in.MedianAbs, in.P90Abs)
+	}
+	for _, f := range cv.Folds {
+		row(f.Family, f.Summary, f.InSample)
+	}
+	row("all", cv.HeldOut, cv.InSample)
+	tw.Flush()
 }
 
 func readCasesFile(path string) ([]evidence.Case, error) {
