@@ -136,6 +136,12 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
 
+	// litgpt's GPT has no weight tying: its converted checkpoints copy a tied
+	// embedding into a separate lm_head, which it holds (and, fully
+	// fine-tuned, trains) as a parameter of its own.
+	if r.Stack == "litgpt" && m.LMHeadParams == 0 {
+		P += m.Vocab * m.Hidden
+	}
 	switch r.Method {
 	case Full:
 		t.Weights = P * r.paramBytes()
@@ -161,13 +167,10 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		t.Dequant = dequantWorkspace(m)
 		if r.Stack == "litgpt" {
 			// litgpt (Fabric's BitsandbytesPrecision, no ignore_modules)
-			// quantizes every Linear, the output layer included, which its
-			// converted checkpoints hold apart from a tied embedding; each
+			// quantizes every Linear, the output layer included; each
 			// 128-token lm_head chunk dequantizes the whole matrix.
-			head := m.Vocab * m.Hidden
-			if m.LMHeadParams > 0 {
-				rest -= m.LMHeadParams
-			}
+			head := m.Vocab * m.Hidden // in P, tied or not (see above)
+			rest -= head
 			linear += head
 			t.Dequant = max(t.Dequant, 2*head)
 		}

@@ -208,3 +208,25 @@ func TestQLoRAUpcastResidualStream(t *testing.T) {
 		t.Errorf("checkpointed inputs %g with fp32 norms, %g without: want twice", up.CkptUnit, bf.CkptUnit)
 	}
 }
+
+// litgpt's converted checkpoints copy a tied embedding into a separate
+// lm_head parameter (convert_hf_checkpoint: lm_head.weight = wte.weight).
+func TestLitGPTUntiesTheHead(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-3.2-1B")
+	if m.LMHeadParams != 0 {
+		t.Fatalf("Llama 3.2 1B is tied in its config; LMHeadParams = %d", m.LMHeadParams)
+	}
+	c := Canifinetune{Coef: DefaultCoefficients}
+	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, SeqLen: 512, Batch: 1, Stack: "litgpt"}
+	lg, _, _ := c.terms(r)
+	r.Stack = "torchtune"
+	tt, _, _ := c.terms(r)
+	if d := lg.Weights - tt.Weights; d != 2*m.Vocab*m.Hidden {
+		t.Errorf("litgpt holds %d bytes more, want a bf16 head %d", d, 2*m.Vocab*m.Hidden)
+	}
+	r.Method, r.Stack = Full, "litgpt"
+	full, _, _ := c.terms(r)
+	if want := (m.Params() + m.Vocab*m.Hidden) * 2; full.Grads != want {
+		t.Errorf("litgpt full fine-tuning gradients %d, want the untied head trained too: %d", full.Grads, want)
+	}
+}
