@@ -119,6 +119,8 @@ type terms struct {
 	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
 	Dequant int64
 	Full    bool
+	// Trainable is the trained parameter count.
+	Trainable int64
 }
 
 func init() {
@@ -185,6 +187,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		t.Adapters = trainable * adapterBytes
 	}
 	t.Grads = trainable * gradBytes
+	t.Trainable = trainable
 	if wholeUnitGrads(r) {
 		// FSDP with use_orig_params allocates the gradient of a unit's whole
 		// flat parameter when any parameter in it trains (PyTorch FSDP docs
@@ -384,11 +387,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	process := reserved + context
 	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
-	if r.Method == Full {
-		e.TrainableParams = r.Model.Params()
-	} else {
-		e.TrainableParams = adapterParams(r) + extraTrainableParams(r)
-	}
+	e.TrainableParams = t.Trainable
 	var safe int64
 	safeF := seedSafetyFraction
 	if r.SafetyFraction > 0 {
@@ -525,14 +524,7 @@ func adapterActivations(r Request, act float64) float64 {
 		return 0
 	}
 	if r.Stack == "litgpt" {
-		qkv := int64(0)
-		for _, t := range r.LoRATargets {
-			switch t {
-			case "q_proj", "k_proj", "v_proj":
-				qkv++
-			}
-		}
-		if qkv > 1 {
+		if qkv := separateQKVTargets(m, r.LoRATargets); qkv > 1 {
 			in -= (qkv - 1) * m.Hidden * m.NumLayers
 		}
 	}
@@ -540,6 +532,27 @@ func adapterActivations(r Request, act float64) float64 {
 		in += m.Hidden
 	}
 	return per * float64(in) * float64(r.SeqLen) * float64(r.Batch)
+}
+
+// separateQKVTargets counts how many of q_proj, k_proj and v_proj a LoRA
+// target list selects (by name or by scope).
+func separateQKVTargets(m *hfconfig.Model, spec []string) int64 {
+	lins, err := m.Targets(spec)
+	if err != nil {
+		return 0
+	}
+	var q, k, v bool
+	for _, l := range lins {
+		switch l.Name {
+		case "q_proj":
+			q = true
+		case "k_proj":
+			k = true
+		case "v_proj":
+			v = true
+		}
+	}
+	return int64(b2i(q) + b2i(k) + b2i(v))
 }
 
 // wholeUnitGrads: litgpt's LoRA under FSDP puts adapters and frozen weights
@@ -644,8 +657,8 @@ func adafactorState(m *hfconfig.Model, r Request) int64 {
 // String renders the coefficients for notes and errors.
 func (k Coefficients) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_litgpt=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_const=%.3g GiB context=%.3g GiB",
-		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsLitGPT, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedConstGiB, k.ContextGiB)
+	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_litgpt=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_largest_dynamic=%.4g reserved_const=%.3g GiB context=%.3g GiB",
+		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsLitGPT, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedDynamic, k.ReservedConstGiB, k.ContextGiB)
 	return b.String()
 }
 

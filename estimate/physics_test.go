@@ -230,3 +230,18 @@ func TestLitGPTUntiesTheHead(t *testing.T) {
 		t.Errorf("litgpt full fine-tuning gradients %d, want the untied head trained too: %d", full.Grads, want)
 	}
 }
+
+// litgpt's fused qkv adapter reads one dropout whether q, k and v are named
+// or selected by a scope.
+func TestLitGPTSharedQKVDropoutByScope(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	c := Canifinetune{Coef: DefaultCoefficients}
+	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, SeqLen: 100, Batch: 1, Stack: "litgpt", LoRADropout: ptr(0.05)}
+	r.LoRATargets = []string{"attention"} // q, k, v, o
+	scope, _, _ := c.terms(r)
+	r.LoRATargets = []string{"q_proj", "o_proj"}
+	named, _, _ := c.terms(r)
+	if scope.AdapterAct != named.AdapterAct {
+		t.Errorf("attention scope keeps %g bytes, q+o by name %g: want equal (one qkv dropout + o)", scope.AdapterAct, named.AdapterAct)
+	}
+}
