@@ -387,6 +387,12 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		cachedCoef = k.ReservedDynamic
 	}
 	cached := int64(cachedCoef * t.Largest)
+	if !fwdWins {
+		// The forward's blocks, released and cached, serve the larger
+		// optimizer-step phase that follows: only what the step does not
+		// reuse stays cached on top of its peak.
+		cached = max(0, cached-(step-int64(fwd)))
+	}
 	if r.GPUTotal > 0 {
 		// The allocator cannot hold more than the card: with little
 		// headroom it releases cached blocks before each new segment, so

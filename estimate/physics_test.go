@@ -270,3 +270,22 @@ func TestFrozenHeadCastUnderAutocast(t *testing.T) {
 		t.Errorf("the head cast did not reach the forward phase: %d vs %d", with.Phases.Forward, without.Phases.Forward)
 	}
 }
+
+// When the optimizer step is the larger phase, the forward's released and
+// cached blocks serve it: only the part of the cache the step does not
+// reuse stays on top of its peak.
+func TestStepPhaseReusesForwardCache(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-1.5B")
+	k := DefaultCoefficients
+	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 256, Batch: 1, GradCkpt: "full", DynamicShapes: true}
+	e := est(t, r)
+	if e.Phases.Step <= e.Phases.Forward {
+		t.Fatalf("want a step-dominated run; forward %d, step %d", e.Phases.Forward, e.Phases.Step)
+	}
+	needed := int64(float64(e.Levels.Allocated)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
+	largest := 4 * 256 * float64(m.Vocab)
+	want := max(0, int64(k.ReservedDynamic*largest)-(e.Phases.Step-e.Phases.Forward))
+	if got := e.Levels.Reserved - needed; math.Abs(float64(got-want)) > 2 {
+		t.Errorf("cached on top of the step peak %d, want %d", got, want)
+	}
+}
