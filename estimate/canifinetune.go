@@ -112,6 +112,10 @@ type terms struct {
 	// autocast makes for each matmul and the matmul keeps for the backward
 	// (autocast caches casts only of leaves that require grad).
 	FrozenCast float64
+	// TrainedInputs is what full fine-tuning keeps beyond an adapter run:
+	// each trained Linear's input, for its weight gradient, over all layers
+	// (trainedLinearInputs).
+	TrainedInputs float64
 	// HeadCast is the 16-bit copy autocast makes of a frozen fp32 output
 	// layer for the logits matmul, kept for its backward (outside the
 	// checkpointed blocks, so present whether or not they are recomputed).
@@ -255,6 +259,9 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 	}
 	L := float64(m.NumLayers)
 	t.AdapterAct = adapterActivations(r, act)
+	if r.Method == Full {
+		t.TrainedInputs = trainedLinearInputs(r)
+	}
 	t.LayerUnit = perLayer
 	t.ActUnit = L * perLayer
 	switch r.GradCkpt {
@@ -307,7 +314,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		// recomputation), so the transient is the larger of the two.
 		acts = k.CkptPerLayer*t.CkptUnit + t.HeadCast
 	} else {
-		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.FrozenCast + t.HeadCast
+		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.FrozenCast + t.HeadCast + t.TrainedInputs
 	}
 	logitsCoef := k.Logits
 	switch t.Loss {
@@ -322,7 +329,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	}
 	recompute := 0.0
 	if ckptOn(r) {
-		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast)/layers
+		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
 	}
 	add := func(name string, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
@@ -548,6 +555,40 @@ func adapterActivations(r Request, act float64) float64 {
 		in += m.Hidden
 	}
 	return per * float64(in) * float64(r.SeqLen) * float64(r.Batch)
+}
+
+// sharedInputs are Linear modules that read the same tensor: a trained
+// weight's gradient needs that input once.
+var sharedInputs = [][]string{{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}, {"q_a_proj", "kv_a_proj_with_mqa"}}
+
+// trainedLinearInputs is, for s·b tokens over all layers, the inputs that
+// trained Linear layers keep for their weight gradients and that a frozen
+// base does not keep: the normed hidden state read by q/k/v and by the MLP's
+// first projections, the attention output read by o_proj, the MLP
+// intermediate read by the down projection (seed 000's shape counts what
+// both kinds of run keep). Inputs are the matmul's 16-bit copy except
+// under fp32.
+func trainedLinearInputs(r Request) float64 {
+	m := r.Model
+	in, err := m.AdapterInputs([]string{hfconfig.ScopeAllLinear})
+	if err != nil {
+		return 0
+	}
+	for _, g := range sharedInputs {
+		var sum, most int64
+		for _, name := range g {
+			if n, err := m.AdapterInputs([]string{name}); err == nil {
+				sum += n
+				most = max(most, n)
+			}
+		}
+		in -= sum - most
+	}
+	bytes := 2.0
+	if r.Precision == FP32 {
+		bytes = 4
+	}
+	return bytes * float64(in) * float64(r.SeqLen) * float64(r.Batch)
 }
 
 // autocastOn: the precision runs matmuls under torch.autocast.

@@ -289,3 +289,25 @@ func TestStepPhaseReusesForwardCache(t *testing.T) {
 		t.Errorf("cached on top of the step peak %d, want %d", got, want)
 	}
 }
+
+// Full fine-tuning keeps each trained Linear's input for its weight
+// gradient; q/k/v and gate/up read one tensor each.
+func TestTrainedLinearInputs(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 100, Batch: 2}
+	tf, _, err := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// per layer: the normed hidden (q,k,v), the attention output (o), the
+	// normed hidden (gate,up), the MLP intermediate (down).
+	perLayer := 3*m.Hidden + m.Intermediate
+	if want := 2 * float64(perLayer*m.NumLayers) * 200; tf.TrainedInputs != want {
+		t.Errorf("trained inputs %g bytes, want %g", tf.TrainedInputs, want)
+	}
+	r.Method, r.LoRARank = LoRA, 8
+	tl, _, _ := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	if tl.TrainedInputs != 0 {
+		t.Errorf("a frozen base keeps %g bytes of trained inputs", tl.TrainedInputs)
+	}
+}
