@@ -47,7 +47,10 @@ func Predict(est estimate.Estimator, c Case) Prediction {
 
 // unsupportedKernels are switches the memory model does not represent; a
 // case using one is reported unsupported rather than estimated wrongly.
-var unsupportedKernels = []string{"optimizer-in-backward", "activation-offload", "foak"}
+// torch.compile is among them: Inductor's fusions change which activations
+// are saved by an amount the model does not represent (estimate --compile
+// notes it and leans high).
+var unsupportedKernels = []string{"optimizer-in-backward", "activation-offload", "foak", "torch.compile"}
 
 // RequestFor turns a case into an estimate request, filling the fields the
 // source leaves null from the framework's preset (and saying which). It
@@ -132,7 +135,6 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 	if c.FusedCE != nil {
 		r.FusedCE = *c.FusedCE
 	}
-	r.Compile = slices.Contains(c.OtherKernels, "torch.compile")
 	if st, err := estimate.StackByName(c.Framework); err == nil {
 		st.Apply(&r)
 	} else {
