@@ -40,10 +40,11 @@ type Coefficients struct {
 	ReservedFrac     float64 `json:"reserved_frac"`
 	ReservedLargest  float64 `json:"reserved_largest"`
 	ReservedConstGiB float64 `json:"reserved_const_gib"`
-	// ReservedDynamic replaces ReservedLargest when the batch shapes change
-	// from step to step (Request.DynamicShapes): blocks cached for one
-	// shape do not fit the next exactly, so more of them are kept.
-	ReservedDynamic float64 `json:"reserved_largest_dynamic"`
+	// ReservedDynamic applies when the batch shapes change from step to step
+	// (Request.DynamicShapes): blocks cached for one shape do not fit the
+	// next exactly, so the allocator keeps this × the step's whole
+	// shape-dependent transient (activations and loss chain) cached.
+	ReservedDynamic float64 `json:"reserved_dynamic"`
 	// ContextGiB is what the device shows beyond reserved memory: the CUDA
 	// context, cuBLAS/cuDNN workspaces (not fitted: the dev cohort has no
 	// decoder row measured with nvidia-smi).
@@ -306,15 +307,19 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if t.Full {
 		actCoef *= k.FullScale
 	}
-	var acts float64
+	// acts is what the forward keeps for the backward; fixedCasts is the
+	// part of it whose size does not follow the batch shape.
+	var acts, fixedCasts float64
 	layers := float64(r.Model.NumLayers)
 	if ckptOn(r) {
 		// Checkpointed blocks keep their inputs; the recomputed layer and the
 		// loss chain do not coexist (the loss is done before the first
 		// recomputation), so the transient is the larger of the two.
-		acts = k.CkptPerLayer*t.CkptUnit + t.HeadCast
+		fixedCasts = t.HeadCast
+		acts = k.CkptPerLayer*t.CkptUnit + fixedCasts
 	} else {
-		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.FrozenCast + t.HeadCast + t.TrainedInputs
+		fixedCasts = t.FrozenCast + t.HeadCast
+		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + fixedCasts
 	}
 	logitsCoef := k.Logits
 	switch t.Loss {
@@ -393,7 +398,15 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if r.DynamicShapes {
 		cachedCoef = k.ReservedDynamic
 	}
-	cached := int64(cachedCoef * t.Largest)
+	driver := t.Largest
+	if r.DynamicShapes {
+		// Every tensor the step frees is sized by this batch's length, so
+		// blocks cached for other lengths do not fit it exactly: what the
+		// allocator keeps follows the step's whole shape-dependent
+		// transient (activations and the loss chain), not one tensor.
+		driver = acts - fixedCasts + max(logits, recompute)
+	}
+	cached := int64(cachedCoef * driver)
 	if !fwdWins {
 		// The forward's blocks, released and cached, serve the larger
 		// optimizer-step phase that follows: only what the step does not
@@ -717,7 +730,7 @@ func adafactorState(m *hfconfig.Model, r Request) int64 {
 // String renders the coefficients for notes and errors.
 func (k Coefficients) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_litgpt=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_largest_dynamic=%.4g reserved_const=%.3g GiB context=%.3g GiB",
+	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_litgpt=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_dynamic=%.4g reserved_const=%.3g GiB context=%.3g GiB",
 		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsLitGPT, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedDynamic, k.ReservedConstGiB, k.ContextGiB)
 	return b.String()
 }

@@ -121,7 +121,7 @@ var fitParams = []struct {
 	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2},
 	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0},
 	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0},
-	{"reserved_largest_dynamic", func(k *estimate.Coefficients) *float64 { return &k.ReservedDynamic }, 0.01, 0},
+	{"reserved_dynamic", func(k *estimate.Coefficients) *float64 { return &k.ReservedDynamic }, 0.01, 0},
 	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01, 0},
 }
 

@@ -89,7 +89,7 @@ func (c *CalibrateCmd) Run(env *Env) error {
 		{"ckpt_bytes_per_token_hidden", k.CkptPerLayer, "bytes per token per hidden unit per checkpointed block"},
 		{"reserved_frac", k.ReservedFrac, "reserved = allocated·(1+frac) + …"},
 		{"reserved_largest", k.ReservedLargest, "… + this × the largest transient tensor (fixed shapes) …"},
-		{"reserved_largest_dynamic", k.ReservedDynamic, "… or this × it when batches are padded to their longest sample …"},
+		{"reserved_dynamic", k.ReservedDynamic, "… or, with batches padded to their longest sample, this × the step's shape-dependent transient …"},
 		{"reserved_const_gib", k.ReservedConstGiB, "… + this many GiB"},
 		{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)"},
 	} {
