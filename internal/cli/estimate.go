@@ -405,8 +405,17 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	}
 	cfg := o.Config
 	line := fmt.Sprintf("%s %s, seq %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
+	if cfg.GradAccum > 1 {
+		line += fmt.Sprintf(", %d micro-batches per update", cfg.GradAccum)
+	}
+	if cfg.Dynamic {
+		line += ", padded to each batch's longest"
+	}
 	if cfg.Method != "full" {
 		line += fmt.Sprintf(", rank %d on %s", cfg.Rank, strings.Join(cfg.Targets, ","))
+		if cfg.Dropout > 0 {
+			line += fmt.Sprintf(" (dropout %g)", cfg.Dropout)
+		}
 	}
 	if cfg.Strategy != "none" {
 		line += fmt.Sprintf(", %s over %d GPUs (per GPU)", cfg.Strategy, cfg.NumGPUs)
