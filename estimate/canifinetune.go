@@ -365,8 +365,12 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {
 		// Accumulating micro-batches keep the gradients of the earlier ones
 		// through the next forward and backward: they are resident then,
-		// not only in the optimizer-step phase.
+		// not only in the optimizer-step phase. Under FSDP's no_sync they
+		// are the whole, unsharded gradients.
 		accumulated = int64(float64(step) * float64(t.Grads) / float64(t.Grads+t.OptTransient))
+		if noSyncAccumulation(r) {
+			accumulated = t.Grads
+		}
 		fwd += float64(accumulated)
 	}
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
@@ -481,6 +485,9 @@ func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float
 				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
 				if r.GradAccum > 1 {
 					comp.Source = fmt.Sprintf("accumulated over %d micro-batches: resident through the forward and backward", r.GradAccum)
+					if noSyncAccumulation(r) {
+						comp.Source += ", unsharded: FSDP no_sync() skips the reduce-scatter until the update"
+					}
 				}
 			}
 		}

@@ -54,21 +54,11 @@ func applySharding(e *Estimate, r Request) {
 	case "zero1":
 		div(COptimizer)
 	case "zero2", "fsdp_shard_grad_op":
-		if noSyncAccumulation(r) {
-			div(COptimizer)
-			noteGradients(e, r, "; unsharded: FSDP no_sync() accumulates full gradients between updates")
-		} else {
-			div(CGradients, COptimizer)
-		}
+		div(CGradients, COptimizer)
 	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
 		w, _ := e.Component(CWeights)
 		layers := int64(len(r.Model.Layers))
-		if noSyncAccumulation(r) {
-			div(CWeights, CQuantOverhead, CAdapters, COptimizer)
-			noteGradients(e, r, "; unsharded: FSDP no_sync() accumulates full gradients between updates")
-		} else {
-			div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
-		}
+		div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
 		if layers > 0 && n > 1 {
 			// Two layers' unsharded parameters are live: the one computing and
 			// the one prefetched (FSDP forward/backward prefetch, ZeRO-3 prefetch).
@@ -127,7 +117,8 @@ func applySharding(e *Estimate, r Request) {
 }
 
 // noSyncAccumulation reports whether a sharded run accumulates gradients
-// unsharded. Under FSDP, no_sync() skips the reduce-scatter of the
+// unsharded between updates (the update itself reduce-scatters them, so the
+// optimizer step sees shards). Under FSDP, no_sync() skips the reduce-scatter of the
 // micro-batches that do not update, so every rank keeps the full, unsharded
 // gradients until the update (PyTorch FSDP.no_sync docs: "gradients are
 // accumulated in the unsharded flat parameter's gradient, which uses more
@@ -148,15 +139,4 @@ func noSyncAccumulation(r Request) bool {
 		return false
 	}
 	return true
-}
-
-func noteGradients(e *Estimate, r Request, s string) {
-	if r.Terse {
-		return
-	}
-	for i := range e.Components {
-		if e.Components[i].Name == CGradients {
-			e.Components[i].Source += s
-		}
-	}
 }
