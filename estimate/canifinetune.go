@@ -398,12 +398,9 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	cachedCoef := k.ReservedLargest
+	cachedCoef, driver := k.ReservedLargest, t.Largest
 	if r.DynamicShapes {
 		cachedCoef = k.ReservedDynamic
-	}
-	driver := t.Largest
-	if r.DynamicShapes {
 		// Every tensor the step frees is sized by this batch's length, so
 		// blocks cached for other lengths do not fit it exactly: what the
 		// allocator keeps follows the step's whole shape-dependent
