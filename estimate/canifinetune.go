@@ -156,14 +156,14 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 	switch r.Method {
 	case Full:
 		t.Weights = P * r.paramBytes()
-		if r.Precision == BF16Mixed || r.Precision == FP16Mixed {
+		if r.Precision.mixed() {
 			// torch.autocast caches the 16-bit cast of each fp32 weight that
 			// requires grad for the forward and backward (cache_enabled=True).
 			t.AutocastCache = P * 2
 		}
 	case LoRA:
 		t.Weights = P * frozenBaseBytes(r)
-		if frozenBaseBytes(r) == 4 && autocastOn(r) {
+		if frozenBaseBytes(r) == 4 && r.Precision.mixed() {
 			t.FrozenCast = 2 * float64(m.LinearParams())
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
@@ -173,7 +173,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		restBytes := int64(2)
 		if upcastFrozen(r) {
 			restBytes = 4 // prepare_model_for_kbit_training casts non-quantized params to fp32
-		} else if r.Precision == FP32 || (r.Stack == "litgpt" && (r.Precision == BF16Mixed || r.Precision == FP16Mixed)) {
+		} else if frozenBaseBytes(r) == 4 {
 			restBytes = 4
 		}
 		t.Dequant = dequantWorkspace(m)
@@ -186,7 +186,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 			linear += head
 			t.Dequant = max(t.Dequant, 2*head)
 		}
-		if restBytes == 4 && autocastOn(r) && r.Stack != "litgpt" {
+		if restBytes == 4 && r.Precision.mixed() && r.Stack != "litgpt" {
 			// The output layer stays unquantized in fp32 (PEFT's kbit
 			// preparation): autocast casts it for the logits matmul.
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
@@ -355,7 +355,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	applySharding(e, r)
 	step, _ := e.Component(CGradients)
 	autocast := float64(t.AutocastCache)
-	if sharded := r.Sharding.Strategy; sharded == "zero3" || sharded == "fsdp_full_shard" || sharded == "fsdp_hybrid_shard" {
+	if paramsSharded(r.Sharding.Strategy) {
 		// FSDP/ZeRO-3 cast each unit's shard for its all-gather and free the
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		autocast /= float64(r.Sharding.GPUs)
@@ -542,7 +542,7 @@ func adapterActivations(r Request, act float64) float64 {
 		return 0
 	}
 	dropout := r.LoRADropout != nil && *r.LoRADropout > 0
-	autocast := autocastOn(r)
+	autocast := r.Precision.mixed()
 	var per float64
 	switch ad := float64(adapterDtypeBytes(r)); {
 	case ad != act && autocast:
@@ -608,9 +608,6 @@ func trainedLinearInputs(r Request) float64 {
 	return bytes * float64(in) * float64(r.SeqLen) * float64(r.Batch)
 }
 
-// autocastOn: the precision runs matmuls under torch.autocast.
-func autocastOn(r Request) bool { return r.Precision == BF16Mixed || r.Precision == FP16Mixed }
-
 // separateQKVTargets counts how many of q_proj, k_proj and v_proj a LoRA
 // target list selects (by name or by scope).
 func separateQKVTargets(m *hfconfig.Model, spec []string) int64 {
@@ -635,14 +632,7 @@ func separateQKVTargets(m *hfconfig.Model, spec []string) int64 {
 // wholeUnitGrads: litgpt's LoRA under FSDP puts adapters and frozen weights
 // in the same FSDP unit (its Block), so gradients cover the whole unit.
 func wholeUnitGrads(r Request) bool {
-	if r.Stack != "litgpt" || r.Method == Full {
-		return false
-	}
-	switch r.Sharding.Strategy {
-	case "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard":
-		return r.Sharding.GPUs > 1
-	}
-	return false
+	return r.Stack == "litgpt" && r.Method != Full && fsdpSharded(r.Sharding.Strategy) && r.Sharding.GPUs > 1
 }
 
 // upcastFrozen: QLoRA's frozen embeddings and norms are fp32 after PEFT's
@@ -693,16 +683,10 @@ func adapterDtypeBytes(r Request) int64 {
 // frozenBaseBytes: HF stacks load the base in 16-bit; litgpt (Fabric) keeps
 // module parameters in fp32 under -mixed precision.
 func frozenBaseBytes(r Request) int64 {
-	if r.FrozenBaseBytes > 0 {
-		return r.FrozenBaseBytes
-	}
-	if r.Precision == FP32 {
+	if r.FrozenBaseBytes == 0 && r.Stack == "litgpt" && r.Precision.mixed() {
 		return 4
 	}
-	if r.Stack == "litgpt" && (r.Precision == BF16Mixed || r.Precision == FP16Mixed) {
-		return 4
-	}
-	return 2
+	return r.frozenBytes()
 }
 
 // quantStateBytesPerParam is bitsandbytes' quantization state per weight:
@@ -729,14 +713,6 @@ func adafactorState(m *hfconfig.Model, r Request) int64 {
 	}
 	n += m.Vocab + m.Hidden
 	return n * 4
-}
-
-// String renders the coefficients for notes and errors.
-func (k Coefficients) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "act_gated=%.4g act_classic=%.4g full_scale=%.4g logits=%.4g logits_litgpt=%.4g ckpt=%.4g reserved_frac=%.4g reserved_largest=%.4g reserved_dynamic=%.4g reserved_const=%.3g GiB context=%.3g GiB",
-		k.ActGated, k.ActClassic, k.FullScale, k.Logits, k.LogitsLitGPT, k.CkptPerLayer, k.ReservedFrac, k.ReservedLargest, k.ReservedDynamic, k.ReservedConstGiB, k.ContextGiB)
-	return b.String()
 }
 
 // chunkedLogitBytes is what a chunked cross-entropy holds per logit

@@ -287,6 +287,10 @@ func (r Request) actBytes() int64 {
 
 // paramBytes is the dtype size of trained base weights in a full fine-tune
 // (seed 000 §1: 4 / 2 / 2): mixed precision keeps fp32 master weights.
+// mixed reports whether the precision keeps fp32 weights and runs the
+// matmuls under torch.autocast (bf16-mixed, fp16-mixed).
+func (p Precision) mixed() bool { return p == BF16Mixed || p == FP16Mixed }
+
 func (r Request) paramBytes() int64 {
 	switch r.Precision {
 	case BF16True, FP16True:

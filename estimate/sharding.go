@@ -78,7 +78,7 @@ func applySharding(e *Estimate, r Request) {
 		// mixed-precision full fine-tune so do the fp32 master weights and
 		// fp32 gradients (partitioned over the world); the GPU keeps the
 		// 16-bit weights and a 16-bit gradient partition (whole for ZeRO-1).
-		mixedFull := r.Method == Full && (r.Precision == BF16Mixed || r.Precision == FP16Mixed) && st != "ddp" && st != "fsdp_no_shard"
+		mixedFull := r.Method == Full && r.Precision.mixed() && st != "ddp" && st != "fsdp_no_shard"
 		p := r.Model.Params()
 		for i := range e.Components {
 			c := &e.Components[i]
@@ -126,12 +126,7 @@ func applySharding(e *Estimate, r Request) {
 // (transformers Trainer, TRL, axolotl) enter no_sync on the micro-batches
 // that accumulate; torchtune's and fsdp_qlora's loops do not.
 func noSyncAccumulation(r Request) bool {
-	if r.GradAccum <= 1 {
-		return false
-	}
-	switch r.Sharding.Strategy {
-	case "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard":
-	default:
+	if r.GradAccum <= 1 || !fsdpSharded(r.Sharding.Strategy) {
 		return false
 	}
 	switch r.Stack {
@@ -139,4 +134,24 @@ func noSyncAccumulation(r Request) bool {
 		return false
 	}
 	return true
+}
+
+// fsdpSharded: an FSDP strategy that shards gradients (full, grad-op or
+// hybrid shard; not no_shard).
+func fsdpSharded(st string) bool {
+	switch st {
+	case "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard":
+		return true
+	}
+	return false
+}
+
+// paramsSharded: the strategy partitions the parameters themselves (ZeRO-3,
+// FSDP full and hybrid shard) and gathers each unit for its compute.
+func paramsSharded(st string) bool {
+	switch st {
+	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
+		return true
+	}
+	return false
 }
