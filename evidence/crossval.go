@@ -43,15 +43,14 @@ func Family(id string) string {
 }
 
 // CrossValidate fits the default estimator once per source family with
-// that family left out and scores the family's rows with the result. The
+// that family left out and scores the family's rows with the result; full
+// is the fit on every family (from Fit on the same cases), which scores the
+// same rows in sample. The
 // coefficients are applied directly, not through a calibration's domain: a
 // family whose stack no other family has is still scored, which is the
 // point of holding it out.
-func CrossValidate(cases []Case, cohort string) (*CrossValidation, error) {
-	full, err := Fit(cases, cohort)
-	if err != nil {
-		return nil, err
-	}
+func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
+	cohort := full.Cohort
 	var families []string
 	for _, c := range cases {
 		if f := Family(c.ID); !slices.Contains(families, f) {

@@ -27,7 +27,7 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	for _, id := range full.Rows {
 		perFamily[Family(id)]++
 	}
-	cv, err := CrossValidate(cases, "dev.jsonl")
+	cv, err := CrossValidate(cases, full)
 	if err != nil {
 		t.Fatal(err)
 	}

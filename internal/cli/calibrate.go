@@ -55,7 +55,7 @@ func (c *CalibrateCmd) Run(env *Env) error {
 	}
 	var cv *evidence.CrossValidation
 	if c.CrossValidate {
-		if cv, err = evidence.CrossValidate(cases, filepath.Base(c.Cases)); err != nil {
+		if cv, err = evidence.CrossValidate(cases, cal); err != nil {
 			return withCode(ExitError, fmt.Errorf("calibrate %s: cross-validation: %w", c.Cases, err))
 		}
 	}
