@@ -25,19 +25,9 @@ func ParseCalibration(b []byte, name string) (*Calibration, error) {
 		return nil, fmt.Errorf("%s: %w: field domain: empty (a calibration must say where it applies)", name, ErrBadCalibration)
 	}
 	k := c.Coefficients
-	fields := []struct {
-		field string
-		x     float64
-	}{{"context_gib", k.ContextGiB}}
-	for _, fp := range fitParams {
-		fields = append(fields, struct {
-			field string
-			x     float64
-		}{fp.name, *fp.get(&k)})
-	}
-	for _, v := range fields {
-		if !(v.x >= 0) || v.x > 1e3 {
-			return nil, fmt.Errorf("%s: %w: field coefficients.%s: %v", name, ErrBadCalibration, v.field, v.x)
+	for _, v := range CoefficientRows(k) {
+		if !(v.Value >= 0) || v.Value > 1e3 {
+			return nil, fmt.Errorf("%s: %w: field coefficients.%s: %v", name, ErrBadCalibration, v.Name, v.Value)
 		}
 	}
 	if k.ActGated == 0 || k.ActClassic == 0 || k.FullScale == 0 {

@@ -112,17 +112,35 @@ var fitParams = []struct {
 	scale float64 // step for numeric derivatives (the model is piecewise linear)
 	// lower is the physical floor of the coefficient (see FitFloors).
 	lower float64
+	what  string
 }{
-	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5},
-	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5},
-	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1},
-	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 12},
-	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2},
-	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2},
-	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0},
-	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0},
-	{"reserved_dynamic", func(k *estimate.Coefficients) *float64 { return &k.ReservedDynamic }, 0.01, 0},
-	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01, 0},
+	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5, "× seed 000 activation shape, gated MLPs"},
+	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5, "× seed 000 activation shape, two-matmul MLPs"},
+	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1, "× activations for full fine-tuning"},
+	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 12, "bytes per logit, stock loss"},
+	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2, "bytes per logit, litgpt's chunked loss path"},
+	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2, "bytes per token per hidden unit per checkpointed block"},
+	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0, "reserved = allocated·(1+frac) + …"},
+	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0, "… + this × the largest transient tensor (fixed shapes) …"},
+	{"reserved_dynamic", func(k *estimate.Coefficients) *float64 { return &k.ReservedDynamic }, 0.01, 0, "… or, with batches padded to their longest sample, this × the step's shape-dependent transient …"},
+	{"reserved_const_gib", func(k *estimate.Coefficients) *float64 { return &k.ReservedConstGiB }, 0.01, 0, "… + this many GiB"},
+}
+
+// CoefficientRow is one named coefficient of a calibration with what it scales.
+type CoefficientRow struct {
+	Name   string
+	Value  float64
+	What   string
+	Fitted bool // false: fixed, not fitted (context_gib)
+}
+
+// CoefficientRows lists k's coefficients in fit order, then the fixed ones.
+func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
+	rows := make([]CoefficientRow, 0, len(fitParams)+1)
+	for _, fp := range fitParams {
+		rows = append(rows, CoefficientRow{fp.name, *fp.get(&k), fp.what, true})
+	}
+	return append(rows, CoefficientRow{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)", false})
 }
 
 // Fit fits the default estimator's coefficients on the high- and

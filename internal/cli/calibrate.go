@@ -75,25 +75,8 @@ func (c *CalibrateCmd) Run(env *Env) error {
 	fmt.Fprintf(env.Stdout, "fitted %d rows of %s → %s\n", len(cal.Rows), c.Cases, c.Output)
 	fmt.Fprintf(env.Stdout, "fit residuals: median |error| %.1f %%, p90 %.1f %%, MAPE %.1f %%\n\n", s.MedianAbs, s.P90Abs, s.MAPE)
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	k := cal.Coefficients
-	for _, row := range []struct {
-		name string
-		v    float64
-		what string
-	}{
-		{"act_gated", k.ActGated, "× seed 000 activation shape, gated MLPs"},
-		{"act_classic", k.ActClassic, "× seed 000 activation shape, two-matmul MLPs"},
-		{"act_full_scale", k.FullScale, "× activations for full fine-tuning"},
-		{"logits_bytes", k.Logits, "bytes per logit, stock loss"},
-		{"logits_litgpt_bytes", k.LogitsLitGPT, "bytes per logit, litgpt's chunked loss path"},
-		{"ckpt_bytes_per_token_hidden", k.CkptPerLayer, "bytes per token per hidden unit per checkpointed block"},
-		{"reserved_frac", k.ReservedFrac, "reserved = allocated·(1+frac) + …"},
-		{"reserved_largest", k.ReservedLargest, "… + this × the largest transient tensor (fixed shapes) …"},
-		{"reserved_dynamic", k.ReservedDynamic, "… or, with batches padded to their longest sample, this × the step's shape-dependent transient …"},
-		{"reserved_const_gib", k.ReservedConstGiB, "… + this many GiB"},
-		{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)"},
-	} {
-		fmt.Fprintf(tw, "%s\t%.4g\t%s\n", row.name, row.v, row.what)
+	for _, row := range evidence.CoefficientRows(cal.Coefficients) {
+		fmt.Fprintf(tw, "%s\t%.4g\t%s\n", row.Name, row.Value, row.What)
 	}
 	tw.Flush()
 	d := cal.Domain
