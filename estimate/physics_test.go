@@ -280,18 +280,25 @@ func TestFrozenHeadCastUnderAutocast(t *testing.T) {
 // cached blocks serve it: only the part of the cache the step does not
 // reuse stays on top of its peak.
 func TestStepPhaseReusesForwardCache(t *testing.T) {
-	m := catalogModel(t, "Qwen/Qwen2.5-1.5B")
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	k := DefaultCoefficients
-	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 256, Batch: 1, GradCkpt: "full"}
+	// With dynamic shapes the forward's cache (ReservedDynamic × its
+	// transient) outgrows the step's extra need, so part of it stays.
+	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 512, Batch: 1, GradCkpt: "full", DynamicShapes: true}
 	e := est(t, r)
 	if e.Phases.Step <= e.Phases.Forward {
 		t.Fatalf("want a step-dominated run; forward %d, step %d", e.Phases.Forward, e.Phases.Step)
 	}
 	needed := int64(float64(e.Levels.Allocated)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
-	largest := 4 * 256 * float64(m.Vocab)
-	want := max(0, int64(k.ReservedLargest*largest)-(e.Phases.Step-e.Phases.Forward))
-	if got := e.Levels.Reserved - needed; math.Abs(float64(got-want)) > 2 {
-		t.Errorf("cached on top of the step peak %d, want %d", got, want)
+	// GA 1, no fixed-size casts: the forward phase is the whole
+	// shape-dependent transient.
+	cached := int64(k.ReservedDynamic * float64(e.Phases.Forward))
+	want := cached - (e.Phases.Step - e.Phases.Forward)
+	if want <= 0 || want >= cached {
+		t.Fatalf("configuration does not exercise the reuse: cached %d, step − forward %d", cached, e.Phases.Step-e.Phases.Forward)
+	}
+	if got := e.Levels.Reserved - needed; math.Abs(float64(got-want)) > 4 {
+		t.Errorf("cached on top of the step peak %d, want %d (the forward's %d less what the step reuses)", got, want, cached)
 	}
 }
 
