@@ -150,9 +150,6 @@ func isInputEmbedding(name string) bool {
 	return false
 }
 
-// Optimizers lists the accepted optimizer names.
-func Optimizers() []string { return slices.Clone(optimizers) }
-
 // Normalize fills defaults (seed 000's HF-Trainer path) and validates. It
 // returns a copy; the caller's request is not changed.
 func (r Request) Normalize() (Request, error) {
