@@ -159,20 +159,15 @@ func (r Request) Normalize() (Request, error) {
 	if r.Model == nil {
 		return r, fmt.Errorf("%w: no model", ErrInvalidRequest)
 	}
-	def := func(s *string, d string) {
-		if *s == "" {
-			*s = d
-		}
-	}
-	def((*string)(&r.Method), string(LoRA))
-	def((*string)(&r.Precision), string(BF16True))
-	def(&r.GradCkpt, "none")
-	def(&r.Optimizer, "adamw_torch")
-	def(&r.Attn, "sdpa")
-	def(&r.FusedCE, "none")
-	def(&r.Sharding.Strategy, "none")
-	def(&r.Sharding.CPUOffload, "none")
-	def(&r.QuantStorage, "uint8")
+	orDefault(&r.Method, LoRA)
+	orDefault(&r.Precision, BF16True)
+	orDefault(&r.GradCkpt, "none")
+	orDefault(&r.Optimizer, "adamw_torch")
+	orDefault(&r.Attn, "sdpa")
+	orDefault(&r.FusedCE, "none")
+	orDefault(&r.Sharding.Strategy, "none")
+	orDefault(&r.Sharding.CPUOffload, "none")
+	orDefault(&r.QuantStorage, "uint8")
 	if r.Sharding.GPUs == 0 {
 		r.Sharding.GPUs = 1
 	}
@@ -191,7 +186,7 @@ func (r Request) Normalize() (Request, error) {
 		return bad("precision", r.Precision, precisions)
 	}
 	if r.Method == QLoRA {
-		def(&r.Quant, "nf4-dq")
+		orDefault(&r.Quant, "nf4-dq")
 		if !slices.Contains(quants, r.Quant) {
 			return bad("quant", r.Quant, quants)
 		}

@@ -21,7 +21,9 @@ type Stack struct {
 	Attn         string
 	// LoRADropout is the recipes' default adapter dropout.
 	LoRADropout float64
-	Sources     []string
+	// GradCkpt and FusedCE: "" leaves seed 000's defaults (none).
+	GradCkpt, FusedCE string
+	Sources           []string
 }
 
 var stacks = []Stack{
@@ -56,7 +58,7 @@ var stacks = []Stack{
 		"AnswerDotAI fsdp_qlora train.py: lora_dropout defaults to 0.1",
 		"AnswerDotAI fsdp_qlora train.py: precision bf16 casts params to bf16; bnb_4bit_quant_storage=bf16 so FSDP can shard packed weights",
 	}},
-	{Name: "unsloth", Precision: BF16True, Optimizer: "adamw_8bit", UpcastFrozen: false, QuantStorage: "uint8", Attn: "sdpa", Sources: []string{
+	{Name: "unsloth", Precision: BF16True, Optimizer: "adamw_8bit", UpcastFrozen: false, QuantStorage: "uint8", Attn: "sdpa", GradCkpt: "unsloth", FusedCE: "chunked", Sources: []string{
 		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",
 	}},
 }
@@ -81,35 +83,25 @@ func StackByName(name string) (Stack, error) {
 // Apply fills the fields the request leaves empty with the stack's defaults.
 func (s Stack) Apply(r *Request) {
 	r.Stack = s.Name
-	if r.Precision == "" {
-		r.Precision = s.Precision
-	}
-	if r.Optimizer == "" {
-		r.Optimizer = s.Optimizer
-	}
-	if r.OptimizerStateDtype == "" {
-		r.OptimizerStateDtype = s.OptimizerStateDtype
-	}
+	orDefault(&r.Precision, s.Precision)
+	orDefault(&r.Optimizer, s.Optimizer)
+	orDefault(&r.OptimizerStateDtype, s.OptimizerStateDtype)
+	orDefault(&r.QuantStorage, s.QuantStorage)
+	orDefault(&r.Attn, s.Attn)
+	orDefault(&r.GradCkpt, s.GradCkpt)
+	orDefault(&r.FusedCE, s.FusedCE)
 	if r.UpcastFrozen == nil {
-		up := s.UpcastFrozen
-		r.UpcastFrozen = &up
-	}
-	if r.QuantStorage == "" {
-		r.QuantStorage = s.QuantStorage
-	}
-	if r.Attn == "" {
-		r.Attn = s.Attn
+		r.UpcastFrozen = &s.UpcastFrozen
 	}
 	if r.LoRADropout == nil {
-		d := s.LoRADropout
-		r.LoRADropout = &d
+		r.LoRADropout = &s.LoRADropout
 	}
-	if s.Name == "unsloth" {
-		if r.GradCkpt == "" {
-			r.GradCkpt = "unsloth"
-		}
-		if r.FusedCE == "" {
-			r.FusedCE = "chunked"
-		}
+}
+
+// orDefault sets *p to d when *p is the zero value (an unset field).
+func orDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
 	}
 }
