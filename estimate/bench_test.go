@@ -22,17 +22,26 @@ func BenchmarkEstimate(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "estimates/s")
 		})
 	}
-	// The numbers alone, as searches use them (Request.Terse).
-	terse := req
-	terse.Terse = true
-	b.Run("canifinetune-terse", func(b *testing.B) {
-		b.ReportAllocs()
-		est, _ := ByName("canifinetune")
-		for b.Loop() {
-			if _, err := est.Estimate(terse); err != nil {
-				b.Fatal(err)
+	// The numbers alone, as searches use them (Request.Terse), for the
+	// QLoRA request above, full fine-tuning (trained Linear inputs) and a
+	// litgpt LoRA run (dropout inputs with the shared qkv dropout).
+	full := Request{Model: m, Method: Full, SeqLen: 2048, Batch: 2, GradCkpt: "full", GPUTotal: 80 * GiB}
+	litgpt := Request{Model: m, Method: LoRA, LoRARank: 8, LoRATargets: []string{"q_proj", "k_proj", "v_proj"}, SeqLen: 2048, Batch: 2, Stack: "litgpt", LoRADropout: ptr(0.05), GPUTotal: 40 * GiB}
+	for _, c := range []struct {
+		name string
+		req  Request
+	}{{"canifinetune-terse", req}, {"canifinetune-terse-full", full}, {"canifinetune-terse-litgpt", litgpt}} {
+		terse := c.req
+		terse.Terse = true
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			est, _ := ByName("canifinetune")
+			for b.Loop() {
+				if _, err := est.Estimate(terse); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "estimates/s")
-	})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "estimates/s")
+		})
+	}
 }
