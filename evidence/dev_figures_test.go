@@ -56,18 +56,14 @@ func TestDevFiguresPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := Score(cases, est)
-		var mine, theirs []CaseResult
-		for i := range cases {
-			if rep.Cases[i].Status == StatusOK && r.Cases[i].Status == StatusOK {
-				mine = append(mine, rep.Cases[i])
-				theirs = append(theirs, r.Cases[i])
-			}
+		_, same, err := SameObservations(cases, []Report{rep, Score(cases, est)})
+		if err != nil {
+			t.Fatal(err)
 		}
-		a, b := Summarize(mine), Summarize(theirs)
+		a, b := same[0].Summary, same[1].Summary
 		t.Logf("same %d rows: default MAPE %.2f%%, %s MAPE %.2f%%", a.N, a.MAPE, ref, b.MAPE)
-		if a.MAPE >= b.MAPE {
-			t.Errorf("default MAPE %.2f%% does not beat %s's %.2f%% on the same %d rows", a.MAPE, ref, b.MAPE, a.N)
+		if a.N != b.N || a.MAPE >= b.MAPE {
+			t.Errorf("default MAPE %.2f%% (%d rows) does not beat %s's %.2f%% (%d rows) on the same observations", a.MAPE, a.N, ref, b.MAPE, b.N)
 		}
 	}
 }
