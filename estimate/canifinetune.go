@@ -93,8 +93,6 @@ type terms struct {
 	// ActUnit is Σ over layers of seed 000's per-layer activation shape
 	// (coefficient 1).
 	ActUnit float64
-	// Gated tells which activation coefficient applies.
-	Gated bool
 	// Loss is the loss path: "full", "chunked", "litgpt" or "fused".
 	Loss string
 	// Largest is the step's largest transient tensor in bytes: the fp32
@@ -127,7 +125,6 @@ type terms struct {
 	// Dequant is QLoRA's transient 16-bit copy of the weight being
 	// multiplied (seed 000 §1: 2 · hidden · intermediate · 2 B).
 	Dequant int64
-	Full    bool
 	// Trainable is the trained parameter count.
 	Trainable int64
 }
@@ -143,7 +140,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		return terms{}, r, err
 	}
 	m := r.Model
-	t := terms{Full: r.Method == Full}
+	var t terms
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
 
@@ -276,7 +273,6 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		// back for the recomputation: one block's input stays on the GPU.
 		t.CkptUnit = s * b * h
 	}
-	t.Gated = m.MLP != hfconfig.MLPClassic
 	t.Loss = lossPath(r)
 	switch t.Loss {
 	case "full":
@@ -301,10 +297,10 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	e := &Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
 	e.Components = e.buf[:0]
 	actCoef := k.ActClassic
-	if t.Gated {
+	if r.Model.MLP != hfconfig.MLPClassic {
 		actCoef = k.ActGated
 	}
-	if t.Full {
+	if r.Method == Full {
 		actCoef *= k.FullScale
 	}
 	// acts is what the forward keeps for the backward; fixedCasts is the
