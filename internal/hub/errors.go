@@ -107,7 +107,7 @@ func (c *Client) classify(resp *http.Response, body []byte, repo, rev, file stri
 	code := resp.Header.Get("X-Error-Code")
 	e.Code = code
 	e.Message = c.redact(errorMessage(resp, body))
-	page := strings.TrimSuffix(c.Endpoint, "/") + "/" + repo
+	page := c.endpoint() + "/" + repo
 	lower := strings.ToLower(e.Message)
 	gatedText := strings.Contains(lower, "gated") || strings.Contains(lower, "restricted")
 	switch {
