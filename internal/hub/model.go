@@ -302,10 +302,11 @@ func (c *Client) fillFromCache(m *Model, cc cache, commit string) error {
 			return err
 		}
 		shards = s
-	} else if _, _, ok, err := cc.readHeader(m.ID, commit, singleFile); err != nil {
+	} else if h, _, ok, err := cc.readHeader(m.ID, commit, singleFile); err != nil {
 		return err
 	} else if ok {
-		shards = []string{singleFile}
+		m.finish([]string{singleFile}, []safetensors.Header{h})
+		return nil
 	} else if cc.absent(m.ID, commit, indexFile) && cc.absent(m.ID, commit, singleFile) {
 		m.warn("no safetensors weights in the repo (" + indexFile + " or " + singleFile + "): counts come from config.json")
 		return nil
