@@ -77,10 +77,7 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 		r.FinishedAt = now().UTC()
 		r.DurationS = r.FinishedAt.Sub(r.StartedAt).Seconds()
 		r.fillGB()
-		if err := WriteReceipt(opts.ReceiptPath, r); err != nil {
-			return r, err
-		}
-		return r, nil
+		return r, WriteReceipt(opts.ReceiptPath, r)
 	}
 	if opts.ReceiptPath == "" {
 		return r, errors.New("bench: no receipt path")

@@ -1,8 +1,8 @@
 package gpu
 
 import (
-	"bufio"
 	"fmt"
+	"iter"
 	"regexp"
 	"strconv"
 	"strings"
@@ -59,6 +59,20 @@ func splitCSV(line string) []string {
 	return parts
 }
 
+// rows yields the non-blank lines of a query's output, trimmed, with their
+// 1-based line numbers for warnings.
+func rows(out string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		n := 0
+		for line := range strings.Lines(out) {
+			n++
+			if text := strings.TrimSpace(line); text != "" && !yield(n, text) {
+				return
+			}
+		}
+	}
+}
+
 // ParseGPUQuery parses the output of nvidia-smi --query-gpu=<fields>
 // --format=csv,noheader,nounits. fields must list, in order, the fields that
 // were asked (GPUQueryFields or LegacyGPUQueryFields); "index" and "name" are
@@ -77,15 +91,7 @@ func ParseGPUQuery(out string, fields []string) (devs []Device, driver string, w
 		}
 		return row[i], true
 	}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
+	for line, text := range rows(out) {
 		row := splitCSV(text)
 		if len(row) != len(fields) {
 			warnings = append(warnings, fmt.Sprintf("nvidia-smi GPU row %d has %d fields, want %d: %q", line, len(row), len(fields), clip(text)))
@@ -142,9 +148,6 @@ func ParseGPUQuery(out string, fields []string) (devs []Device, driver string, w
 		}
 		devs = append(devs, d)
 	}
-	if err := sc.Err(); err != nil {
-		warnings = append(warnings, fmt.Sprintf("read nvidia-smi GPU output: %v", err))
-	}
 	matchCards(devs)
 	return devs, driver, warnings
 }
@@ -159,13 +162,8 @@ func ParseAppQuery(out string, devs []Device) (procs []Process, warnings []strin
 			byUUID[d.UUID] = d.Index
 		}
 	}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "No running") {
+	for line, text := range rows(out) {
+		if strings.HasPrefix(text, "No running") {
 			continue
 		}
 		row := splitCSV(text)

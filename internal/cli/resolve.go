@@ -258,23 +258,13 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 	return withHint(ExitError, errors.New(msg), hint)
 }
 
-// hubMessage is a hub.Error without its hint, which Main prints as "Try:".
+// hubMessage is a hub.Error without its repo, which the caller names, and
+// its hint, which Main prints as "Try:".
 func hubMessage(he *hub.Error) string {
-	var b strings.Builder
 	if he.File != "" {
-		fmt.Fprintf(&b, "%s: ", he.File)
+		return he.File + ": " + he.Cause()
 	}
-	fmt.Fprintf(&b, "%v", he.Kind)
-	if he.Status != 0 {
-		fmt.Fprintf(&b, " (HTTP %d)", he.Status)
-	}
-	if he.Message != "" {
-		fmt.Fprintf(&b, ": %s", he.Message)
-	}
-	if he.Err != nil {
-		fmt.Fprintf(&b, ": %v", he.Err)
-	}
-	return b.String()
+	return he.Cause()
 }
 
 // fromHubModel parses a Hub model's config and takes its exact counts.

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/canifinetune/canifinetune/internal/atomicfile"
 	"github.com/canifinetune/canifinetune/internal/safetensors"
 )
 
@@ -223,27 +224,14 @@ func readLocalHeader(name string) (safetensors.Header, int64, error) {
 	return h, fi.Size(), nil
 }
 
-// writeAtomic writes data to name through a temporary file in the same
-// directory renamed into place, so readers see the old file or the whole new
-// one, never a partial one.
+// writeAtomic writes data to name with atomicfile.Write, creating the
+// directories the cache layout needs first.
 func writeAtomic(name string, data []byte) error {
-	dir := filepath.Dir(name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return fmt.Errorf("cache %s: %w", name, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(name)+"-*")
-	if err != nil {
-		return fmt.Errorf("cache %s: %w", name, err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cache %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cache %s: %w", name, err)
+	if err := atomicfile.Write(name, data, 0o644); err != nil {
+		return fmt.Errorf("cache: %w", err)
 	}
 	return nil
 }

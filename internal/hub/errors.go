@@ -70,7 +70,20 @@ func (e *Error) Error() string {
 	if e.Revision != "" {
 		fmt.Fprintf(&b, "@%s", e.Revision)
 	}
-	fmt.Fprintf(&b, ": %v", e.Kind)
+	fmt.Fprintf(&b, ": %s", e.Cause())
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "; %s", e.Hint)
+	}
+	return b.String()
+}
+
+// Cause says what went wrong without where or what to do next: the sentinel,
+// the HTTP status, the Hub's message and the underlying error. A caller that
+// names the repo itself and prints Hint apart (the CLI's "Try:") uses it
+// instead of Error.
+func (e *Error) Cause() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v", e.Kind)
 	if e.Status != 0 {
 		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
 	}
@@ -79,9 +92,6 @@ func (e *Error) Error() string {
 	}
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	if e.Hint != "" {
-		fmt.Fprintf(&b, "; %s", e.Hint)
 	}
 	return b.String()
 }
@@ -107,7 +117,7 @@ func (c *Client) classify(resp *http.Response, body []byte, repo, rev, file stri
 	code := resp.Header.Get("X-Error-Code")
 	e.Code = code
 	e.Message = c.redact(errorMessage(resp, body))
-	page := strings.TrimSuffix(c.Endpoint, "/") + "/" + repo
+	page := c.endpoint() + "/" + repo
 	lower := strings.ToLower(e.Message)
 	gatedText := strings.Contains(lower, "gated") || strings.Contains(lower, "restricted")
 	switch {

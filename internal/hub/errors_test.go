@@ -64,3 +64,21 @@ func TestParseContentRange(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorText pins the two renderings of an Error: Error names the repo and
+// carries the hint; Cause, which the CLI prints with its own "model …:" and
+// "Try:", has neither.
+func TestErrorText(t *testing.T) {
+	e := &Error{Kind: ErrNotFound, Repo: "org/x", Revision: "main", File: "config.json", Status: 404,
+		Message: "Repository Not Found", Err: errors.New("cause"), Hint: "check the id"}
+	if got, want := e.Cause(), "not found (HTTP 404): Repository Not Found: cause"; got != want {
+		t.Errorf("Cause() = %q, want %q", got, want)
+	}
+	if got, want := e.Error(), "hub: config.json of org/x@main: not found (HTTP 404): Repository Not Found: cause; check the id"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	bare := &Error{Kind: ErrOffline, Repo: "org/x"}
+	if got, want := bare.Error(), "hub: org/x: not available offline"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}

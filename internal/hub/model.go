@@ -23,6 +23,10 @@ const (
 	singleFile = "model.safetensors"
 )
 
+// noWeightsWarning is the warning of a repo that has neither weight file,
+// online or from the cache's .no_exist records.
+const noWeightsWarning = "no safetensors weights in the repo (" + indexFile + " or " + singleFile + "): counts come from config.json"
+
 // speculativeRange is the first range read from each shard: enough for the
 // header of nearly every shard (a few hundred tensors at ~100 bytes each), so
 // one request usually does; a larger header costs one more.
@@ -201,9 +205,8 @@ func (c *Client) shardList(ctx context.Context, m *Model, cc cache, ref string) 
 		shards, err := m.useIndex(idx)
 		return shards, nil, err
 	}
-	noWeights := "no safetensors weights in the repo (" + indexFile + " or " + singleFile + "): counts come from config.json"
 	if cc.absent(m.ID, m.Commit, singleFile) {
-		m.warn(noWeights)
+		m.warn(noWeightsWarning)
 		return nil, nil, nil
 	}
 	h, _, cached, err := cc.readHeader(m.ID, m.Commit, singleFile)
@@ -216,7 +219,7 @@ func (c *Client) shardList(ctx context.Context, m *Model, cc cache, ref string) 
 		m.warnErr(cacheErr)
 		if isEntryNotFound(err) {
 			m.warnErr(cc.writeAbsent(m.ID, m.Commit, singleFile))
-			m.warn(noWeights)
+			m.warn(noWeightsWarning)
 			return nil, nil, nil
 		}
 		if err != nil {
@@ -302,12 +305,13 @@ func (c *Client) fillFromCache(m *Model, cc cache, commit string) error {
 			return err
 		}
 		shards = s
-	} else if _, _, ok, err := cc.readHeader(m.ID, commit, singleFile); err != nil {
+	} else if h, _, ok, err := cc.readHeader(m.ID, commit, singleFile); err != nil {
 		return err
 	} else if ok {
-		shards = []string{singleFile}
+		m.finish([]string{singleFile}, []safetensors.Header{h})
+		return nil
 	} else if cc.absent(m.ID, commit, indexFile) && cc.absent(m.ID, commit, singleFile) {
-		m.warn("no safetensors weights in the repo (" + indexFile + " or " + singleFile + "): counts come from config.json")
+		m.warn(noWeightsWarning)
 		return nil
 	} else {
 		m.warn("safetensors headers are not in the cache: counts come from config.json; run once online for exact counts")

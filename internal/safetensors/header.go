@@ -2,6 +2,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -305,10 +306,10 @@ func checkOffsets(ts []Tensor) error {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		if c := cmpUint(ts[a].Begin, ts[b].Begin); c != 0 {
+		if c := cmp.Compare(ts[a].Begin, ts[b].Begin); c != 0 {
 			return c
 		}
-		return cmpUint(ts[a].End, ts[b].End)
+		return cmp.Compare(ts[a].End, ts[b].End)
 	})
 	var prev *Tensor
 	for _, i := range order {
@@ -323,14 +324,4 @@ func checkOffsets(ts []Tensor) error {
 		prev = t
 	}
 	return nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
