@@ -23,10 +23,6 @@ import (
 //go:embed probe.py
 var probeScript []byte
 
-// ProbeScript returns the embedded probe, for callers that run it themselves
-// (scripts/device-check.sh writes it out with `bench --print-probe`).
-func ProbeScript() []byte { return bytes.Clone(probeScript) }
-
 // resultPrefix marks the probe's result line on stdout (RESULT_PREFIX in probe.py).
 const resultPrefix = "CANIFINETUNE_PROBE_RESULT "
 
