@@ -163,10 +163,10 @@ func buildGPT2(r raw, m *Model) error {
 		return err
 	}
 	var err error
-	if m.Intermediate, err = r.first(4*m.Hidden, "n_inner"); err != nil {
+	if m.Intermediate, err = r.first(0, "n_inner"); err != nil {
 		return err
 	}
-	if m.Intermediate == 0 {
+	if m.Intermediate == 0 { // absent, null or 0: GPT-2's 4·hidden
 		m.Intermediate = 4 * m.Hidden
 	}
 	if err := tied(r, m, true); err != nil {
@@ -262,24 +262,19 @@ func buildFalcon(r raw, m *Model) error {
 	if err != nil {
 		return err
 	}
-	var kv int64
 	switch {
-	case newArch:
-		kv = m.KVHeads
+	case newArch: // grouped K/V heads, as num_kv_heads says
 	case mq:
-		kv = 1
+		m.KVHeads = 1
 	default:
-		kv = m.Heads
+		m.KVHeads = m.Heads
 	}
-	m.KVHeads = kv
-	norms := 2 * h
-	if newArch {
-		norms = 4 * h // ln_attn and ln_mlp
-	} else if !parallel {
-		norms = 4 * h
+	norms := 2 * h // one LayerNorm before parallel attention and MLP
+	if newArch || !parallel {
+		norms = 4 * h // ln_attn and ln_mlp, or a second norm before a sequential MLP
 	}
 	m.uniformLayers(norms,
-		lin("query_key_value", RoleAttention, h, (m.Heads+2*kv)*hd, bias),
+		lin("query_key_value", RoleAttention, h, (m.Heads+2*m.KVHeads)*hd, bias),
 		lin("dense", RoleAttention, h, h, bias),
 		lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, bias),
 		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, bias),

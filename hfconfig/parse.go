@@ -2,8 +2,8 @@ package hfconfig
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -60,12 +60,7 @@ var encoders = map[string]string{
 
 // SupportedTypes lists the model_type values with a dedicated builder.
 func SupportedTypes() []string {
-	var ts []string
-	for t := range families {
-		ts = append(ts, t)
-	}
-	sort.Strings(ts)
-	return ts
+	return slices.Sorted(maps.Keys(families))
 }
 
 // Parse reads a config.json. A multimodal checkpoint's text model is read from
