@@ -33,8 +33,9 @@ func (m *Model) index() {
 				m.aggs = append(m.aggs, moduleAgg{name: lin.Name})
 				i = len(m.aggs) - 1
 			}
-			m.aggs[i].inOut += (lin.In + lin.Out) * lin.Copies
-			m.aggs[i].in += lin.In * m.visits(lin)
+			inOut, in := m.adapterTerms(lin)
+			m.aggs[i].inOut += inOut
+			m.aggs[i].in += in
 		}
 	}
 }
@@ -54,6 +55,11 @@ func (m *Model) AdapterInputs(spec []string) (int64, error) {
 	return m.sumTargets(spec, true)
 }
 
+// adapterTerms is what one Linear adds to AdapterSum and to AdapterInputs.
+func (m *Model) adapterTerms(l Linear) (inOut, in int64) {
+	return (l.In + l.Out) * l.Copies, l.In * m.visits(l)
+}
+
 // visits is how many copies of a Linear one token passes through.
 func (m *Model) visits(l Linear) int64 {
 	if l.Copies > 1 && m.ExpertsPerToken > 0 {
@@ -70,10 +76,11 @@ func (m *Model) sumTargets(spec []string, inputs bool) (int64, error) {
 		lins, err := m.Targets(spec)
 		var n int64
 		for _, l := range lins {
+			inOut, in := m.adapterTerms(l)
 			if inputs {
-				n += l.In * m.visits(l)
+				n += in
 			} else {
-				n += (l.In + l.Out) * l.Copies
+				n += inOut
 			}
 		}
 		return n, err
@@ -88,41 +95,25 @@ func (m *Model) sumTargets(spec []string, inputs bool) (int64, error) {
 		}
 		return false
 	}
-	any := false
+	named := false
 	for _, s := range spec {
-		t := strings.TrimSpace(s)
-		switch strings.ToLower(t) {
-		case ScopeAttention:
-			any = true
-			for _, n := range m.attentionNames {
-				pick(n)
+		attn, mlp, name := m.scope(s)
+		for _, n := range attn {
+			pick(n)
+		}
+		for _, n := range mlp {
+			pick(n)
+		}
+		named = named || strings.TrimSpace(s) != ""
+		if name != "" && !pick(name) {
+			_, err := m.Targets(spec) // the detailed error
+			if err == nil {
+				err = fmt.Errorf("LoRA target %s matches no module", name)
 			}
-		case ScopeAllLinear, "all_linear", "all":
-			any = true
-			for _, n := range m.attentionNames {
-				pick(n)
-			}
-			for _, n := range m.mlpNames {
-				pick(n)
-			}
-		case ScopeMLP:
-			any = true
-			for _, n := range m.mlpNames {
-				pick(n)
-			}
-		case "":
-		default:
-			any = true
-			if !pick(t) {
-				_, err := m.Targets(spec) // the detailed error
-				if err == nil {
-					err = fmt.Errorf("LoRA target %s matches no module", t)
-				}
-				return 0, err
-			}
+			return 0, err
 		}
 	}
-	if !any {
+	if !named {
 		return 0, fmt.Errorf("empty LoRA target list")
 	}
 	if chosen == 0 {

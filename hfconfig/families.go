@@ -114,23 +114,18 @@ func buildPhi(r raw, m *Model) error {
 	m.MLP = MLPClassic
 	h := m.Hidden
 	qkln, _ := r.boolField("qk_layernorm", false)
-	m.attentionNames = []string{"q_proj", "k_proj", "v_proj", "dense"}
-	m.mlpNames = []string{"fc1", "fc2"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		L := Layer{Attention: "full", NormParams: 2 * h, FFNActive: m.Intermediate}
-		if qkln {
-			L.NormParams += 4 * m.HeadDim
-		}
-		L.Linears = []Linear{
-			lin("q_proj", RoleAttention, h, m.Heads*m.HeadDim, true),
-			lin("k_proj", RoleAttention, h, m.KVHeads*m.HeadDim, true),
-			lin("v_proj", RoleAttention, h, m.KVHeads*m.HeadDim, true),
-			lin("dense", RoleAttention, m.Heads*m.HeadDim, h, true),
-			lin("fc1", RoleMLP, h, m.Intermediate, true),
-			lin("fc2", RoleMLP, m.Intermediate, h, true),
-		}
-		m.Layers = append(m.Layers, L)
+	norms := 2 * h
+	if qkln {
+		norms += 4 * m.HeadDim
 	}
+	m.uniformLayers(norms,
+		lin("q_proj", RoleAttention, h, m.Heads*m.HeadDim, true),
+		lin("k_proj", RoleAttention, h, m.KVHeads*m.HeadDim, true),
+		lin("v_proj", RoleAttention, h, m.KVHeads*m.HeadDim, true),
+		lin("dense", RoleAttention, m.Heads*m.HeadDim, h, true),
+		lin("fc1", RoleMLP, h, m.Intermediate, true),
+		lin("fc2", RoleMLP, m.Intermediate, h, true),
+	)
 	m.setEmbeddings(true)
 	m.FinalNormParams = 2 * h
 	return nil
@@ -150,8 +145,6 @@ func buildPhi3(r raw, m *Model) error {
 	}
 	m.MLP = MLPGated
 	h, hd := m.Hidden, m.HeadDim
-	m.attentionNames = []string{"qkv_proj", "o_proj"}
-	m.mlpNames = []string{"gate_up_proj", "down_proj"}
 	m.uniformLayers(2*h,
 		lin("qkv_proj", RoleAttention, h, (m.Heads+2*m.KVHeads)*hd, false),
 		lin("o_proj", RoleAttention, m.Heads*hd, h, false),
@@ -170,10 +163,10 @@ func buildGPT2(r raw, m *Model) error {
 		return err
 	}
 	var err error
-	if m.Intermediate, err = r.first(4*m.Hidden, "n_inner"); err != nil {
+	if m.Intermediate, err = r.first(0, "n_inner"); err != nil {
 		return err
 	}
-	if m.Intermediate == 0 {
+	if m.Intermediate == 0 { // absent, null or 0: GPT-2's 4·hidden
 		m.Intermediate = 4 * m.Hidden
 	}
 	if err := tied(r, m, true); err != nil {
@@ -196,8 +189,6 @@ func buildGPT2(r raw, m *Model) error {
 			qkv = h + 2*m.HeadDim
 		}
 	}
-	m.attentionNames = []string{"c_attn", "c_proj"}
-	m.mlpNames = []string{"c_fc", "c_proj"}
 	m.uniformLayers(4*h,
 		lin("c_attn", RoleAttention, h, qkv, true),
 		lin("c_proj", RoleAttention, h, h, true),
@@ -235,8 +226,6 @@ func buildNeoX(r raw, m *Model) error {
 			return err
 		}
 	}
-	m.attentionNames = []string{"query_key_value", "dense"}
-	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
 	m.uniformLayers(4*h,
 		lin("query_key_value", RoleAttention, h, 3*h, bias),
 		lin("dense", RoleAttention, h, h, bias),
@@ -273,26 +262,19 @@ func buildFalcon(r raw, m *Model) error {
 	if err != nil {
 		return err
 	}
-	var kv int64
 	switch {
-	case newArch:
-		kv = m.KVHeads
+	case newArch: // grouped K/V heads, as num_kv_heads says
 	case mq:
-		kv = 1
+		m.KVHeads = 1
 	default:
-		kv = m.Heads
+		m.KVHeads = m.Heads
 	}
-	m.KVHeads = kv
-	norms := 2 * h
-	if newArch {
-		norms = 4 * h // ln_attn and ln_mlp
-	} else if !parallel {
-		norms = 4 * h
+	norms := 2 * h // one LayerNorm before parallel attention and MLP
+	if newArch || !parallel {
+		norms = 4 * h // ln_attn and ln_mlp, or a second norm before a sequential MLP
 	}
-	m.attentionNames = []string{"query_key_value", "dense"}
-	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
 	m.uniformLayers(norms,
-		lin("query_key_value", RoleAttention, h, (m.Heads+2*kv)*hd, bias),
+		lin("query_key_value", RoleAttention, h, (m.Heads+2*m.KVHeads)*hd, bias),
 		lin("dense", RoleAttention, h, h, bias),
 		lin("dense_h_to_4h", RoleMLP, h, m.Intermediate, bias),
 		lin("dense_4h_to_h", RoleMLP, m.Intermediate, h, bias),
@@ -318,8 +300,6 @@ func buildQwenV1(r raw, m *Model) error {
 	}
 	m.MLP = MLPGated
 	h := m.Hidden
-	m.attentionNames = []string{"c_attn", "c_proj"}
-	m.mlpNames = []string{"w1", "w2", "c_proj"}
 	m.uniformLayers(2*h,
 		lin("c_attn", RoleAttention, h, 3*h, true),
 		lin("c_proj", RoleAttention, h, h, false),
@@ -354,8 +334,6 @@ func buildChatGLM(r raw, m *Model) error {
 	linBias, _ := r.boolField("add_bias_linear", false)
 	m.MLP = MLPGated
 	h, hd := m.Hidden, m.HeadDim
-	m.attentionNames = []string{"query_key_value", "dense"}
-	m.mlpNames = []string{"dense_h_to_4h", "dense_4h_to_h"}
 	m.uniformLayers(2*h,
 		lin("query_key_value", RoleAttention, h, m.Heads*hd+2*m.KVHeads*hd, qkvBias || linBias),
 		lin("dense", RoleAttention, m.Heads*hd, h, linBias),
@@ -381,8 +359,6 @@ func buildBaichuan(r raw, m *Model) error {
 	}
 	m.MLP = MLPGated
 	h := m.Hidden
-	m.attentionNames = []string{"W_pack", "o_proj"}
-	m.mlpNames = []string{"gate_proj", "up_proj", "down_proj"}
 	m.uniformLayers(2*h,
 		lin("W_pack", RoleAttention, h, 3*h, false),
 		lin("o_proj", RoleAttention, h, h, false),
@@ -460,8 +436,18 @@ func preQuant(top raw) (*PreQuant, error) {
 
 // uniformLayers appends NumLayers identical full-attention blocks with the
 // given norm parameters and Linear modules (the layers share the slice,
-// which nothing modifies after parsing).
+// which nothing modifies after parsing). The LoRA scopes are the modules'
+// names by role, in order: every module of such a block exists in every
+// layer, so the attention and MLP scopes need no separate list to drift from.
 func (m *Model) uniformLayers(norms int64, lins ...Linear) {
+	for _, l := range lins {
+		switch l.Role {
+		case RoleAttention:
+			m.attentionNames = append(m.attentionNames, l.Name)
+		case RoleMLP:
+			m.mlpNames = append(m.mlpNames, l.Name)
+		}
+	}
 	for range m.NumLayers {
 		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: norms, FFNActive: m.Intermediate, Linears: lins})
 	}

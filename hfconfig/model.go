@@ -217,23 +217,16 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 	want := map[string]bool{}
 	explicit := map[string]bool{}
 	for _, s := range spec {
-		switch strings.ToLower(strings.TrimSpace(s)) {
-		case ScopeAttention:
-			for _, n := range m.attentionNames {
-				want[n] = true
-			}
-		case ScopeAllLinear, "all_linear", "all":
-			for _, n := range m.AllLinearTargets() {
-				want[n] = true
-			}
-		case ScopeMLP:
-			for _, n := range m.mlpNames {
-				want[n] = true
-			}
-		case "":
-		default:
-			want[strings.TrimSpace(s)] = true
-			explicit[strings.TrimSpace(s)] = true
+		attn, mlp, name := m.scope(s)
+		for _, n := range attn {
+			want[n] = true
+		}
+		for _, n := range mlp {
+			want[n] = true
+		}
+		if name != "" {
+			want[name] = true
+			explicit[name] = true
 		}
 	}
 	if len(want) == 0 {
@@ -264,6 +257,23 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 		return nil, fmt.Errorf("LoRA targets %v match no module of this %s model; its modules are %s", spec, m.ModelType, strings.Join(m.moduleNames(), ", "))
 	}
 	return out, nil
+}
+
+// scope expands one entry of a LoRA target list, as Targets and sumTargets
+// both read it: a scope keyword gives the family's attention and/or MLP names;
+// anything else, trimmed, is one explicit module name; a blank entry gives
+// nothing.
+func (m *Model) scope(s string) (attn, mlp []string, name string) {
+	t := strings.TrimSpace(s)
+	switch strings.ToLower(t) {
+	case ScopeAttention:
+		return m.attentionNames, nil, ""
+	case ScopeAllLinear, "all_linear", "all":
+		return m.attentionNames, m.mlpNames, ""
+	case ScopeMLP:
+		return nil, m.mlpNames, ""
+	}
+	return nil, nil, t
 }
 
 func (m *Model) moduleNames() []string {

@@ -2,8 +2,8 @@ package hfconfig
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -60,12 +60,7 @@ var encoders = map[string]string{
 
 // SupportedTypes lists the model_type values with a dedicated builder.
 func SupportedTypes() []string {
-	var ts []string
-	for t := range families {
-		ts = append(ts, t)
-	}
-	sort.Strings(ts)
-	return ts
+	return slices.Sorted(maps.Keys(families))
 }
 
 // Parse reads a config.json. A multimodal checkpoint's text model is read from
@@ -225,14 +220,14 @@ func buildLlama(r raw, m *Model) error {
 	if m.Intermediate, err = r.first(0, "intermediate_size"); err != nil {
 		return err
 	}
-	gemma := m.Family == "gemma"
-	defTied := gemma || m.ModelType == "llama4_text" || m.ModelType == "llama4"
-	if err := tied(r, m, defTied); err != nil {
+	gemma, llama4 := m.Family == "gemma", m.Family == "llama4"
+	qwen2 := m.ModelType == "qwen2" || m.ModelType == "qwen2_moe"
+	if err := tied(r, m, gemma || llama4); err != nil {
 		return err
 	}
 	m.MLP = MLPGated
 	h, hd := m.Hidden, m.HeadDim
-	attnBias, err := r.boolField("attention_bias", m.ModelType == "qwen2" || m.ModelType == "qwen2_moe")
+	attnBias, err := r.boolField("attention_bias", qwen2)
 	if err != nil {
 		return err
 	}
@@ -247,7 +242,7 @@ func buildLlama(r raw, m *Model) error {
 	}
 	// Qwen2 hard-codes biases on q/k/v but not o (modeling_qwen2); others use
 	// attention_bias for all four.
-	oBias := attnBias && m.ModelType != "qwen2" && m.ModelType != "qwen2_moe"
+	oBias := attnBias && !qwen2
 
 	// Norm sizes per block: RMSNorm is H weights, LayerNorm (stablelm) 2H.
 	normW := int64(1)
@@ -293,7 +288,7 @@ func buildLlama(r raw, m *Model) error {
 		return err
 	}
 	denseInter := m.Intermediate
-	if m.ModelType == "llama4_text" || m.ModelType == "llama4" {
+	if llama4 {
 		// Llama 4: intermediate_size is the expert width, intermediate_size_mlp the dense one.
 		if denseInter, err = r.first(m.Intermediate, "intermediate_size_mlp"); err != nil {
 			return err
@@ -370,21 +365,35 @@ func buildLlama(r raw, m *Model) error {
 	if layerTypes != nil || kvShared > 0 || plHidden > 0 || kEqV || doubleWide {
 		m.Notes = append(m.Notes, "per-layer shapes derived from layer_types / per-layer fields (seed 001)")
 	}
-	if gemma && m.ModelType != "gemma" {
-		if m.SlidingWindow > 0 {
-			m.Notes = append(m.Notes, fmt.Sprintf("sliding-window layers attend to %d tokens", m.SlidingWindow))
-		}
+	if gemma && m.ModelType != "gemma" && m.SlidingWindow > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("sliding-window layers attend to %d tokens", m.SlidingWindow))
 	}
 
-	m.attentionNames = []string{"q_proj", "k_proj", "v_proj", "o_proj"}
+	// The routed experts' projections (the same in every MoE layer), the
+	// router's name, and the MLP scope, which names the expert projections.
+	var expertLins []Linear
+	routerName := "gate"
 	switch m.ModelType {
 	case "mixtral":
+		expertLins = []Linear{
+			{Name: "w1", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
+			{Name: "w2", Role: RoleExpert, In: moeInter, Out: h, Copies: experts},
+			{Name: "w3", Role: RoleExpert, In: h, Out: moeInter, Copies: experts}}
 		m.mlpNames = []string{"w1", "w2", "w3"}
 	case "granitemoe":
+		expertLins = []Linear{
+			{Name: "input_linear", Role: RoleExpert, In: h, Out: 2 * moeInter, Copies: experts},
+			{Name: "output_linear", Role: RoleExpert, In: moeInter, Out: h, Copies: experts}}
+		routerName = "router"
 		m.mlpNames = []string{"input_linear", "output_linear"}
 	default:
+		expertLins = []Linear{
+			{Name: "gate_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
+			{Name: "up_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
+			{Name: "down_proj", Role: RoleExpert, In: moeInter, Out: h, Copies: experts}}
 		m.mlpNames = []string{"gate_proj", "up_proj", "down_proj"}
 	}
+	m.attentionNames = []string{"q_proj", "k_proj", "v_proj", "o_proj"}
 
 	for i := int64(0); i < m.NumLayers; i++ {
 		kind := "full"
@@ -409,28 +418,8 @@ func buildLlama(r raw, m *Model) error {
 		L.Linears = append(L.Linears, lin("o_proj", RoleAttention, m.Heads*lhd, h, oBias))
 		if isMoE(i) {
 			L.MoE = true
-			e := experts
-			switch m.ModelType {
-			case "mixtral":
-				L.Linears = append(L.Linears,
-					Linear{Name: "w1", Role: RoleExpert, In: h, Out: moeInter, Copies: e},
-					Linear{Name: "w2", Role: RoleExpert, In: moeInter, Out: h, Copies: e},
-					Linear{Name: "w3", Role: RoleExpert, In: h, Out: moeInter, Copies: e})
-			case "granitemoe":
-				L.Linears = append(L.Linears,
-					Linear{Name: "input_linear", Role: RoleExpert, In: h, Out: 2 * moeInter, Copies: e},
-					Linear{Name: "output_linear", Role: RoleExpert, In: moeInter, Out: h, Copies: e})
-			default:
-				L.Linears = append(L.Linears,
-					Linear{Name: "gate_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: e},
-					Linear{Name: "up_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: e},
-					Linear{Name: "down_proj", Role: RoleExpert, In: moeInter, Out: h, Copies: e})
-			}
-			routerName := "gate"
-			if m.ModelType == "granitemoe" {
-				routerName = "router"
-			}
-			L.Linears = append(L.Linears, lin(routerName, RoleRouter, h, e, false))
+			L.Linears = append(L.Linears, expertLins...)
+			L.Linears = append(L.Linears, lin(routerName, RoleRouter, h, experts, false))
 			L.FFNActive = m.ExpertsPerToken * moeInter
 			if sharedInter > 0 {
 				L.Linears = append(L.Linears,
@@ -471,11 +460,7 @@ func buildLlama(r raw, m *Model) error {
 		m.EmbeddingParams += plVocab*m.NumLayers*plHidden + h*m.NumLayers*plHidden
 		m.FinalNormParams += plHidden
 	}
-	if experts > 0 && m.ModelType == "mixtral" {
-		// Mixtral's MLP module names differ from Llama's; the seed's MoE rule
-		// multiplies adapter weights on experts by num_local_experts.
-		m.Notes = append(m.Notes, fmt.Sprintf("MoE: %d experts, %d active per token", experts, m.ExpertsPerToken))
-	} else if experts > 0 {
+	if experts > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("MoE: %d experts, %d active per token", experts, m.ExpertsPerToken))
 	}
 	return nil

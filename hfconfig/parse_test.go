@@ -179,15 +179,53 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"model_type":"gemma3","text_config":{"model_type":"gemma3_text","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100,"head_dim":32},"vision_config":{"hidden_size":16,"num_hidden_layers":1,"intermediate_size":32,"patch_size":4,"image_size":16}}`))
 	f.Add([]byte(`{"model_type":"gpt2","n_embd":64,"n_layer":2,"n_head":4,"vocab_size":100,"n_positions":32}`))
 	f.Add([]byte(`{"model_type":"llama","hidden_size":1e12,"num_hidden_layers":1e12}`))
+	// Parse itself rejects a model without layers or with a non-positive
+	// count, so the target checks what Parse does not: one layer per
+	// num_hidden_layers, cached sums equal to the layers' sums, and the
+	// allocation-free adapter sums agreeing with Targets.
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Parse(b)
 		if err != nil {
 			return
 		}
-		if m.Params() <= 0 || len(m.Layers) == 0 {
-			t.Errorf("accepted a model with %d params and %d layers", m.Params(), len(m.Layers))
+		if int64(len(m.Layers)) != m.NumLayers {
+			t.Errorf("%d layers for num_hidden_layers %d", len(m.Layers), m.NumLayers)
 		}
+		var lin, norm int64
+		for _, l := range m.Layers {
+			norm += l.NormParams
+			for _, x := range l.Linears {
+				lin += x.Params()
+			}
+		}
+		if m.LinearParams() != lin || m.NormParams() != norm+m.FinalNormParams {
+			t.Errorf("cached sums %d, %d; layers sum to %d, %d", m.LinearParams(), m.NormParams(), lin, norm+m.FinalNormParams)
+		}
+		checkAdapterSums(t, m, "fuzz input")
 	})
+}
+
+// checkAdapterSums fails when AdapterSum or AdapterInputs disagrees with
+// summing the Linears Targets selects, for each scope and a mixed list.
+func checkAdapterSums(t *testing.T, m *Model, name string) {
+	t.Helper()
+	for _, spec := range [][]string{{"attention"}, {"all-linear"}, {"mlp"}, {"all-linear", "q_proj"}} {
+		lins, err1 := m.Targets(spec)
+		sum, err2 := m.AdapterSum(spec)
+		inputs, err3 := m.AdapterInputs(spec)
+		if (err1 == nil) != (err2 == nil) || (err1 == nil) != (err3 == nil) {
+			t.Errorf("%s %v: Targets err %v, AdapterSum err %v, AdapterInputs err %v", name, spec, err1, err2, err3)
+			continue
+		}
+		var wantSum, wantInputs int64
+		for _, l := range lins {
+			wantSum += (l.In + l.Out) * l.Copies
+			wantInputs += l.In * m.visits(l)
+		}
+		if sum != wantSum || inputs != wantInputs {
+			t.Errorf("%s %v: AdapterSum %d, AdapterInputs %d; Targets sum to %d, %d", name, spec, sum, inputs, wantSum, wantInputs)
+		}
+	}
 }
 
 // A scope keyword expands to the modules the model has: DeepSeek-V2-Lite has
@@ -216,34 +254,31 @@ func TestScopeSkipsAbsentModules(t *testing.T) {
 	}
 }
 
-// AdapterSum agrees with summing Targets on every shared config and scope.
+// AdapterSum and AdapterInputs agree with summing Targets on every shared
+// config and scope.
 func TestAdapterSumMatchesTargets(t *testing.T) {
 	root := sharedDir(t)
-	specs := [][]string{{"attention"}, {"all-linear"}, {"mlp"}, {"all-linear", "q_proj"}}
-	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+	n := 0
+	err := filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
 		if err != nil || filepath.Base(p) != "config.json" {
 			return err
 		}
-		b, _ := os.ReadFile(p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
 		m, err := Parse(b)
 		if err != nil {
-			return nil
+			return nil // TestParseSharedConfigs says which ought to parse
 		}
-		for _, spec := range specs {
-			lins, err1 := m.Targets(spec)
-			got, err2 := m.AdapterSum(spec)
-			if (err1 == nil) != (err2 == nil) {
-				t.Errorf("%s %v: Targets err %v, AdapterSum err %v", p, spec, err1, err2)
-				continue
-			}
-			var want int64
-			for _, l := range lins {
-				want += (l.In + l.Out) * l.Copies
-			}
-			if got != want {
-				t.Errorf("%s %v: AdapterSum %d, Targets sum %d", p, spec, got, want)
-			}
-		}
+		n++
+		checkAdapterSums(t, m, p)
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Error("no shared config parsed: nothing was compared")
+	}
 }

@@ -50,16 +50,23 @@ func (r raw) errf(key string, format string, args ...any) error {
 	return fmt.Errorf("%w: field %s%s: %s", ErrMalformed, r.prefix, key, fmt.Sprintf(format, args...))
 }
 
-// str returns a string field, or def when absent or null.
-func (r raw) str(key, def string) (string, error) {
+// field decodes the value at key as a T, or returns def when the key is
+// absent or null; what names T in the error ("a string").
+func field[T any](r raw, key string, def T, what string) (T, error) {
 	if !r.has(key) {
 		return def, nil
 	}
-	var s string
-	if err := json.Unmarshal(r.m[key], &s); err != nil {
-		return "", r.errf(key, "value %s is not a string", clip(r.m[key]))
+	var v T
+	if err := json.Unmarshal(r.m[key], &v); err != nil {
+		var zero T
+		return zero, r.errf(key, "value %s is not %s", clip(r.m[key]), what)
 	}
-	return s, nil
+	return v, nil
+}
+
+// str returns a string field, or def when absent or null.
+func (r raw) str(key, def string) (string, error) {
+	return field(r, key, def, "a string")
 }
 
 // intField returns an integer field, or def when absent or null. It rejects
@@ -68,9 +75,9 @@ func (r raw) intField(key string, def int64) (int64, error) {
 	if !r.has(key) {
 		return def, nil
 	}
-	var f float64
-	if err := json.Unmarshal(r.m[key], &f); err != nil {
-		return 0, r.errf(key, "value %s is not a number", clip(r.m[key]))
+	f, err := field(r, key, 0.0, "a number")
+	if err != nil {
+		return 0, err
 	}
 	if f != math.Trunc(f) || f < 0 || f > 1<<40 {
 		return 0, r.errf(key, "value %s is not a non-negative integer dimension", clip(r.m[key]))
@@ -102,47 +109,19 @@ func (r raw) need(keys ...string) (int64, error) {
 }
 
 func (r raw) boolField(key string, def bool) (bool, error) {
-	if !r.has(key) {
-		return def, nil
-	}
-	var b bool
-	if err := json.Unmarshal(r.m[key], &b); err != nil {
-		return false, r.errf(key, "value %s is not a boolean", clip(r.m[key]))
-	}
-	return b, nil
+	return field(r, key, def, "a boolean")
 }
 
 func (r raw) floatField(key string, def float64) (float64, error) {
-	if !r.has(key) {
-		return def, nil
-	}
-	var f float64
-	if err := json.Unmarshal(r.m[key], &f); err != nil {
-		return 0, r.errf(key, "value %s is not a number", clip(r.m[key]))
-	}
-	return f, nil
+	return field(r, key, def, "a number")
 }
 
 func (r raw) strings(key string) ([]string, error) {
-	if !r.has(key) {
-		return nil, nil
-	}
-	var s []string
-	if err := json.Unmarshal(r.m[key], &s); err != nil {
-		return nil, r.errf(key, "value %s is not a list of strings", clip(r.m[key]))
-	}
-	return s, nil
+	return field[[]string](r, key, nil, "a list of strings")
 }
 
 func (r raw) ints(key string) ([]int64, error) {
-	if !r.has(key) {
-		return nil, nil
-	}
-	var s []int64
-	if err := json.Unmarshal(r.m[key], &s); err != nil {
-		return nil, r.errf(key, "value %s is not a list of integers", clip(r.m[key]))
-	}
-	return s, nil
+	return field[[]int64](r, key, nil, "a list of integers")
 }
 
 func (r raw) object(key string) (raw, bool, error) {
