@@ -555,24 +555,27 @@ func adapterActivations(r Request, act float64) float64 {
 		return 0
 	}
 	m := r.Model
-	in, err := m.AdapterInputs(r.LoRATargets)
+	shared := [][]string(nil)
+	if r.Stack == "litgpt" {
+		shared = litgptSharedInputs
+	}
+	in, err := m.DistinctInputs(r.LoRATargets, shared)
 	if err != nil {
 		return 0
 	}
-	if r.Stack == "litgpt" {
-		if qkv := separateQKVTargets(m, r.LoRATargets); qkv > 1 {
-			in -= (qkv - 1) * m.Hidden * m.NumLayers
-		}
-	}
+
 	if r.ExtraLoRAOnHead {
 		in += m.Hidden
 	}
 	return per * float64(in) * float64(r.SeqLen) * float64(r.Batch)
 }
 
-// sharedInputs are Linear modules that read the same tensor: a trained
-// weight's gradient needs that input once.
-var sharedInputs = [][]string{{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}, {"q_a_proj", "kv_a_proj_with_mqa"}}
+// litgptSharedInputs: litgpt feeds its fused qkv adapter from one dropout.
+var litgptSharedInputs = [][]string{hfconfig.QKV}
+
+// allLinear selects every Linear a full fine-tune trains (routers aside, as
+// in seed 000's table).
+var allLinear = []string{hfconfig.ScopeAllLinear}
 
 // trainedLinearInputs is, for s·b tokens over all layers, the inputs that
 // trained Linear layers keep for their weight gradients and that a frozen
@@ -582,47 +585,15 @@ var sharedInputs = [][]string{{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_
 // both kinds of run keep). Inputs are the matmul's 16-bit copy except
 // under fp32.
 func trainedLinearInputs(r Request) float64 {
-	m := r.Model
-	in, err := m.AdapterInputs([]string{hfconfig.ScopeAllLinear})
+	in, err := r.Model.DistinctInputs(allLinear, hfconfig.SharedInputs)
 	if err != nil {
 		return 0
-	}
-	for _, g := range sharedInputs {
-		var sum, most int64
-		for _, name := range g {
-			if n, err := m.AdapterInputs([]string{name}); err == nil {
-				sum += n
-				most = max(most, n)
-			}
-		}
-		in -= sum - most
 	}
 	bytes := 2.0
 	if r.Precision == FP32 {
 		bytes = 4
 	}
 	return bytes * float64(in) * float64(r.SeqLen) * float64(r.Batch)
-}
-
-// separateQKVTargets counts how many of q_proj, k_proj and v_proj a LoRA
-// target list selects (by name or by scope).
-func separateQKVTargets(m *hfconfig.Model, spec []string) int64 {
-	lins, err := m.Targets(spec)
-	if err != nil {
-		return 0
-	}
-	var q, k, v bool
-	for _, l := range lins {
-		switch l.Name {
-		case "q_proj":
-			q = true
-		case "k_proj":
-			k = true
-		case "v_proj":
-			v = true
-		}
-	}
-	return int64(b2i(q) + b2i(k) + b2i(v))
 }
 
 // wholeUnitGrads: litgpt's LoRA under FSDP puts adapters and frozen weights

@@ -32,6 +32,26 @@ func TestAdapterInputs(t *testing.T) {
 	if _, err := m.AdapterInputs([]string{"nope"}); err == nil {
 		t.Error("an unknown target gave no error")
 	}
+	// Counted once per group of modules that read one tensor: q, k and v
+	// read the normed hidden state (8), gate and up another one (8 per
+	// visited expert); o (8) and down (4 per visited expert) stand alone.
+	for _, tc := range []struct {
+		spec   []string
+		groups [][]string
+		want   int64
+	}{
+		{[]string{"q_proj", "v_proj"}, [][]string{QKV}, 8},
+		{[]string{"q_proj", "v_proj"}, nil, 16},
+		{[]string{"all-linear"}, SharedInputs, 8 + 8 + 2*(8+4)},
+	} {
+		got, err := m.DistinctInputs(tc.spec, tc.groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("DistinctInputs(%v, %v) = %d, want %d", tc.spec, tc.groups, got, tc.want)
+		}
+	}
 }
 
 func TestLogitSoftcapParsed(t *testing.T) {

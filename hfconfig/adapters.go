@@ -69,21 +69,73 @@ func (m *Model) visits(l Linear) int64 {
 }
 
 func (m *Model) sumTargets(spec []string, inputs bool) (int64, error) {
+	var n int64
+	err := m.eachSelected(spec, func(a moduleAgg) {
+		if inputs {
+			n += a.in
+		} else {
+			n += a.inOut
+		}
+	})
+	return n, err
+}
+
+// QKV are the attention projections that read one tensor, the layer's
+// normed hidden state.
+var QKV = []string{"q_proj", "k_proj", "v_proj"}
+
+// SharedInputs are groups of Linear modules that read the same tensor in a
+// layer: q/k/v, a gated MLP's gate and up (w1 and w3 in Mixtral's experts),
+// and DeepSeek's two low-rank attention down-projections.
+var SharedInputs = [][]string{QKV, {"gate_proj", "up_proj"}, {"w1", "w3"}, {"q_a_proj", "kv_a_proj_with_mqa"}}
+
+// DistinctInputs is AdapterInputs with the selected modules of each group
+// (names that read one tensor, as in SharedInputs) counted once: the input
+// elements per token of the distinct tensors the selection reads.
+func (m *Model) DistinctInputs(spec []string, groups [][]string) (int64, error) {
+	var n int64
+	err := m.eachSelected(spec, func(a moduleAgg) { n += a.in })
+	if err != nil {
+		return 0, err
+	}
+	for _, g := range groups {
+		var sum, most int64
+		m.eachSelected(spec, func(a moduleAgg) {
+			if slices.Contains(g, a.name) {
+				sum += a.in
+				most = max(most, a.in)
+			}
+		})
+		n -= sum - most
+	}
+	return n, nil
+}
+
+// eachSelected calls f with the per-name sums of each module a target list
+// selects, with the same rules as Targets. For a model with at most 64
+// module names (every family here) it reads the sums index precomputed and
+// does not allocate; beyond, it sums Targets' Linears per name.
+func (m *Model) eachSelected(spec []string, f func(moduleAgg)) error {
 	if m.aggs == nil {
 		m.index()
 	}
 	if len(m.aggs) > 64 {
 		lins, err := m.Targets(spec)
-		var n int64
+		var sums []moduleAgg
 		for _, l := range lins {
-			inOut, in := m.adapterTerms(l)
-			if inputs {
-				n += in
-			} else {
-				n += inOut
+			i := slices.IndexFunc(sums, func(a moduleAgg) bool { return a.name == l.Name })
+			if i < 0 {
+				sums = append(sums, moduleAgg{name: l.Name})
+				i = len(sums) - 1
 			}
+			inOut, in := m.adapterTerms(l)
+			sums[i].inOut += inOut
+			sums[i].in += in
 		}
-		return n, err
+		for _, a := range sums {
+			f(a)
+		}
+		return err
 	}
 	var chosen uint64
 	pick := func(name string) bool {
@@ -110,25 +162,20 @@ func (m *Model) sumTargets(spec []string, inputs bool) (int64, error) {
 			if err == nil {
 				err = fmt.Errorf("LoRA target %s matches no module", name)
 			}
-			return 0, err
+			return err
 		}
 	}
 	if !named {
-		return 0, fmt.Errorf("empty LoRA target list")
+		return fmt.Errorf("empty LoRA target list")
 	}
 	if chosen == 0 {
 		_, err := m.Targets(spec)
-		return 0, err
+		return err
 	}
-	var n int64
 	for i, a := range m.aggs {
 		if chosen&(1<<i) != 0 {
-			if inputs {
-				n += a.in
-			} else {
-				n += a.inOut
-			}
+			f(a)
 		}
 	}
-	return n, nil
+	return nil
 }
