@@ -142,6 +142,9 @@ func (t *Trace) report(opts Options) (_ *Report, err error) {
 	a.typical = make([]bool, n)
 	for k := range a.typical {
 		a.typical[k] = opts.AllSteps || n < 3 || (k > 0 && k < n-1)
+		if a.typical[k] {
+			a.nTypical++
+		}
 	}
 
 	ops, err := sk.ops.finish()
@@ -257,13 +260,14 @@ func (t *Trace) nameRanks() []int32 {
 
 // analysis is the state shared by all devices.
 type analysis struct {
-	t       *Trace
-	opts    Options
-	steps   []Label
-	typical []bool // per step
-	rank    []int32
-	cats    []Category // per name, decided by the first op seen in time order
-	catSeen []bool
+	t        *Trace
+	opts     Options
+	steps    []Label
+	typical  []bool // per step
+	nTypical int    // typical steps
+	rank     []int32
+	cats     []Category // per name, decided by the first op seen in time order
+	catSeen  []bool
 
 	gpuLabels, hostLabels *sorted[Label]
 }
@@ -755,43 +759,34 @@ func (a *deviceAnalysis) gapFigures() (Gaps, error) {
 	return s, nil
 }
 
-// perStep turns a sum over typical steps into a mean per typical step.
-func (a *deviceAnalysis) perStep(sum int64, n int) *int64 {
-	if n == 0 {
+// perStep turns a sum over typical steps into a mean per typical step;
+// nil without typical steps.
+func (a *analysis) perStep(sum int64) *int64 {
+	if a.nTypical == 0 {
 		return nil
 	}
-	v := sum / int64(n)
+	v := sum / int64(a.nTypical)
 	return &v
 }
 
-// typicalSteps is the number of typical steps.
-func (a *deviceAnalysis) typicalSteps() int {
-	n := 0
-	for _, ok := range a.typical {
-		if ok {
-			n++
-		}
+// shareOf is x's share of busy time; 0 when nothing was busy.
+func shareOf(x, busy int64) float64 {
+	if busy == 0 {
+		return 0
 	}
-	return n
+	return float64(x) / float64(busy)
 }
 
 // breakdowns are the category and kernel-name tables.
 func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
-	nTyp := a.typicalSteps()
-	share := func(x int64) float64 {
-		if busy == 0 {
-			return 0
-		}
-		return float64(x) / float64(busy)
-	}
 	for c := range numCategories {
 		x := a.byCat[c]
 		cats = append(cats, Row{Name: c.String(), Ops: x.ops, SumDurNS: x.sum, ExclusiveNS: x.ex,
-			Share: share(x.ex), PerStepNS: a.perStep(x.typ, nTyp)})
+			Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ)})
 	}
 	for name, x := range a.byName {
 		kernels = append(kernels, Row{Name: a.t.Names[name], Category: a.cats[name].String(), Ops: x.ops,
-			SumDurNS: x.sum, ExclusiveNS: x.ex, Share: share(x.ex), PerStepNS: a.perStep(x.typ, nTyp)})
+			SumDurNS: x.sum, ExclusiveNS: x.ex, Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ)})
 	}
 	slices.SortFunc(kernels, func(x, y Row) int {
 		if c := cmp.Compare(y.ExclusiveNS, x.ExclusiveNS); c != 0 {
@@ -832,22 +827,20 @@ func (a *deviceAnalysis) stepFigures() Steps {
 			fracs = append(fracs, float64(s.BusyNS)/float64(s.SpanNS))
 		}
 	}
-	out.Typical = Typical{Steps: len(spans), SpanNS: median(spans), BusyNS: median(busy), GapNS: median(gaps)}
-	if len(fracs) > 0 {
-		slices.Sort(fracs)
-		out.Typical.BusyFraction = fracs[(len(fracs)-1)/2]
-	}
+	out.Typical = Typical{Steps: len(spans), SpanNS: median(spans), BusyNS: median(busy), GapNS: median(gaps),
+		BusyFraction: median(fracs)}
 	return out
 }
 
-// median is the lower median: an observed value, never an average of two.
-func median(v []int64) int64 {
+// median is the lower median: an observed value, never an average of two;
+// 0 for no values. It sorts v.
+func median[T cmp.Ordered](v []T) T {
 	if len(v) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
 }
 
 // slotHeap is a binary min-heap of slot indices that keeps each slot's

@@ -66,6 +66,10 @@ func TestReportCrafted(t *testing.T) {
 	if len(r.Devices) != 1 {
 		t.Fatalf("devices = %d", len(r.Devices))
 	}
+	tr, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := r.Devices[0]
 	if d.BusyNS != 21000 || d.SumDurNS != 29000 || d.OverlapNS != 8000 || d.SpanNS != 26000 {
 		t.Errorf("busy %d Σdur %d overlap %d span %d; want 21000 29000 8000 26000", d.BusyNS, d.SumDurNS, d.OverlapNS, d.SpanNS)
@@ -78,8 +82,9 @@ func TestReportCrafted(t *testing.T) {
 	if diff := cmp.Diff(wantStreams, d.Streams); diff != "" {
 		t.Errorf("streams (-want +got):\n%s", diff)
 	}
-	wantGaps := []Gap{{Start: 20000, End: 25000, Next: Gap{}.Next, HostLate: 1000, Launch: 2000, Queued: 2000, Step: 1}}
-	wantGaps[0].Next = Op{Start: 25000, Dur: 1000, Corr: 4, Name: gaps[0].Next.Name, Stream: 7, Kind: KindMemcpy}
+	// Parse interns names in the order Analyze does, so tr gives D's name id.
+	wantGaps := []Gap{{Start: 20000, End: 25000, HostLate: 1000, Launch: 2000, Queued: 2000, Step: 1,
+		Next: Op{Start: 25000, Dur: 1000, Corr: 4, Name: tr.names["Memcpy DtoD"], Stream: 7, Kind: KindMemcpy}}}
 	if diff := cmp.Diff(wantGaps, gaps); diff != "" {
 		t.Errorf("gaps (-want +got):\n%s", diff)
 	}
@@ -306,7 +311,8 @@ var realTraces = []struct {
 	{"hta_sampled_rank0_4streams_2steps.json.gz", 1204, 547656000, 607844000, 1222847000, 675191000, 930, 58862000, 2},
 }
 
-func openTrace(t testing.TB, name string) *Trace {
+// gunzipTestdata is the JSON of a gzipped trace under testdata.
+func gunzipTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	f, err := os.Open("testdata/" + name)
 	if err != nil {
@@ -317,7 +323,16 @@ func openTrace(t testing.TB, name string) *Trace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Parse(zr)
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func openTrace(t testing.TB, name string) *Trace {
+	t.Helper()
+	tr, err := Parse(bytes.NewReader(gunzipTestdata(t, name)))
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -425,19 +440,7 @@ func TestRealTraceSteps(t *testing.T) {
 }
 
 func TestTruncatedRealTrace(t *testing.T) {
-	f, err := os.Open("testdata/hta_sampled_rank0_4streams_2steps.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	full := gunzipTestdata(t, "hta_sampled_rank0_4streams_2steps.json.gz")
 	// Cut at 2/3: inside the event list, after many complete events.
 	cut := full[:len(full)*2/3]
 	r, err := Analyze(bytes.NewReader(cut), Options{})

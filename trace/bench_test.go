@@ -100,33 +100,28 @@ func syntheticTrace(b *testing.B) []byte {
 	return benchData
 }
 
-// BenchmarkParse measures the scanner and the event filter on 64 MB of
-// generated trace: one goroutine, so MB/s is per core.
-func BenchmarkParse(b *testing.B) {
+// benchTrace times read over the generated trace. SetBytes makes the
+// output carry MB/s, and b.Loop starts the timer after the generation.
+func benchTrace(b *testing.B, read func(io.Reader) error) {
 	data := syntheticTrace(b)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
-		if _, err := Parse(bytes.NewReader(data)); err != nil {
+		if err := read(bytes.NewReader(data)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(len(data))*float64(b.N)/1e6/b.Elapsed().Seconds(), "MB/s")
+}
+
+// BenchmarkParse measures the scanner and the event filter on 64 MB of
+// generated trace: one goroutine, so MB/s is per core.
+func BenchmarkParse(b *testing.B) {
+	benchTrace(b, func(r io.Reader) error { _, err := Parse(r); return err })
 }
 
 // BenchmarkAnalyze adds the report: sorting, the sweep, labels and steps.
 func BenchmarkAnalyze(b *testing.B) {
-	data := syntheticTrace(b)
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := Analyze(bytes.NewReader(data), Options{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(data))*float64(b.N)/1e6/b.Elapsed().Seconds(), "MB/s")
+	benchTrace(b, func(r io.Reader) error { _, err := Analyze(r, Options{}); return err })
 }
 
 func TestSyntheticTraceIsValid(t *testing.T) {
@@ -203,15 +198,6 @@ func (f removeOnClose) Close() error {
 // 256 KiB sort buffers, so that every stage spills runs and merges them,
 // as a multi-GB trace does with the default buffers.
 func BenchmarkAnalyzeSpill(b *testing.B) {
-	data := syntheticTrace(b)
 	opts := Options{Scratch: fileScratch{b.TempDir()}, BufferBytes: 256 << 10}
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := Analyze(bytes.NewReader(data), opts); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(data))*float64(b.N)/1e6/b.Elapsed().Seconds(), "MB/s")
+	benchTrace(b, func(r io.Reader) error { _, err := Analyze(r, opts); return err })
 }

@@ -116,12 +116,6 @@ func parseScaled(b []byte, shift int) (v int64, exact bool, err error) {
 	return v, exact, nil
 }
 
-// parseNS converts decimal microseconds to integer nanoseconds.
-func parseNS(b []byte) (int64, error) {
-	v, _, err := parseScaled(b, 3)
-	return v, err
-}
-
 // parseInt converts number text that must hold an integer (a correlation
 // id, a stream, "7.0" included) to int64.
 func parseInt(b []byte) (int64, error) {

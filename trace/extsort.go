@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 )
 
@@ -124,24 +125,41 @@ func (s *sorter[T]) add(v T) error {
 // spill sorts the buffer and writes it as a run.
 func (s *sorter[T]) spill() error {
 	slices.SortFunc(s.buf, s.cmp)
-	f, err := s.scratch.Create()
+	r, err := s.writeRun(slices.Values(s.buf))
 	if err != nil {
-		return fmt.Errorf("create scratch run: %w", err)
+		return err
 	}
-	s.runs = append(s.runs, run{f: f, n: int64(len(s.buf))})
-	w := bufio.NewWriterSize(f, runIOBuffer)
-	rec := make([]byte, s.codec.size)
-	for i := range s.buf {
-		s.codec.put(rec, &s.buf[i])
-		if _, err := w.Write(rec); err != nil {
-			return fmt.Errorf("write scratch run: %w", err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("write scratch run: %w", err)
-	}
+	s.runs = append(s.runs, r)
 	s.buf = s.buf[:0]
 	return nil
+}
+
+// writeRun writes recs to a new scratch file. On error the file is closed
+// and not returned, so that each file is closed exactly once.
+func (s *sorter[T]) writeRun(recs iter.Seq[T]) (run, error) {
+	f, err := s.scratch.Create()
+	if err != nil {
+		return run{}, fmt.Errorf("create scratch run: %w", err)
+	}
+	out := run{f: f}
+	w := bufio.NewWriterSize(f, runIOBuffer)
+	rec := make([]byte, s.codec.size)
+	var v T // declared once: put takes its address, which moves it to the heap
+	for v = range recs {
+		s.codec.put(rec, &v)
+		if _, err = w.Write(rec); err != nil {
+			break
+		}
+		out.n++
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		f.Close()
+		return run{}, fmt.Errorf("write scratch run: %w", err)
+	}
+	return out, nil
 }
 
 // finish sorts what is left and returns the sorted sequence. Runs are
@@ -174,24 +192,13 @@ func (s *sorter[T]) finish() (*sorted[T], error) {
 func (s *sorter[T]) mergeRuns(k int) error {
 	in := &sorted[T]{runs: s.runs[:k], s: s}
 	it := in.iter()
-	f, err := s.scratch.Create()
+	out, err := s.writeRun(it.all())
 	if err != nil {
-		return fmt.Errorf("create scratch run: %w", err)
+		return err
 	}
-	out := run{f: f}
-	w := bufio.NewWriterSize(f, runIOBuffer)
-	rec := make([]byte, s.codec.size)
-	for v := range it.all() {
-		s.codec.put(rec, &v)
-		if _, err := w.Write(rec); err != nil {
-			f.Close()
-			return fmt.Errorf("write scratch run: %w", err)
-		}
-		out.n++
-	}
-	if err := errors.Join(it.err, w.Flush()); err != nil {
-		f.Close()
-		return fmt.Errorf("merge scratch runs: %w", err)
+	if it.err != nil {
+		out.f.Close()
+		return fmt.Errorf("merge scratch runs: %w", it.err)
 	}
 	// The merged run replaces its inputs before they are closed, so that
 	// whatever happens each file is closed once.
@@ -201,11 +208,18 @@ func (s *sorter[T]) mergeRuns(k int) error {
 
 // close releases runs not yet handed to a sorted sequence (on error paths).
 func (s *sorter[T]) close() error {
-	var errs []error
-	for _, r := range s.runs {
-		errs = append(errs, r.f.Close())
-	}
+	err := closeRuns(s.runs)
 	s.runs, s.buf = nil, nil
+	return err
+}
+
+func closeRuns(runs []run) error {
+	var errs []error
+	for _, r := range runs {
+		if err := r.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close scratch run: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -218,14 +232,9 @@ type sorted[T any] struct {
 }
 
 func (q *sorted[T]) close() error {
-	var errs []error
-	for _, r := range q.runs {
-		if err := r.f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close scratch run: %w", err))
-		}
-	}
+	err := closeRuns(q.runs)
 	q.runs, q.mem = nil, nil
-	return errors.Join(errs...)
+	return err
 }
 
 // iter reads the sequence from the start.
@@ -335,7 +344,7 @@ func (it *iterator[T]) next(v *T) bool {
 }
 
 // all ranges over the remaining records; check err afterwards.
-func (it *iterator[T]) all() func(yield func(T) bool) {
+func (it *iterator[T]) all() iter.Seq[T] {
 	return func(yield func(T) bool) {
 		var v T
 		for it.next(&v) {

@@ -2,10 +2,7 @@ package trace
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
-	"io"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,14 +23,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("hello"))
 	f.Add([]byte(""))
 	// The opening of a real trace: metadata, deviceProperties, first events.
-	if fh, err := os.Open("testdata/hta_sampled_rank0_4streams_2steps.json.gz"); err == nil {
-		if zr, err := gzip.NewReader(fh); err == nil {
-			head := make([]byte, 8192)
-			n, _ := io.ReadFull(zr, head)
-			f.Add(head[:n])
-		}
-		fh.Close()
-	}
+	f.Add(gunzipTestdata(f, "hta_sampled_rank0_4streams_2steps.json.gz")[:8192])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := Parse(bytes.NewReader(data))
 		if err != nil {

@@ -109,20 +109,13 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) (LabelTable, error) {
 		return LabelTable{}, fmt.Errorf("read %s labels: %w", kind, err)
 	}
 
-	nTyp := a.typicalSteps()
-	share := func(x int64) float64 {
-		if busy == 0 {
-			return 0
-		}
-		return float64(x) / float64(busy)
-	}
 	tab := LabelTable{Kind: kind, Rows: []LabelRow{}, UnlabelledNS: unlabelled, Aggregates: []LabelRow{},
 		Duplicates: [][]string{}, NoGPUTime: []LabelRow{}}
 	unTyp := a.typicalBusy
 	byInclusive := map[int64][]string{}
 	for name, x := range byName {
 		row := LabelRow{Name: a.t.Names[name], Instances: x.instances, HostNS: x.host, ExclusiveNS: x.ex,
-			InclusiveNS: x.inc, Share: share(x.ex), PerStepNS: a.perStep(x.typ, nTyp)}
+			InclusiveNS: x.inc, Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ)}
 		tab.InclusiveSumNS += x.inc
 		unTyp -= x.typ
 		switch {
@@ -138,7 +131,7 @@ func (a *deviceAnalysis) labels(gpu bool, busy int64) (LabelTable, error) {
 		}
 	}
 	tab.Rows = append(tab.Rows, LabelRow{Name: Unlabelled, ExclusiveNS: unlabelled, InclusiveNS: unlabelled,
-		Share: share(unlabelled), PerStepNS: a.perStep(unTyp, nTyp)})
+		Share: shareOf(unlabelled, busy), PerStepNS: a.perStep(unTyp)})
 	byTime := func(x, y LabelRow) int {
 		if c := cmp.Compare(y.ExclusiveNS, x.ExclusiveNS); c != 0 {
 			return c

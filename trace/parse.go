@@ -257,21 +257,11 @@ func (t *Trace) parseTop(s *scanner) error {
 		return fmt.Errorf("%w: first character is %q, expected '{' or '['", ErrNotTrace, c)
 	}
 	s.pos++
-	ok, err := s.first('}')
-	if err != nil || !ok {
-		if err == nil {
-			return fmt.Errorf("%w: empty object, no traceEvents", ErrNotTrace)
-		}
-		return err
-	}
 	seen := false
 	var key, str []byte
-	for {
-		key, err = s.readString(key[:0])
-		if err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
+	more, err := s.first('}')
+	for ; more && err == nil; more, err = s.more('}') {
+		if key, err = s.key(key); err != nil {
 			return err
 		}
 		switch string(key) {
@@ -311,13 +301,9 @@ func (t *Trace) parseTop(s *scanner) error {
 				return err
 			}
 		}
-		more, err := s.more('}')
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
+	}
+	if err != nil {
+		return err
 	}
 	if !seen {
 		return fmt.Errorf("%w: no traceEvents array", ErrNotTrace)
@@ -326,12 +312,9 @@ func (t *Trace) parseTop(s *scanner) error {
 }
 
 func (t *Trace) parseEvents(s *scanner) error {
-	ok, err := s.first(']')
-	if err != nil || !ok {
-		return err
-	}
 	var e event
-	for {
+	more, err := s.first(']')
+	for ; more && err == nil; more, err = s.more(']') {
 		c, err := s.peek()
 		if err != nil {
 			return err
@@ -353,28 +336,16 @@ func (t *Trace) parseEvents(s *scanner) error {
 				return t.sinkErr
 			}
 		}
-		more, err := s.more(']')
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
 	}
+	return err
 }
 
 // readEvent reads one event object, keeping the fields the analysis needs.
 func (t *Trace) readEvent(s *scanner, e *event) error {
 	s.pos++ // '{'
-	ok, err := s.first('}')
-	if err != nil || !ok {
-		return err
-	}
-	for {
-		if e.key, err = s.readString(e.key[:0]); err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
+	more, err := s.first('}')
+	for ; more && err == nil; more, err = s.more('}') {
+		if e.key, err = s.key(e.key); err != nil {
 			return err
 		}
 		switch string(e.key) {
@@ -400,11 +371,8 @@ func (t *Trace) readEvent(s *scanner, e *event) error {
 		if err != nil {
 			return err
 		}
-		more, err := s.more('}')
-		if err != nil || !more {
-			return err
-		}
 	}
+	return err
 }
 
 // readStr reads a string field; another type marks the event bad.
@@ -484,15 +452,9 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 		return s.skipValue()
 	}
 	s.pos++
-	ok, err := s.first('}')
-	if err != nil || !ok {
-		return err
-	}
-	for {
-		if e.key, err = s.readString(e.key[:0]); err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
+	more, err := s.first('}')
+	for ; more && err == nil; more, err = s.more('}') {
+		if e.key, err = s.key(e.key); err != nil {
 			return err
 		}
 		switch string(e.key) {
@@ -508,11 +470,8 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 		if err != nil {
 			return err
 		}
-		more, err := s.more('}')
-		if err != nil || !more {
-			return err
-		}
 	}
+	return err
 }
 
 // Category names Kineto writes, with the capitalised legacy spellings.

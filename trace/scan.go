@@ -148,6 +148,22 @@ func (s *scanner) first(closing byte) (bool, error) {
 	return true, nil
 }
 
+// key reads an object member's key into dst and the ':' after it. Objects
+// are read as
+//
+//	more, err := s.first('}')
+//	for ; more && err == nil; more, err = s.more('}') {
+//		if key, err = s.key(key); err != nil { … }
+//		… consume the value …
+//	}
+func (s *scanner) key(dst []byte) ([]byte, error) {
+	dst, err := s.readString(dst[:0])
+	if err != nil {
+		return dst, err
+	}
+	return dst, s.expect(':')
+}
+
 // maxStringLen caps how much of one string is kept. C++ kernel names run to
 // a few kilobytes; the cap keeps a hostile multi-megabyte "name" from
 // costing memory. The rest of the string is read and dropped.

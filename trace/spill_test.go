@@ -2,12 +2,9 @@ package trace
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -54,24 +51,6 @@ func (f *countingFile) Close() error {
 	f.closed = true
 	f.s.open--
 	return f.memFile.Close()
-}
-
-func gunzipTestdata(t *testing.T, name string) []byte {
-	t.Helper()
-	f, err := os.Open("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // analyzeBoth reports on a trace in memory and through scratch with a
