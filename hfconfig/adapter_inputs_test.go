@@ -1,6 +1,10 @@
 package hfconfig
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 // AdapterInputs counts, per token, the input elements the selected adapters
 // read: a routed expert is visited by experts-per-token of its copies.
@@ -78,6 +82,22 @@ func TestLogitSoftcapParsed(t *testing.T) {
 		}
 		if m.LogitSoftcap != tc.want {
 			t.Errorf("%s: soft-cap %g, want %g", tc.cfg, m.LogitSoftcap, tc.want)
+		}
+	}
+}
+
+// Out-of-range dimensions are refused with the field named, before they can
+// wrap the int64 sums or make Parse build millions of layers.
+func TestParseRefusesOutOfRange(t *testing.T) {
+	for _, tc := range []struct{ cfg, want string }{
+		{`{"model_type":"llama","hidden_size":1099511627776,"num_hidden_layers":2,"num_attention_heads":1,"intermediate_size":64,"vocab_size":10}`, "field hidden_size: 1099511627776"},
+		{`{"model_type":"llama","hidden_size":64,"num_hidden_layers":100000000,"num_attention_heads":1,"intermediate_size":128,"vocab_size":100}`, "field num_hidden_layers: 100000000 layers"},
+		// Each dimension in range, their product not: caught by the float64 recount.
+		{`{"model_type":"mixtral","hidden_size":16777216,"num_hidden_layers":65536,"num_attention_heads":1,"intermediate_size":1099511627776,"num_local_experts":1099511627776,"num_experts_per_tok":1,"vocab_size":100}`, "parameters (more than 10^15)"},
+	} {
+		_, err := Parse([]byte(tc.cfg))
+		if err == nil || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%s): %v, want ErrMalformed naming %q", tc.cfg, err, tc.want)
 		}
 	}
 }

@@ -137,12 +137,49 @@ func Parse(b []byte) (*Model, error) {
 	if len(m.Layers) == 0 {
 		return nil, fmt.Errorf("%w: no decoder layers (num_hidden_layers is 0)", ErrMalformed)
 	}
-	if m.Params() <= 0 {
-		return nil, fmt.Errorf("%w: parameter count overflows", ErrMalformed)
+	if err := checkSize(m); err != nil {
+		return nil, err
 	}
 	m.index()
 	return m, nil
 }
+
+// maxParams bounds the parameter count a config may imply: a thousand
+// times the largest published model. Beyond it a dimension is out of range,
+// and the int64 sums could have wrapped.
+const maxParams = 1e15
+
+// checkSize recomputes the parameter count in float64, which cannot wrap,
+// and refuses a config that implies more than maxParams.
+func checkSize(m *Model) error {
+	total := float64(m.EmbeddingParams) + float64(m.PositionParams) + float64(m.LMHeadParams) +
+		float64(m.FinalNormParams) + float64(m.FrozenTowerParams)
+	for _, l := range m.Layers {
+		total += float64(l.NormParams)
+		for _, lin := range l.Linears {
+			total += (float64(lin.In) + b2f(lin.Bias)) * float64(lin.Out) * float64(lin.Copies)
+		}
+	}
+	if total > maxParams || m.Params() <= 0 {
+		return fmt.Errorf("%w: the config implies %.3g parameters (more than 10^15): a dimension is out of range", ErrMalformed, total)
+	}
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Bounds on the dimensions common reads, far above any published decoder
+// and low enough that products of two of them cannot overflow int64 and
+// that building the layers cannot exhaust memory.
+const (
+	maxLayers = 1 << 16
+	maxDim    = 1 << 24
+)
 
 // common reads the dimensions every decoder has, under their usual names.
 func common(r raw, m *Model) error {
@@ -167,6 +204,17 @@ func common(r raw, m *Model) error {
 	}
 	if m.HeadDim, err = r.first(0, "head_dim", "kv_channels"); err != nil {
 		return err
+	}
+	if m.NumLayers > maxLayers {
+		return fmt.Errorf("%w: field %snum_hidden_layers: %d layers (more than %d)", ErrMalformed, r.prefix, m.NumLayers, maxLayers)
+	}
+	for _, d := range []struct {
+		name string
+		v    int64
+	}{{"hidden_size", m.Hidden}, {"num_attention_heads", m.Heads}, {"num_key_value_heads", m.KVHeads}, {"head_dim", m.HeadDim}, {"vocab_size", m.Vocab}} {
+		if d.v > maxDim {
+			return fmt.Errorf("%w: field %s%s: %d (more than %d)", ErrMalformed, r.prefix, d.name, d.v, maxDim)
+		}
 	}
 	if m.HeadDim == 0 {
 		if m.Hidden%m.Heads != 0 {
