@@ -86,14 +86,20 @@ func TestLogitSoftcapParsed(t *testing.T) {
 	}
 }
 
-// Out-of-range dimensions are refused with the field named, before they can
-// wrap the int64 sums or make Parse build millions of layers.
+// Out-of-range dimensions and fields of the wrong type are refused with the
+// field named, before they can wrap the int64 sums, make Parse build
+// millions of layers, or fall back silently to a default.
 func TestParseRefusesOutOfRange(t *testing.T) {
 	for _, tc := range []struct{ cfg, want string }{
 		{`{"model_type":"llama","hidden_size":1099511627776,"num_hidden_layers":2,"num_attention_heads":1,"intermediate_size":64,"vocab_size":10}`, "field hidden_size: 1099511627776"},
 		{`{"model_type":"llama","hidden_size":64,"num_hidden_layers":100000000,"num_attention_heads":1,"intermediate_size":128,"vocab_size":100}`, "field num_hidden_layers: 100000000 layers"},
 		// Each dimension in range, their product not: caught by the float64 recount.
 		{`{"model_type":"mixtral","hidden_size":16777216,"num_hidden_layers":65536,"num_attention_heads":1,"intermediate_size":1099511627776,"num_local_experts":1099511627776,"num_experts_per_tok":1,"vocab_size":100}`, "parameters (more than 10^15)"},
+		{`{"model_type":"llava","text_config":{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":1,"intermediate_size":128,"vocab_size":100},"vision_config":{"hidden_size":16777216,"num_hidden_layers":65536,"intermediate_size":16777216}}`, "vision_config implies"},
+		// A field of the wrong type is an error, not a silent default.
+		{`{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":1,"intermediate_size":128,"vocab_size":100,"is_encoder_decoder":"no"}`, "field is_encoder_decoder"},
+		{`{"model_type":"falcon","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":1,"vocab_size":100,"multi_query":"yes"}`, "field multi_query"},
+		{`{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":1,"intermediate_size":128,"vocab_size":100,"quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":1}}`, "field quantization_config.load_in_4bit"},
 	} {
 		_, err := Parse([]byte(tc.cfg))
 		if err == nil || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want) {

@@ -41,7 +41,10 @@ func buildDeepSeek(r raw, m *Model) error {
 	if freq == 0 {
 		freq = 1
 	}
-	topk, _ := r.str("topk_method", "")
+	topk, err := r.str("topk_method", "")
+	if err != nil {
+		return err
+	}
 	m.Experts = experts
 	if m.ExpertsPerToken, err = r.first(0, "num_experts_per_tok"); err != nil {
 		return err
@@ -91,7 +94,9 @@ func buildDeepSeek(r raw, m *Model) error {
 	}
 	m.setEmbeddings(false)
 	m.FinalNormParams = h
-	if n, _ := r.first(0, "num_nextn_predict_layers"); n > 0 {
+	if n, err := r.first(0, "num_nextn_predict_layers"); err != nil {
+		return err
+	} else if n > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("the checkpoint's %d multi-token-prediction layer(s) are not loaded by transformers and are not counted", n))
 	}
 	m.Notes = append(m.Notes, fmt.Sprintf("MoE: %d routed experts (%d active per token), %d shared; first %d layers dense", experts, m.ExpertsPerToken, shared, firstDense))
@@ -113,7 +118,10 @@ func buildPhi(r raw, m *Model) error {
 	}
 	m.MLP = MLPClassic
 	h := m.Hidden
-	qkln, _ := r.boolField("qk_layernorm", false)
+	qkln, err := r.boolField("qk_layernorm", false)
+	if err != nil {
+		return err
+	}
 	norms := 2 * h
 	if qkln {
 		norms += 4 * m.HeadDim
@@ -255,9 +263,18 @@ func buildFalcon(r raw, m *Model) error {
 	}
 	m.MLP = MLPClassic
 	h, hd := m.Hidden, m.HeadDim
-	newArch, _ := r.boolField("new_decoder_architecture", false)
-	mq, _ := r.boolField("multi_query", true)
-	parallel, _ := r.boolField("parallel_attn", true)
+	newArch, err := r.boolField("new_decoder_architecture", false)
+	if err != nil {
+		return err
+	}
+	mq, err := r.boolField("multi_query", true)
+	if err != nil {
+		return err
+	}
+	parallel, err := r.boolField("parallel_attn", true)
+	if err != nil {
+		return err
+	}
 	bias, err := r.boolField("bias", false)
 	if err != nil {
 		return err
@@ -323,15 +340,24 @@ func buildChatGLM(r raw, m *Model) error {
 	if m.Intermediate, err = r.need("ffn_hidden_size"); err != nil {
 		return err
 	}
-	mq, _ := r.boolField("multi_query_attention", false)
+	mq, err := r.boolField("multi_query_attention", false)
+	if err != nil {
+		return err
+	}
 	if !mq {
 		m.KVHeads = m.Heads
 	}
 	if err := tied(r, m, false); err != nil {
 		return err
 	}
-	qkvBias, _ := r.boolField("add_qkv_bias", false)
-	linBias, _ := r.boolField("add_bias_linear", false)
+	qkvBias, err := r.boolField("add_qkv_bias", false)
+	if err != nil {
+		return err
+	}
+	linBias, err := r.boolField("add_bias_linear", false)
+	if err != nil {
+		return err
+	}
 	m.MLP = MLPGated
 	h, hd := m.Hidden, m.HeadDim
 	m.uniformLayers(2*h,
@@ -378,24 +404,40 @@ func towerParams(top raw) (int64, string, error) {
 	if err != nil || !ok {
 		return 0, "", err
 	}
-	h, _ := v.first(0, "hidden_size")
-	layers, _ := v.first(0, "num_hidden_layers")
-	inter, _ := v.first(0, "intermediate_size")
-	patch, _ := v.first(14, "patch_size")
-	img, _ := v.first(224, "image_size")
-	ch, _ := v.first(3, "num_channels")
+	var dims [6]int64
+	for i, f := range []struct {
+		key string
+		def int64
+	}{{"hidden_size", 0}, {"num_hidden_layers", 0}, {"intermediate_size", 0}, {"patch_size", 14}, {"image_size", 224}, {"num_channels", 3}} {
+		if dims[i], err = v.first(f.def, f.key); err != nil {
+			return 0, "", err
+		}
+		if dims[i] > maxDim {
+			return 0, "", fmt.Errorf("%w: field vision_config.%s: %d (more than %d)", ErrMalformed, f.key, dims[i], maxDim)
+		}
+	}
+	h, layers, inter, patch, img, ch := dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
 	if h == 0 || layers == 0 || inter == 0 || patch == 0 {
 		return 0, "vision_config present but incomplete: the vision tower is not counted", nil
 	}
-	patches := (img / patch) * (img / patch)
-	perLayer := 4*(h*h+h) + 2*2*h + (h*inter + inter) + (inter*h + h)
-	n := ch*patch*patch*h + h + patches*h + layers*perLayer + 2*h
+	// Counted in float64, which cannot wrap: products of in-range
+	// dimensions can exceed int64. Every term is an integer below 2^53 when
+	// the total is below maxParams, so the count is exact.
+	hf, inf := float64(h), float64(inter)
+	perLayer := 4*(hf*hf+hf) + 2*2*hf + (hf*inf + inf) + (inf*hf + hf)
+	n := float64(ch)*float64(patch)*float64(patch)*hf + hf + float64((img/patch)*(img/patch))*hf + float64(layers)*perLayer + 2*hf
 	if t, ok, _ := top.object("text_config"); ok {
-		th, _ := t.first(0, "hidden_size")
-		n += h*th + h // projector to the text width and its norm
+		th, err := t.first(0, "hidden_size")
+		if err != nil {
+			return 0, "", err
+		}
+		n += hf*float64(th) + hf // projector to the text width and its norm
+	}
+	if n > maxParams {
+		return 0, "", fmt.Errorf("%w: vision_config implies %.3g parameters (more than 10^15)", ErrMalformed, n)
 	}
 	vt, _ := v.str("model_type", "vision")
-	return n, fmt.Sprintf("vision tower (%s, %d layers) counted as %.2fB frozen parameters; LoRA is not inferred for it", strings.TrimSuffix(vt, "_model"), layers, float64(n)/1e9), nil
+	return int64(n), fmt.Sprintf("vision tower (%s, %d layers) counted as %.2fB frozen parameters; LoRA is not inferred for it", strings.TrimSuffix(vt, "_model"), layers, n/1e9), nil
 }
 
 // preQuant reads a checkpoint's own quantization_config.
@@ -411,10 +453,20 @@ func preQuant(top raw) (*PreQuant, error) {
 	pq := &PreQuant{Method: method}
 	switch strings.ToLower(method) {
 	case "bitsandbytes":
-		four, _ := q.boolField("load_in_4bit", false)
-		eight, _ := q.boolField("load_in_8bit", false)
-		pq.DoubleQuant, _ = q.boolField("bnb_4bit_use_double_quant", false)
-		pq.SkipModules, _ = q.strings("llm_int8_skip_modules")
+		four, err := q.boolField("load_in_4bit", false)
+		if err != nil {
+			return nil, err
+		}
+		eight, err := q.boolField("load_in_8bit", false)
+		if err != nil {
+			return nil, err
+		}
+		if pq.DoubleQuant, err = q.boolField("bnb_4bit_use_double_quant", false); err != nil {
+			return nil, err
+		}
+		if pq.SkipModules, err = q.strings("llm_int8_skip_modules"); err != nil {
+			return nil, err
+		}
 		switch {
 		case four:
 			pq.Bits = 4
@@ -423,7 +475,9 @@ func preQuant(top raw) (*PreQuant, error) {
 		}
 		pq.Note = fmt.Sprintf("checkpoint is pre-quantized with bitsandbytes %d-bit (double quant %v); modules kept in 16-bit: %v", pq.Bits, pq.DoubleQuant, pq.SkipModules)
 	case "gptq", "awq":
-		pq.Bits, _ = q.first(4, "bits", "w_bit")
+		if pq.Bits, err = q.first(4, "bits", "w_bit"); err != nil {
+			return nil, err
+		}
 		pq.Note = fmt.Sprintf("checkpoint is %s %d-bit: LoRA trains on it as a frozen packed base; estimated as packed %d-bit Linear weights with no bnb absmax overhead", strings.ToUpper(method), pq.Bits, pq.Bits)
 	case "fp8":
 		pq.Bits = 8

@@ -109,7 +109,9 @@ func Parse(b []byte) (*Model, error) {
 	if kind, ok := encoders[mt]; ok {
 		return nil, fmt.Errorf("%w: model_type %q is %s; canifinetune models causal decoder LMs (their logits chain, KV layout and LoRA defaults differ)", ErrUnsupported, mt, kind)
 	}
-	if enc, _ := top.boolField("is_encoder_decoder", false); enc {
+	if enc, err := top.boolField("is_encoder_decoder", false); err != nil {
+		return nil, err
+	} else if enc {
 		return nil, fmt.Errorf("%w: model_type %q is encoder-decoder (is_encoder_decoder: true)", ErrUnsupported, mt)
 	}
 	m.ModelType = mt
@@ -310,7 +312,9 @@ func buildLlama(r raw, m *Model) error {
 		qkNorm = m.Heads*hd + m.KVHeads*hd // q_norm and k_norm over the whole projection
 	}
 	if m.ModelType == "stablelm" {
-		if qkln, _ := r.boolField("qk_layernorm", false); qkln {
+		if qkln, err := r.boolField("qk_layernorm", false); err != nil {
+			return err
+		} else if qkln {
 			qkNorm = 2 * hd * (m.Heads + m.KVHeads) // per-head LayerNorms with bias
 		}
 	}
