@@ -65,6 +65,9 @@ type Root struct {
 	Calibrate CalibrateCmd `cmd:"" help:"Fit the default estimator's coefficients on measured cases and write a calibration file."`
 	Bench     BenchCmd     `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 	Trace     TraceCmd     `cmd:"" help:"Where a training step's GPU time goes, from a PyTorch profiler (Kineto) trace."`
+
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	Help       HelpCmd       `cmd:"" help:"Show the help of a command: 'canifinetune help estimate'."`
 }
 
 // Version is the tool's version, printed by --version and recorded in outputs.
@@ -135,7 +138,7 @@ func Main(args []string, env Env) (code int) {
 		}
 		return ExitUsage
 	}
-	if err := kctx.Run(&env); err != nil {
+	if err := kctx.Run(&env, parser); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.err != nil {
