@@ -350,7 +350,7 @@ func costOf(a, b Request, e *Estimate) Cost {
 			// The 16-bit weights come in for the forward and again for the backward.
 			c.OffloadBytes += 2 * 2 * e.Params / n
 		}
-		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.1f GiB per step and GPU over the host link", float64(c.OffloadBytes)/GiB))
+		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.2f GiB per step and GPU over the host link", float64(c.OffloadBytes)/GiB))
 	}
 	return c
 }

@@ -474,7 +474,7 @@ func costWords(ch changeJSON) string {
 		w = append(w, fmt.Sprintf("+%.0f %% compute", 100*ch.ExtraCompute))
 	}
 	if ch.OffloadGB > 0 {
-		w = append(w, fmt.Sprintf("~%.1f GiB host traffic per step", ch.OffloadGB))
+		w = append(w, fmt.Sprintf("~%.2f GiB host traffic per step", ch.OffloadGB))
 	}
 	if ch.ChangesResult {
 		w = append(w, "changes the result")
