@@ -75,8 +75,9 @@ token (HF_TOKEN, HF_TOKEN_PATH) is never printed.
 Without --gpu, --gpus or --gpu-vram-gb the GPUs are detected (nvidia-smi or
 rocm-smi, at most 3 s): the card with the most free memory is the budget.
 A run that does not fit one GPU, with several GPUs and no --strategy, is
-placed across them (seed 001: greedy by free memory, each GPU beyond the
-first counted at 85 %). With --strategy the components are per GPU.
+placed across them (seed 001: most free memory first, each GPU beyond the
+first counted at 85 %, as many as a yes needs). With --strategy the
+components are per GPU.
 
 The planning proxy (total − safety margin) is what a measured reserved peak
 (torch.cuda.max_memory_reserved) is compared with. Overheads are sized from
