@@ -12,6 +12,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/placement"
 )
 
 // EstimateCmd is `canifinetune estimate`.
@@ -74,8 +75,9 @@ token (HF_TOKEN, HF_TOKEN_PATH) is never printed.
 Without --gpu, --gpus or --gpu-vram-gb the GPUs are detected (nvidia-smi or
 rocm-smi, at most 3 s): the card with the most free memory is the budget.
 A run that does not fit one GPU, with several GPUs and no --strategy, is
-placed across them (seed 001: greedy by free memory, each GPU beyond the
-first counted at 85 %). With --strategy the components are per GPU.
+placed across them (seed 001: most free memory first, each GPU beyond the
+first counted at 85 %, as many as a yes needs). With --strategy the
+components are per GPU.
 
 The planning proxy (total − safety margin) is what a measured reserved peak
 (torch.cuda.max_memory_reserved) is compared with. Overheads are sized from
@@ -133,20 +135,15 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	e, err := est.Estimate(req)
+	plan, err := placement.Evaluate(est, req, gs.placementGPUs(c, est.Name()))
 	if err != nil {
 		if errors.Is(err, estimate.ErrInvalidRequest) {
 			return usageErrorf("canifinetune estimate --help", "%v", err)
 		}
 		return err
 	}
-	changes := estimate.Changes(est, req, e)
-	placement, err := gs.place(req, e)
-	if err != nil {
-		return err
-	}
-	out := newEstimateJSON(rm, gs.card, req, e, changes)
-	gs.annotate(&out, c, req, e, placement)
+	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, plan.Changes)
+	gs.annotate(&out, plan)
 	if c.JSON {
 		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
@@ -331,6 +328,14 @@ type changeJSON struct {
 	TotalGB float64 `json:"total_gb"`
 	Ratio   float64 `json:"ratio"`
 	SavesGB float64 `json:"saves_gb"`
+	// Levers are the kinds of change (estimate.Lever values).
+	Levers []string `json:"levers"`
+	// ExtraCompute is the added compute per step as a fraction; OffloadGB the
+	// host traffic per step and GPU; ChangesResult a different trained result.
+	ExtraCompute  float64  `json:"extra_compute"`
+	OffloadGB     float64  `json:"offload_gb_per_step"`
+	ChangesResult bool     `json:"changes_result"`
+	CostNotes     []string `json:"cost_notes"`
 }
 
 func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e *estimate.Estimate, changes []estimate.Change) EstimateJSON {
@@ -382,7 +387,13 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 		out.Components = append(out.Components, componentJSON{c.Name, c.Bytes, round(gib(c.Bytes), 3), round(share, 4), c.Source})
 	}
 	for _, ch := range changes {
-		out.Changes = append(out.Changes, changeJSON{ch.What, round(gib(ch.Estimate.Total), 3), round(ch.Estimate.Verdict.Ratio, 4), round(gib(ch.Saves), 3)})
+		cj := changeJSON{Change: ch.What, TotalGB: round(gib(ch.Estimate.Total), 3), Ratio: round(ch.Verdict.Ratio, 4), SavesGB: round(gib(ch.Saves), 3),
+			ExtraCompute: round(ch.Cost.ExtraCompute, 2), OffloadGB: round(gib(ch.Cost.OffloadBytes), 3), ChangesResult: ch.Cost.ChangesResult,
+			CostNotes: append([]string{}, ch.Cost.Notes...)}
+		for _, ed := range ch.Edits {
+			cj.Levers = append(cj.Levers, string(ed.Lever))
+		}
+		out.Changes = append(out.Changes, cj)
 	}
 	return out
 }
@@ -436,17 +447,43 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	}
 	fmt.Fprintf(w, "confidence: %s — %s\n", o.Confidence.Grade, o.Confidence.Reason)
 	if len(o.Changes) > 0 {
-		fmt.Fprintln(w, "\nchanges that make it fit (each line alone):")
-		for _, ch := range o.Changes {
-			fmt.Fprintf(w, "  %-32s total %.2f GiB, ratio %.2f (saves %.2f GiB)\n", ch.Change, ch.TotalGB, ch.Ratio, ch.SavesGB)
+		fmt.Fprintln(w, "\nchanges that make it fit (each line alone; cheapest first):")
+		for i, ch := range o.Changes {
+			if i == maxChangesShown {
+				fmt.Fprintf(w, "  … and %d more (--json lists them all)\n", len(o.Changes)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %-32s total %.2f GiB, ratio %.2f (saves %.2f GiB); %s\n", ch.Change, ch.TotalGB, ch.Ratio, ch.SavesGB, costWords(ch))
 		}
 	} else if o.Verdict.Fit == "no" || o.Verdict.Fit == "marginal" {
-		fmt.Fprintln(w, "\nno single change or pair of them (checkpointing, fused loss, 8-bit optimizer, QLoRA, half batch or sequence) makes it fit: combine more, or use a larger GPU or several")
+		fmt.Fprintln(w, "\nno single change or pair of them (checkpointing, fused loss, 8-bit optimizer, sharding or CPU offload, a stack, LoRA/QLoRA, half batch or sequence) makes it fit: combine more, or use a larger GPU or several")
 	}
 	fmt.Fprintln(w, "\nassumptions:")
 	for _, a := range o.Assumptions {
 		fmt.Fprintf(w, "  - %s\n", a)
 	}
+}
+
+// maxChangesShown bounds the table's list of changes; --json has them all.
+const maxChangesShown = 8
+
+// costWords is a change's cost in a few words: added compute, host traffic,
+// and whether the trained result changes.
+func costWords(ch changeJSON) string {
+	var w []string
+	if ch.ExtraCompute > 0 {
+		w = append(w, fmt.Sprintf("+%.0f %% compute", 100*ch.ExtraCompute))
+	}
+	if ch.OffloadGB > 0 {
+		w = append(w, fmt.Sprintf("~%.2f GiB host traffic per step", ch.OffloadGB))
+	}
+	if ch.ChangesResult {
+		w = append(w, "changes the result")
+	}
+	if len(w) == 0 {
+		return "no added compute"
+	}
+	return strings.Join(w, ", ")
 }
 
 // paramsLine says which parameter count the estimate used and where it came

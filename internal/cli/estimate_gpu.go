@@ -12,6 +12,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/placement"
 )
 
 // autoDetectTimeout bounds the GPU probe of `estimate`. A healthy nvidia-smi
@@ -427,48 +428,15 @@ type dataParallelJSON struct {
 	CommBuffers []string `json:"communication_buffers"`
 }
 
-// place is the model-parallel placement of seed 001: without a data-parallel
-// strategy, a model too large for the budget card is split across GPUs
-// (accelerate device_map), chosen greedily by free memory with every GPU
-// beyond the first counted at 85 %. GPUs the user named are all used.
-func (s *gpuSetup) place(req estimate.Request, e *estimate.Estimate) (*placementJSON, error) {
-	if req.Sharding.Strategy != "" && req.Sharding.Strategy != "none" || len(s.devices) < 2 || e.Verdict.Fit == estimate.FitUnknown {
-		return nil, nil
-	}
-	var sel gpu.Selection
-	var err error
-	reason := ""
-	switch {
-	case len(s.explicit) > 1:
-		sel, err = gpu.SelectExplicit(s.explicit, e.Total, s.devices)
-		reason = "--gpus names several GPUs and no --strategy: the model is split across all of them (device_map)"
-	case len(s.explicit) == 0 && e.Verdict.Fit == estimate.FitNo:
-		sel, err = gpu.SelectGPUs(e.Total, s.devices)
-		reason = fmt.Sprintf("the run does not fit one GPU (ratio %.2f) and no --strategy is given: the model is split across GPUs (device_map)", e.Verdict.Ratio)
-	default:
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("place the model across GPUs: %w", err)
-	}
-	if !s.detected {
-		reason += "; GPUs are numbered by their position in --gpus"
-	}
-	v := estimate.Classify(sel.RequiredBytes, sel.UsableBytes)
-	var idx []int
-	for _, g := range sel.GPUs {
-		idx = append(idx, g.Index)
-	}
-	return &placementJSON{
-		Selection: sel, Reason: reason, Fit: string(v.Fit), Ratio: round(v.Ratio, 4),
-		UsableGB: round(gib(sel.UsableBytes), 3), RequiredGB: round(gib(sel.RequiredBytes), 3),
-		SingleGPU:          verdictJSON{Fit: string(e.Verdict.Fit), Ratio: round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: round(gib(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
-		CUDAVisibleDevices: joinIndex(idx),
-	}, nil
+// placementGPUs is what the GPU setup hands the library: the GPUs a
+// placement may use and the data-parallel world.
+func (s *gpuSetup) placementGPUs(c *EstimateCmd, estimator string) placement.GPUs {
+	return placement.GPUs{Devices: s.devices, Explicit: s.explicit, Positional: !s.detected, Detected: s.detected,
+		GPUsPerNode: s.perNode, Nodes: c.Nodes, Rule: placement.RuleFor(estimator)}
 }
 
-// annotate adds what the GPU setup decided to the JSON view.
-func (s *gpuSetup) annotate(o *EstimateJSON, c *EstimateCmd, req estimate.Request, e *estimate.Estimate, p *placementJSON) {
+// annotate adds what the GPU setup and the placement decided to the JSON view.
+func (s *gpuSetup) annotate(o *EstimateJSON, plan *placement.Plan) {
 	if o.GPU != nil {
 		o.GPU.Detected, o.GPU.BudgetSource = s.detected, s.budgetSource
 		if s.name != "" {
@@ -482,69 +450,27 @@ func (s *gpuSetup) annotate(o *EstimateJSON, c *EstimateCmd, req estimate.Reques
 	}
 	o.Detection = s.detection
 	o.Notes = append(o.Notes, s.notes...)
-	if p != nil {
-		o.Placement = p
-		o.Verdict = verdictJSON{Fit: p.Fit, Ratio: p.Ratio, BudgetBytes: p.UsableBytes, BudgetGB: p.UsableGB,
-			BudgetSource: "model-parallel placement over GPUs " + p.CUDAVisibleDevices + " (free memory, each beyond the first at 85 %)"}
-		if p.Fits {
-			o.Changes = []changeJSON{}
-		}
+	if p := plan.Placement; p != nil {
+		o.Placement = newPlacementJSON(p)
+		o.Verdict = verdictJSON{Fit: o.Placement.Fit, Ratio: o.Placement.Ratio, BudgetBytes: p.UsableBytes, BudgetGB: o.Placement.UsableGB,
+			BudgetSource: "model-parallel placement over GPUs " + o.Placement.CUDAVisibleDevices + " (free memory, each beyond the first at 85 %)"}
 	}
-	sharded := req.Sharding.Strategy != "" && req.Sharding.Strategy != "none"
-	if sharded {
-		o.DataParallel = dataParallel(c, s, req, e)
-	} else if p == nil && s.listed > 1 && len(s.explicit) == 0 {
+	if d := plan.DataParallel; d != nil {
+		o.DataParallel = &dataParallelJSON{Strategy: d.Strategy, Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, WorldSize: d.WorldSize,
+			ShardGroup: d.ShardGroup, Offload: d.Offload, HostPerGPUGB: round(gib(d.HostPerGPU), 3), HostPerNodeGB: round(gib(d.HostPerNode), 3),
+			Scaling: d.Scaling, CommBuffers: d.CommBuffers}
+	} else if plan.Placement == nil && s.listed > 1 && len(s.explicit) == 0 {
 		o.Notes = append(o.Notes, fmt.Sprintf("one GPU holds the run, so the other %d listed are not used; with --strategy (ddp, fsdp_*, zero1-3) they would train data-parallel", s.listed-1))
 	}
 }
 
-// dataParallel describes a sharded run per GPU and per node.
-func dataParallel(c *EstimateCmd, s *gpuSetup, req estimate.Request, e *estimate.Estimate) *dataParallelJSON {
-	st := req.Sharding.Strategy
-	d := &dataParallelJSON{Strategy: st, Nodes: c.Nodes, GPUsPerNode: s.perNode, WorldSize: s.world, ShardGroup: req.Sharding.GPUs,
-		Offload: req.Sharding.CPUOffload, HostPerGPUGB: round(gib(e.HostOffload), 3), HostPerNodeGB: round(gib(e.HostOffload*s.perNode), 3)}
-	if st == "ddp" || st == "fsdp_no_shard" {
-		d.ShardGroup = 1
-	}
-	switch st {
-	case "ddp", "fsdp_no_shard":
-		d.Scaling = "every GPU holds a full replica: per-GPU memory does not change with the number of GPUs or nodes; more nodes add only all-reduce traffic"
-	case "zero1":
-		d.Scaling = fmt.Sprintf("optimizer states are divided by the world size (%d node(s) × %d GPUs = %d): each GPU or node added lowers them", c.Nodes, s.perNode, s.world)
-	case "zero2", "fsdp_shard_grad_op":
-		d.Scaling = fmt.Sprintf("gradients and optimizer states are divided by the world size (%d node(s) × %d GPUs = %d); the weights are not", c.Nodes, s.perNode, s.world)
-	case "zero3", "fsdp_full_shard":
-		d.Scaling = fmt.Sprintf("weights, gradients and optimizer states are divided by the world size (%d node(s) × %d GPUs = %d); activations and the gathered layers are not", c.Nodes, s.perNode, s.world)
-	case "fsdp_hybrid_shard":
-		d.Scaling = fmt.Sprintf("state is sharded within a node (%d GPUs) and replicated across the %d nodes: adding nodes does not lower per-GPU memory, only more GPUs per node does", s.perNode, c.Nodes)
-	}
-	d.CommBuffers = commBuffers(st, e)
-	return d
-}
-
-// commBuffers states the communication-buffer assumptions of a strategy.
-// Sources: PyTorch DistributedDataParallel (bucket_cap_mb defaults to 25 MiB;
-// gradient_as_bucket_view=False keeps bucket copies the size of the
-// gradients), PyTorch FSDP (one unit's parameters all-gathered at a time,
-// with forward/backward prefetch one more; limit_all_gathers caps in-flight
-// all-gathers), DeepSpeedZeroConfig (reduce_bucket_size and
-// allgather_bucket_size default to 5e8 elements, stage3_max_live_parameters
-// to 1e9), and NCCL's environment documentation (NCCL_BUFFSIZE defaults to
-// 4 MiB per channel and peer).
-func commBuffers(st string, e *estimate.Estimate) []string {
-	nccl := "NCCL's own buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer by default) grow with the peers and are not in the total"
-	switch st {
-	case "ddp", "fsdp_no_shard":
-		return []string{"DDP gradient buckets of bucket_cap_mb = 25 MiB (PyTorch default): with gradient_as_bucket_view=False they copy every gradient, which the total charges (gradients ×2); gradient_as_bucket_view=True saves it", nccl}
-	case "zero1", "zero2":
-		// Bucket bytes in the 16-bit communication dtype: at most one reduce
-		// and one all-gather bucket of min(5e8, trainable) elements.
-		n := min(int64(5e8), e.TrainableParams)
-		return []string{fmt.Sprintf("DeepSpeed reduce_bucket_size and allgather_bucket_size (5e8 elements each by default): up to %.2f GiB of 16-bit buckets at the reduction and the parameter all-gather, not in the total; lower both in the DeepSpeed config to shrink them", gib(2*n*2)), nccl}
-	case "zero3":
-		return []string{"ZeRO-3 gathers parameters as layers run: the total charges two gathered layers (the one computing and the one prefetched); stage3_max_live_parameters (1e9 by default) and stage3_prefetch_bucket_size bound what may be live, and reduce_bucket_size (5e8 elements) the gradient buckets, which are not in the total", nccl}
-	default: // fsdp_full_shard, fsdp_shard_grad_op, fsdp_hybrid_shard
-		return []string{"FSDP all-gathers one unit's parameters at a time and reduce-scatters its gradients; with forward/backward prefetch one more unit is live, which the total charges (two gathered layers); limit_all_gathers=True keeps it so", nccl}
+func newPlacementJSON(p *placement.Placement) *placementJSON {
+	e := p.SingleGPU
+	return &placementJSON{
+		Selection: p.Selection, Reason: p.Reason, Fit: string(p.Verdict.Fit), Ratio: round(p.Verdict.Ratio, 4),
+		UsableGB: round(gib(p.UsableBytes), 3), RequiredGB: round(gib(p.RequiredBytes), 3),
+		SingleGPU:          verdictJSON{Fit: string(e.Fit), Ratio: round(e.Ratio, 4), BudgetBytes: e.Budget, BudgetGB: round(gib(e.Budget), 3), BudgetSource: e.BudgetSource},
+		CUDAVisibleDevices: joinIndex(p.Indices()),
 	}
 }
 
