@@ -14,12 +14,18 @@ import (
 // issue quotes are there.
 func TestCardsTable(t *testing.T) {
 	cards := Cards()
-	if len(cards) < 45 {
-		t.Fatalf("table has %d cards, want the ≥ 45 of issue 2", len(cards))
+	if len(cards) < 60 {
+		t.Fatalf("table has %d cards, want ≥ 60", len(cards))
 	}
 	for _, c := range cards {
 		if c.Source == "" || c.Vendor != "nvidia" && c.Vendor != "amd" || c.Arch == "" || c.ComputeCapability == "" {
 			t.Errorf("%s: incomplete row %+v", c.Name, c)
+		}
+		if !namesDocument(c.Source) {
+			t.Errorf("%s: source %q names no datasheet, specification page or other document a user can open", c.Name, c.Source)
+		}
+		if strings.Contains(c.Source, "code-search") {
+			t.Errorf("%s: source %q cites an internal search id", c.Name, c.Source)
 		}
 		if c.MemoryMiB < 4096 || c.MemoryMiB > 300_000 {
 			t.Errorf("%s: memory %d MiB is implausible", c.Name, c.MemoryMiB)
@@ -39,6 +45,10 @@ func TestCardsTable(t *testing.T) {
 		"NVIDIA A100-SXM4-80GB":   81920,
 		"NVIDIA H100 80GB HBM3":   81559,
 		"NVIDIA H200":             143771,
+		"NVIDIA H20":              97871, // 96 GB, not the H200's 141
+		"NVIDIA H800":             81559,
+		"NVIDIA A800-SXM4-80GB":   81920,
+		"Tesla P100-PCIE-16GB":    16384,
 	}
 	for name, mib := range want {
 		c, err := Lookup(name)
@@ -60,7 +70,6 @@ func TestLookup(t *testing.T) {
 		{"RTX 4090", "NVIDIA GeForce RTX 4090"},
 		{"NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"},
 		{"A100-80GB", "NVIDIA A100-SXM4-80GB"},
-		{"a100", "NVIDIA A100-SXM4-80GB"},
 		{"A100 80GB PCIe", "NVIDIA A100 80GB PCIe"},
 		{"h100", "NVIDIA H100 80GB HBM3"},
 		{"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"},
@@ -81,6 +90,30 @@ func TestLookup(t *testing.T) {
 		{"H200 141GB", "NVIDIA H200"},                // marketing size, 143771 MiB reading
 		{"V100 32GB", "Tesla V100-SXM2-32GB"},        // size picks the variant
 		{"h100-sxm5-80gb", "NVIDIA H100 80GB HBM3"},
+		// Whole names only: h20 is the 96 GB H20, never completed to H200.
+		{"h20", "NVIDIA H20"},
+		{"H20", "NVIDIA H20"},
+		{"NVIDIA H20", "NVIDIA H20"},
+		{"h20-3e", "NVIDIA H20-3e"},
+		{"h200", "NVIDIA H200"},
+		{"H100 SXM", "NVIDIA H100 80GB HBM3"},
+		{"H100 PCIe", "NVIDIA H100 PCIe"},
+		{"h100 nvl", "NVIDIA H100 NVL"},
+		{"h800", "NVIDIA H800"},
+		{"a800-80gb", "NVIDIA A800-SXM4-80GB"},
+		{"rtx4090", "NVIDIA GeForce RTX 4090"},
+		{"RTX-4090", "NVIDIA GeForce RTX 4090"},
+		{"3080 ti", "NVIDIA GeForce RTX 3080 Ti"},
+		{"3080", "NVIDIA GeForce RTX 3080"},
+		{"4070 super", "NVIDIA GeForce RTX 4070 SUPER"},
+		{"4070 ti", "NVIDIA GeForce RTX 4070 Ti"},
+		{"4070", "NVIDIA GeForce RTX 4070"},
+		{"rtx pro 6000", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"},
+		{"p40", "Tesla P40"},
+		{"p100 16gb", "Tesla P100-PCIE-16GB"},
+		{"gh200 96gb", "NVIDIA GH200 480GB"}, // family + size picks the variant
+		{"A100 40GB", "NVIDIA A100-SXM4-40GB"},
+		{"a100 pcie 80gb", "NVIDIA A100 80GB PCIe"},
 	}
 	for _, tt := range tests {
 		got, err := Lookup(tt.in)
@@ -105,6 +138,19 @@ func TestLookupErrors(t *testing.T) {
 		{"rtx 4095", ErrUnknownGPU, []string{"did you mean", "RTX 4090"}},
 		{"4060", ErrUnknownGPU, []string{"RTX 4060 Ti"}}, // the 8 GB 4060 is not in the table: suggest, never substitute
 		{"4060 Ti 8GB", ErrUnknownGPU, []string{"has 16380 MiB, not 8 GB"}},
+		// No prefix completes to a card: h1 is not the H100, h2 not the H20 or H200.
+		{"h1", ErrUnknownGPU, []string{`did you mean "NVIDIA H100 PCIe" (h100-pcie), "NVIDIA H100 80GB HBM3" (h100) or "NVIDIA H100 NVL" (h100-nvl)?`, "canifinetune gpus"}},
+		{"h2", ErrUnknownGPU, []string{"did you mean", "H20", "H200"}},
+		{"a1", ErrUnknownGPU, nil},
+		{"rtx 6000", ErrUnknownGPU, []string{"RTX 6000 Ada Generation"}},
+		{"a800", ErrUnknownGPU, []string{"A800-SXM4-80GB"}}, // a 40 GB A800 exists: suggest, never pick
+		{"p100", ErrUnknownGPU, []string{"P100-PCIE-16GB"}},
+		// Family names shared by variants of other memory are ambiguous.
+		{"a100", ErrAmbiguousGPU, []string{`it could be "NVIDIA A100-PCIE-40GB" (a100-40gb-pcie), "NVIDIA A100-SXM4-40GB" (a100-40gb), "NVIDIA A100 80GB PCIe" (a100-80gb-pcie) or "NVIDIA A100-SXM4-80GB" (a100-80gb); name one of them`}},
+		{"A100-SXM", ErrAmbiguousGPU, []string{"A100-SXM4-40GB", "A100-SXM4-80GB"}},
+		{"gh200", ErrAmbiguousGPU, []string{"GH200 480GB", "GH200 144G HBM3e"}},
+		{"v100 pcie", ErrAmbiguousGPU, []string{"V100-SXM2-16GB", "V100-SXM2-32GB"}},
+		{"gh200 80gb", ErrUnknownGPU, []string{"has 97871 MiB", "has 146831 MiB", "not 80 GB"}},
 		{"", ErrUnknownGPU, nil},
 		{"banana", ErrUnknownGPU, []string{"canifinetune gpus"}},
 	}
@@ -136,6 +182,9 @@ func TestMatch(t *testing.T) {
 		{"NVIDIA A100-PCIE-40GB", 40536, "NVIDIA A100-PCIE-40GB", true}, // older driver
 		{"v100", 32510, "Tesla V100-SXM2-32GB", true},                   // ambiguous name, memory decides
 		{"v100", 0, "", false}, // ambiguous and no memory: refuse
+		{"NVIDIA H20", 97871, "NVIDIA H20", true},
+		{"NVIDIA H20-3e", 143771, "NVIDIA H20-3e", true},
+		{"NVIDIA H2", 97871, "", false},                             // no prefix matching for detected names either
 		{"NVIDIA H100 80GB HBM3", 0, "NVIDIA H100 80GB HBM3", true}, // unknown memory, unique name
 	}
 	for _, tt := range tests {
@@ -161,6 +210,8 @@ func TestParseGPUList(t *testing.T) {
 		{"rtx-4090", []row{{1, "NVIDIA GeForce RTX 4090"}}},
 		{"4090", []row{{1, "NVIDIA GeForce RTX 4090"}}}, // a leading number without "x" is a name
 		{"2*mi300x, 3060-12gb", []row{{2, "AMD Instinct MI300X"}, {1, "NVIDIA GeForce RTX 3060"}}},
+		{"4xh20", []row{{4, "NVIDIA H20"}}},
+		{"8xH100 SXM,2xH100 PCIe", []row{{8, "NVIDIA H100 80GB HBM3"}, {2, "NVIDIA H100 PCIe"}}},
 	}
 	for _, tt := range tests {
 		specs, err := ParseGPUList(tt.in)
@@ -179,7 +230,7 @@ func TestParseGPUList(t *testing.T) {
 	if n := TotalGPUs(mustList(t, "2xH100,1x4090")); n != 3 {
 		t.Errorf("TotalGPUs = %d, want 3", n)
 	}
-	for _, bad := range []string{"", "0xA100", "4x", "2xH100,,1x4090", "4xbanana", "5000xA100", "v100"} {
+	for _, bad := range []string{"", "0xA100", "4x", "2xH100,,1x4090", "4xbanana", "5000xA100", "v100", "4xA100", "2xh1", "8xh2"} {
 		if _, err := ParseGPUList(bad); err == nil {
 			t.Errorf("ParseGPUList(%q) succeeded, want an error", bad)
 		}
@@ -207,6 +258,167 @@ func TestIndexList(t *testing.T) {
 	for s, want := range map[string]bool{"0,2": true, "3": true, "4xA100": false, "4090x": false, "": false, "a100": false, "4090": false, "0,1,2,3": true} {
 		if got := LooksLikeIndexList(s); got != want {
 			t.Errorf("LooksLikeIndexList(%q) = %v", s, got)
+		}
+	}
+}
+
+// namesDocument reports whether a source names something a user can open:
+// a vendor datasheet, specification or product page, or a URL.
+func namesDocument(src string) bool {
+	for _, w := range []string{"datasheet", "data sheet", "specifications page", "product page", "product brief", "instance page", "https://"} {
+		if strings.Contains(src, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLookupErrorType checks the structured error: the candidates a caller
+// (the web page, a planner) can offer without parsing the message.
+func TestLookupErrorType(t *testing.T) {
+	names := func(cs []Card) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	tests := []struct {
+		in        string
+		ambiguous bool
+		want      []string
+	}{
+		{"a100", true, []string{"NVIDIA A100-PCIE-40GB", "NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB"}},
+		{"a100-pcie", true, []string{"NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe"}},
+		{"v100", true, []string{"Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"}},
+		{"h1", false, []string{"NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL"}},
+		{"rtx 4095", false, []string{"NVIDIA GeForce RTX 4090"}},
+		{"zzzzzzzz", false, nil},
+	}
+	for _, tt := range tests {
+		_, err := Lookup(tt.in)
+		var le *LookupError
+		if !errors.As(err, &le) {
+			t.Errorf("Lookup(%q) error %v is not a *LookupError", tt.in, err)
+			continue
+		}
+		if le.Name != tt.in || le.Ambiguous != tt.ambiguous {
+			t.Errorf("Lookup(%q): Name %q Ambiguous %v, want %q %v", tt.in, le.Name, le.Ambiguous, tt.in, tt.ambiguous)
+		}
+		if d := cmp.Diff(tt.want, names(le.Candidates)); d != "" {
+			t.Errorf("Lookup(%q) candidates (-want +got):\n%s", tt.in, d)
+		}
+	}
+	// Through ParseGPUList the error is still there to unwrap.
+	_, err := ParseGPUList("2xa100")
+	var le *LookupError
+	if !errors.As(err, &le) || !le.Ambiguous || !errors.Is(err, ErrAmbiguousGPU) {
+		t.Errorf("ParseGPUList(2xa100) error %v, want an ambiguous *LookupError", err)
+	}
+}
+
+// TestFamilies checks each family name: shared by at least two cards, every
+// member answers to it, and Lookup lists exactly its members.
+func TestFamilies(t *testing.T) {
+	members := map[string][]string{}
+	for _, c := range Cards() {
+		for _, f := range c.Families {
+			members[normalize(f)] = append(members[normalize(f)], c.Name)
+		}
+	}
+	if len(members) == 0 {
+		t.Fatal("no families in the table")
+	}
+	for f, want := range members {
+		_, err := Lookup(f)
+		var le *LookupError
+		if !errors.As(err, &le) || !le.Ambiguous {
+			t.Errorf("Lookup(%q) = %v, want ambiguous", f, err)
+			continue
+		}
+		var got []string
+		for _, c := range le.Candidates {
+			got = append(got, c.Name)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("family %q (-want +got):\n%s", f, d)
+		}
+	}
+}
+
+// TestLoadTableRejects checks that the table's own mistakes fail loading
+// (and so TestCardsTable) rather than making lookups guess.
+func TestLoadTableRejects(t *testing.T) {
+	row := func(name, alias, family string) string {
+		fam := ""
+		if family != "" {
+			fam = `, "families": ["` + family + `"]`
+		}
+		return `{"name": "` + name + `", "aliases": ["` + alias + `"]` + fam + `, "memory_mib": 1024, "source": "x datasheet"}`
+	}
+	for name, data := range map[string]string{
+		"alias on two cards": "[" + row("A", "x1", "") + "," + row("B", "x1", "") + "]",
+		"alias is a name":    "[" + row("A", "a1", "") + "," + row("B", "a", "") + "]",
+		"family of one":      "[" + row("A", "a1", "fam") + "," + row("B", "b1", "") + "]",
+		"family is a name":   "[" + row("A", "a1", "b") + "," + row("B", "b1", "b") + "]",
+		"missing source":     `[{"name": "A", "memory_mib": 1}]`,
+		"zero memory":        `[{"name": "A", "memory_mib": 0, "source": "s"}]`,
+		"not json":           `[`,
+	} {
+		if _, err := loadTable([]byte(data)); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+	}
+	if _, err := loadTable([]byte("[" + row("A", "a1", "fam") + "," + row("B", "b1", "fam") + "]")); err != nil {
+		t.Errorf("a valid two-card family: %v", err)
+	}
+}
+
+func TestSupports(t *testing.T) {
+	type res struct{ BF16, BF16Known, FA2, FA2Known bool }
+	tests := []struct {
+		name string
+		want res
+	}{
+		{"t4", res{false, true, false, true}},
+		{"v100-16gb", res{false, true, false, true}},
+		{"p100-16gb", res{false, true, false, true}},
+		{"a100-80gb", res{true, true, true, true}},
+		{"4090", res{true, true, true, true}},
+		{"h100", res{true, true, true, true}},
+		{"b200", res{true, true, false, false}}, // Blackwell: not in FlashAttention-2's list
+		{"5090", res{true, true, false, false}},
+		{"mi300x", res{true, true, true, true}},
+		{"mi250", res{true, true, true, true}},
+		{"mi100", res{true, true, false, false}},
+		{"7900xtx", res{true, true, false, false}},
+	}
+	for _, tt := range tests {
+		c, err := Lookup(tt.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got res
+		got.BF16, got.BF16Known = c.SupportsBF16()
+		got.FA2, got.FA2Known = c.SupportsFlashAttention2()
+		if got != tt.want {
+			t.Errorf("%s (%s, cc %s): %+v, want %+v", tt.name, c.Name, c.ComputeCapability, got, tt.want)
+		}
+	}
+	if s, known := (Card{}).SupportsBF16(); s || known {
+		t.Errorf("zero Card: bf16 %v known %v", s, known)
+	}
+	if s, known := (Card{}).SupportsFlashAttention2(); s || known {
+		t.Errorf("zero Card: FA2 %v known %v", s, known)
+	}
+	// Every NVIDIA row's bf16 flag agrees with its compute capability.
+	for _, c := range Cards() {
+		if c.Vendor != "nvidia" {
+			continue
+		}
+		major, _, _ := strings.Cut(c.ComputeCapability, ".")
+		if want := major >= "8" || len(major) > 1; c.BF16 != want {
+			t.Errorf("%s: bf16 %v but compute capability %s", c.Name, c.BF16, c.ComputeCapability)
 		}
 	}
 }

@@ -6,9 +6,11 @@
 //   - an embedded table of cards (cards.json) with memory as the driver reports
 //     it in MiB (nvidia-smi memory.total, rocm-smi VRAM Total Memory), not the
 //     marketing GB, each row naming where its number comes from;
-//   - forgiving lookup by name (Lookup, Match) and parsing of card lists such
-//     as "4xA100-80GB" or "2xH100,1x4090" (ParseGPUList) and of detected
-//     indices such as "0,2" (ParseIndexList);
+//   - lookup by whole name, alias or family (Lookup, Match; a name is never
+//     completed, and one several cards share is an ambiguity error listing
+//     them), what a card supports (SupportsBF16, SupportsFlashAttention2),
+//     and parsing of card lists such as "4xA100-80GB" or "2xH100,1x4090"
+//     (ParseGPUList) and of detected indices such as "0,2" (ParseIndexList);
 //   - pure parsers of nvidia-smi and rocm-smi output, and a Prober interface
 //     with a real implementation that runs those tools under a timeout and a
 //     fake for tests;

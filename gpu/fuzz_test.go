@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,17 +98,37 @@ func FuzzParseStack(f *testing.F) {
 }
 
 func FuzzLookup(f *testing.F) {
-	for _, s := range []string{"rtx-4090", "4xA100-80GB", "v100", "NVIDIA H100 80GB HBM3", "", "h100 pcie", "2xH100,1x4090"} {
+	for _, s := range []string{"rtx-4090", "4xA100-80GB", "v100", "NVIDIA H100 80GB HBM3", "", "h100 pcie", "2xH100,1x4090", "h20", "h1", "a100", "gh200 96gb", "rtx 3090 24gb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if c, err := Lookup(name); err == nil && c.MemoryMiB <= 0 {
-			t.Errorf("Lookup(%q) = %+v", name, c)
+		c, err := Lookup(name)
+		if err == nil && (c.MemoryMiB <= 0 || !answersTo(c, name)) {
+			t.Errorf("Lookup(%q) = %+v: not one of its names", name, c)
+		}
+		var le *LookupError
+		if err != nil && (!errors.As(err, &le) || le.Ambiguous && len(le.Candidates) < 2) {
+			t.Errorf("Lookup(%q) error %v", name, err)
 		}
 		if specs, err := ParseGPUList(name); err == nil && TotalGPUs(specs) < 1 {
 			t.Errorf("ParseGPUList(%q) = %+v", name, specs)
 		}
 	})
+}
+
+// answersTo reports whether name, whole, is one of c's names, aliases or
+// families, possibly followed by a memory size: Lookup never completes a
+// prefix.
+func answersTo(c Card, name string) bool {
+	keys := append(cardKeys(c), c.Families...)
+	for i := range keys {
+		keys[i] = normalize(keys[i])
+	}
+	if slices.Contains(keys, normalize(name)) {
+		return true
+	}
+	m := sizeSuffixRE.FindStringSubmatch(strings.TrimSpace(name))
+	return m != nil && slices.Contains(keys, normalize(m[1]))
 }
 
 // FuzzDiagnose feeds whatever the parsers accept to Diagnose: findings must

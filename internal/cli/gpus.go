@@ -17,6 +17,7 @@ import (
 //	  "gpus": [{
 //	    "name": "NVIDIA GeForce RTX 4090",   // as the driver reports it
 //	    "aliases": ["rtx-4090", "4090"],     // names --gpu accepts besides name
+//	    "families": [],                      // names shared with sibling rows ("a100"): ambiguous, refused
 //	    "vendor": "nvidia",                  // "nvidia" | "amd"
 //	    "arch": "Ada Lovelace",
 //	    "memory_mib": 24564,                 // as the driver reports it
@@ -25,7 +26,7 @@ import (
 //	    "compute_capability": "8.9",         // CUDA CC, or the gfx target on AMD
 //	    "bf16": true,
 //	    "nominal": false,                    // true: no driver reading found, documented capacity
-//	    "source": "nvidia-smi memory.total reading …"
+//	    "source": "NVIDIA GeForce RTX 4090 specifications page: 24 GB GDDR6X; memory_mib: nvidia-smi memory.total reading …"
 //	  }, …]
 //	}
 type GPUsCmd struct {
@@ -43,6 +44,7 @@ type gpusJSON struct {
 type cardJSON struct {
 	Name              string   `json:"name"`
 	Aliases           []string `json:"aliases"`
+	Families          []string `json:"families"`
 	Vendor            string   `json:"vendor"`
 	Arch              string   `json:"arch"`
 	MemoryMiB         int64    `json:"memory_mib"`
@@ -55,12 +57,15 @@ type cardJSON struct {
 }
 
 func toCardJSON(c gpu.Card) cardJSON {
-	aliases := c.Aliases
+	aliases, families := c.Aliases, c.Families
 	if aliases == nil {
 		aliases = []string{}
 	}
+	if families == nil {
+		families = []string{}
+	}
 	return cardJSON{
-		Name: c.Name, Aliases: aliases, Vendor: c.Vendor, Arch: c.Arch,
+		Name: c.Name, Aliases: aliases, Families: families, Vendor: c.Vendor, Arch: c.Arch,
 		MemoryMiB: c.MemoryMiB, MemoryBytes: c.MemoryBytes(), MemoryGB: gibOf(c.MemoryBytes()),
 		ComputeCapability: c.ComputeCapability, BF16: c.BF16, Nominal: c.Nominal, Source: c.Source,
 	}
@@ -93,6 +98,7 @@ func (c *GPUsCmd) Run(env *Env) error {
 	}
 	fmt.Fprintln(env.Stdout, "\nMiB as the driver reports it (nvidia-smi memory.total, rocm-smi VRAM total);")
 	fmt.Fprintln(env.Stdout, "\"nominal\": no reading was found, the documented capacity is used. --json shows each row's source.")
+	fmt.Fprintln(env.Stdout, "Names match whole (case, spaces and dashes aside); a name several rows share, such as a100, is refused: name the row.")
 	return nil
 }
 
