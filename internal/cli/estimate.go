@@ -398,7 +398,7 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	if o.Model.CatalogEntry != "" {
 		src = "catalog entry " + o.Model.CatalogEntry
 	}
-	fmt.Fprintf(w, "%s (%s, %s, %.2fB params, %s)\n", o.Model.Name, o.Model.ModelType, src, float64(o.Model.Params)/1e9, o.Estimator.Name+" "+o.Estimator.Version)
+	fmt.Fprintf(w, "%s (%s, %s, %.2fB params; estimator %s %s)\n", o.Model.Name, o.Model.ModelType, src, float64(o.Model.Params)/1e9, o.Estimator.Name, o.Estimator.Version)
 	fmt.Fprintln(w, paramsLine(o.Model))
 	for _, n := range o.Model.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

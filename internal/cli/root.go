@@ -54,7 +54,7 @@ func isTerminal(f *os.File) bool {
 
 // Root is the command tree. Each command lives in its own file with a Run(*Env) error.
 type Root struct {
-	Version kong.VersionFlag `help:"Print the version and exit."`
+	Version kong.VersionFlag `help:"Print the tool's version (and each estimator's) and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
 	Estimate  EstimateCmd  `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
@@ -66,9 +66,6 @@ type Root struct {
 	Bench     BenchCmd     `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 	Trace     TraceCmd     `cmd:"" help:"Where a training step's GPU time goes, from a PyTorch profiler (Kineto) trace."`
 }
-
-// Version is the tool's version, printed by --version and recorded in outputs.
-const Version = "0.1.0"
 
 // exitError is an error with an exit code and an optional hint ("Try: …").
 type exitError struct {
@@ -108,7 +105,7 @@ func Main(args []string, env Env) (code int) {
 		kong.Description("Will this fine-tuning run fit on my GPU, what do I change if it doesn't, and how far off was the estimate?"),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(kongExit(c)) }),
-		kong.Vars{"version": Version},
+		kong.Vars{"version": versionLine()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
 	if err != nil {
