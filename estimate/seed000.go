@@ -7,8 +7,9 @@ import (
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
-// Seed000 is the reference memory model of shared/seeds/000, reproduced term
-// by term. It is kept intact so other estimators are compared against it.
+// Seed000 is the reference memory model (docs/memory-model.md), every
+// component summed term by term. It is kept intact so other estimators are
+// compared against it; "reference" is another name for it.
 type Seed000 struct{}
 
 func init() { register(Seed000{}) }

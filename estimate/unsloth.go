@@ -10,7 +10,7 @@ import (
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
-// Unsloth is Unsloth Studio's training VRAM estimator (shared/seeds/001,
+// Unsloth is Unsloth Studio's training VRAM estimator (unslothai/unsloth,
 // studio/backend/utils/hardware/VRAM_ESTIMATION.md), reproduced term by term
 // as a second reference beside Seed000:
 //
@@ -21,7 +21,7 @@ import (
 // the §6 floors, activations follow the §5 per-layer formula with the
 // checkpointing layer multipliers, and the CUDA overhead is fixed.
 //
-// Seed 001 predicts a single number. Levels maps it as follows: Reserved and
+// Studio predicts a single number. Levels maps it as follows: Reserved and
 // Process are the total (Studio compares it with the device's free memory,
 // which is what nvidia-smi accounts, and calibrated it on device readings);
 // Allocated is the total less the fixed CUDA overhead, the tensor terms alone.
