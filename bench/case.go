@@ -25,7 +25,7 @@ const CaseFramework = "peft-accelerate"
 var ErrNotACase = fmt.Errorf("receipt is not a measured case")
 
 // ToCase converts a success or oom receipt to a measured case in the format of
-// SCHEMA.md, so bench receipts flow into validate and calibrate. An oom
+// docs/measurements-schema.md, so bench receipts flow into validate and calibrate. An oom
 // receipt becomes measured.oom=true with gib null: OOM has no exact peak.
 func ToCase(r Receipt) (evidence.Case, error) {
 	var c evidence.Case
@@ -147,7 +147,7 @@ func ToCase(r Receipt) (evidence.Case, error) {
 
 // stateDtype is the case's optimizer_state_dtype: fp32 or bf16 when every
 // state tensor has that dtype, null otherwise (8-bit optimizers keep uint8
-// states with fp32 scales; SCHEMA.md wants null for them).
+// states with fp32 scales; the case format wants null for them).
 func stateDtype(o *OptimizerRecord) *string {
 	if o == nil || len(o.States) != 1 {
 		return nil

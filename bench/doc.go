@@ -19,6 +19,8 @@
 //
 // # Receipt schema (schema_version 1)
 //
+// docs/receipt-json.md documents every field; in short:
+//
 //	schema_version     1
 //	id                 bench-<UTC time>-<model>-<method>-s<seq>-b<batch>-<config hash>; the case id
 //	tool               {name, version}
@@ -54,7 +56,7 @@
 // peak the setting needs. A three-update probe is bounded evidence.
 //
 // ToCase turns a success or oom receipt into a measured case of
-// shared/measurements/SCHEMA.md (kind reserved; an oom becomes oom=true with
+// docs/measurements-schema.md (kind reserved; an oom becomes oom=true with
 // gib null), which `canifinetune bench --to-case RECEIPT` prints as one JSON
 // line for validate and calibrate.
 //

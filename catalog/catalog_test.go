@@ -12,28 +12,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/canifinetune/canifinetune/internal/shareddata"
 	"github.com/google/go-cmp/cmp"
 )
 
-// sharedConfigs finds ../shared/models/configs by walking up from the test's
-// working directory to the directory that holds shared/.
+// sharedConfigs finds the shared model-config collection above the working
+// directory; without it the test skips, or fails in CI (CI=true).
 func sharedConfigs(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "models", "configs")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared/models/configs not found above the working directory; the byte-identity check needs the shared data beside the repo")
-		}
-		dir = parent
-	}
+	return shareddata.Dir(t, "models", "configs")
 }
 
 // TestSharedConfigsCopiedVerbatim checks that every config.json of the shared

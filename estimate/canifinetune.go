@@ -438,7 +438,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching-allocator fragmentation %.3g·allocated + %.2f GiB and the CUDA context %.2f GiB (%s); on a card with room to spare the allocator also keeps %.2f GiB of released blocks cached (levels.reserved)",
 			k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, float64(reserved-needed)/GiB)
 		if r.GPUTotal > 0 {
-			e.Components[n-1].Source = fmt.Sprintf("seed000 §8: %.0f %% of total VRAM held back", safeF*100)
+			e.Components[n-1].Source = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
 		}
 		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
 		e.Confidence = confidence(r, c.Name())
@@ -459,13 +459,13 @@ func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float
 		case CQuantOverhead:
 			comp.Source = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
 		case CAdapters:
-			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), r.Stack)
+			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
 		case COptimizer:
 			comp.Source = r.Optimizer + " states, resident from the first step"
 		case CActivations:
 			comp.Source = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
 			if fwdWins {
-				comp.Source = fmt.Sprintf("forward/loss phase: activations ×%.3g of seed 000's shape%s", actCoef, ckptNote(r))
+				comp.Source = fmt.Sprintf("forward/loss phase: activations ×%.3g of the per-layer activation shape (%sactivations)%s", actCoef, "docs/memory-model.md#", ckptNote(r))
 			}
 		case CLogits:
 			comp.Source = "not live in the optimizer-step phase"
@@ -645,6 +645,15 @@ func adapterDtypeBytes(r Request) int64 {
 		return 2
 	}
 	return 4
+}
+
+// adapterDtypeWhy names what set the adapter dtype, for the component's
+// source: the stack, or PEFT's own default when no stack was given.
+func adapterDtypeWhy(r Request) string {
+	if r.Stack == "" {
+		return "PEFT's default, no --stack"
+	}
+	return r.Stack
 }
 
 // frozenBaseBytes: HF stacks load the base in 16-bit; litgpt (Fabric) keeps

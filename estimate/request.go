@@ -23,7 +23,7 @@ const (
 
 // Precision is how weights, gradients and optimizer states are held.
 // "-mixed" keeps fp32 master weights and autocasts compute; "-true" holds
-// everything in that dtype (SCHEMA.md).
+// everything in that dtype (docs/measurements-schema.md).
 type Precision string
 
 // Precisions.

@@ -33,7 +33,7 @@ type Phases struct {
 	Step    int64
 }
 
-// Levels are the peaks each kind of measurement should show (SCHEMA.md):
+// Levels are the peaks each kind of measurement should show (docs/measurements-schema.md):
 // tensors (max_memory_allocated), what the caching allocator holds
 // (max_memory_reserved), and what the device shows (nvidia-smi, with the CUDA
 // context). Active is reported as Allocated: every estimator here models
@@ -195,10 +195,18 @@ const Default = "canifinetune"
 
 func register(e Estimator) { registry[e.Name()] = e }
 
-// ByName returns a registered estimator.
+// aliases are other names an estimator answers to: "reference" says what
+// seed000 is (the reference model of docs/memory-model.md), while the
+// name seed000 stays accepted and is what outputs report.
+var aliases = map[string]string{"reference": "seed000"}
+
+// ByName returns a registered estimator, by name or alias.
 func ByName(name string) (Estimator, error) {
 	if name == "" || name == "default" {
 		name = Default
+	}
+	if n, ok := aliases[name]; ok {
+		name = n
 	}
 	if e, ok := registry[name]; ok {
 		return e, nil

@@ -7,8 +7,9 @@ import (
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
-// Seed000 is the reference memory model of shared/seeds/000, reproduced term
-// by term. It is kept intact so other estimators are compared against it.
+// Seed000 is the reference memory model (docs/memory-model.md), every
+// component summed term by term. It is kept intact so other estimators are
+// compared against it; "reference" is another name for it.
 type Seed000 struct{}
 
 func init() { register(Seed000{}) }
@@ -21,7 +22,7 @@ func (Seed000) Version() string { return "0.4.0" }
 
 // Describe implements Estimator.
 func (Seed000) Describe() string {
-	return "reference: the seed-000 memory model (sum of all components, flat 8 % CUDA overhead, 5 % safety)"
+	return "reference: the memory model of docs/memory-model.md, term by term (sum of all components, flat 8 % CUDA overhead, 5 % safety)"
 }
 
 // Seed 000 coefficients.
@@ -58,13 +59,13 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 		linear := m.LinearParams()
 		rest := m.Params() - linear // embeddings, lm_head, norms (and a frozen tower)
 		add(CWeights, int64(float64(linear)*quantBytesPerParam(r.Quant))+rest*4,
-			"seed000 §1: quantized Linear layers packed + embeddings/norms upcast to fp32 by prepare_model_for_kbit_training")
+			"quantized Linear layers packed + embeddings/norms upcast to fp32 by prepare_model_for_kbit_training (docs/memory-model.md#weights)")
 		add(CQuantOverhead, int64(float64(linear)*quantMetaBytesPerParam(r.Quant))+dequantWorkspace(m),
-			fmt.Sprintf("seed000 §1: %s absmax metadata %.4g B/param + dequant workspace 2·h·ffn·2 B", r.Quant, quantMetaBytesPerParam(r.Quant)))
+			fmt.Sprintf("%s absmax metadata %.4g B/param + dequant workspace 2·h·ffn·2 B (docs/memory-model.md#quantization-state)", r.Quant, quantMetaBytesPerParam(r.Quant)))
 	case LoRA:
-		add(CWeights, m.Params()*r.frozenBytes(), fmt.Sprintf("seed000 §1: %d B/param frozen base", r.frozenBytes()))
+		add(CWeights, m.Params()*r.frozenBytes(), fmt.Sprintf("%d B/param frozen base (docs/memory-model.md#weights)", r.frozenBytes()))
 	case Full:
-		add(CWeights, m.Params()*r.paramBytes(), fmt.Sprintf("seed000 §1: %d B/param", r.paramBytes()))
+		add(CWeights, m.Params()*r.paramBytes(), fmt.Sprintf("%d B/param (docs/memory-model.md#weights)", r.paramBytes()))
 	}
 
 	// §2 Trainable parameters.
@@ -74,7 +75,7 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	if r.Method == Full {
 		trainable = m.Params()
 	} else {
-		add(CAdapters, (adapters+extra)*seedAdapterBytes, "seed000 §1-2: rank·(in+out) per targeted Linear per layer, fp32")
+		add(CAdapters, (adapters+extra)*seedAdapterBytes, "rank·(in+out) per targeted Linear per layer, fp32 (docs/memory-model.md#lora-adapters)")
 	}
 	e.TrainableParams = trainable
 
@@ -83,23 +84,23 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	if r.Method == Full {
 		gradBytes = r.paramBytes()
 	}
-	add(CGradients, trainable*gradBytes, fmt.Sprintf("seed000 §3: trainable params × %d B", gradBytes))
+	add(CGradients, trainable*gradBytes, fmt.Sprintf("trainable params × %d B (docs/memory-model.md#gradients)", gradBytes))
 
 	// §4 Optimizer states.
 	var optim int64
 	var optimSrc string
 	switch r.Optimizer {
 	case "sgd":
-		optimSrc = "seed000 §4: plain SGD has no momentum state"
+		optimSrc = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
 	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
 		optim = int64(float64(trainable) * seed8bitOptimBytes)
-		optimSrc = "seed000 §4: 8-bit/paged AdamW heuristic 2.5 B/param"
+		optimSrc = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
 	case "adamw_torch_fused":
 		optim = 2 * trainable * gradBytes
-		optimSrc = "seed000 §4: fused AdamW, two states in parameter dtype"
+		optimSrc = "fused AdamW, two states in parameter dtype (docs/memory-model.md#optimizer-states)"
 	default:
 		optim = 3 * trainable * gradBytes
-		optimSrc = "seed000 §4: foreach AdamW, two states + a tensor-sized workspace in parameter dtype"
+		optimSrc = "foreach AdamW, two states + a tensor-sized workspace in parameter dtype (docs/memory-model.md#optimizer-states)"
 	}
 	add(COptimizer, optim, optimSrc)
 
@@ -123,13 +124,13 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	} else {
 		acts = L * perLayer
 	}
-	add(CActivations, int64(acts), "seed000 §5: s·b·(9·h·act + k·ffn·mlp_bytes) per layer"+map[bool]string{true: "; checkpointing keeps block inputs + one layer", false: ""}[ckptOn(r)])
+	add(CActivations, int64(acts), "s·b·(9·h·act + k·ffn·mlp_bytes) per layer"+map[bool]string{true: "; checkpointing keeps block inputs + one layer", false: ""}[ckptOn(r)]+" (docs/memory-model.md#activations)")
 
 	// §6 Logits chain.
 	if fusedCE(r) {
-		add(CLogits, 0, "seed000 §6: a fused cross-entropy removes the logits chain")
+		add(CLogits, 0, "a fused cross-entropy removes the logits chain (docs/memory-model.md#logits-and-loss-chain)")
 	} else {
-		add(CLogits, s*b*m.Vocab*(act+seedLogitsExtra), "seed000 §6: s·b·vocab·(act_bytes + 12)")
+		add(CLogits, s*b*m.Vocab*(act+seedLogitsExtra), "s·b·vocab·(act_bytes + 12) (docs/memory-model.md#logits-and-loss-chain)")
 	}
 
 	applySharding(e, r)
@@ -147,8 +148,8 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	if r.GPUTotal > 0 {
 		over := frac(r.GPUTotal, overF)
 		safe := frac(r.GPUTotal, safeF)
-		add(COverhead, over, fmt.Sprintf("seed000 §7: %.0f %% of total VRAM", overF*100))
-		add(CSafety, safe, fmt.Sprintf("seed000 §8: %.0f %% of total VRAM", safeF*100))
+		add(COverhead, over, fmt.Sprintf("%.0f %% of total VRAM (docs/memory-model.md#cuda-overhead)", overF*100))
+		add(CSafety, safe, fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100))
 		e.Total = tensors + over + safe
 		e.PlanningProxy = e.Total - safe
 		e.Levels.Reserved = e.PlanningProxy

@@ -10,7 +10,7 @@ import (
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
-// Unsloth is Unsloth Studio's training VRAM estimator (shared/seeds/001,
+// Unsloth is Unsloth Studio's training VRAM estimator (unslothai/unsloth,
 // studio/backend/utils/hardware/VRAM_ESTIMATION.md), reproduced term by term
 // as a second reference beside Seed000:
 //
@@ -21,7 +21,7 @@ import (
 // the §6 floors, activations follow the §5 per-layer formula with the
 // checkpointing layer multipliers, and the CUDA overhead is fixed.
 //
-// Seed 001 predicts a single number. Levels maps it as follows: Reserved and
+// Studio predicts a single number. Levels maps it as follows: Reserved and
 // Process are the total (Studio compares it with the device's free memory,
 // which is what nvidia-smi accounts, and calibrated it on device readings);
 // Allocated is the total less the fixed CUDA overhead, the tensor terms alone.
@@ -38,7 +38,7 @@ func (Unsloth) Version() string { return "studio-2026" }
 
 // Describe implements Estimator.
 func (Unsloth) Describe() string {
-	return "reference: Unsloth Studio's estimator (seed 001: 16-bit terms, NF4 ÷3.2/3.6, gradient floors, checkpointing layer multipliers, fixed 1.4 GiB CUDA overhead)"
+	return "reference: Unsloth Studio's estimator (studio/backend/utils/hardware/VRAM_ESTIMATION.md: 16-bit terms, NF4 ÷3.2/3.6, gradient floors, checkpointing layer multipliers, fixed 1.4 GiB CUDA overhead)"
 }
 
 // Seed 001 coefficients.
@@ -111,7 +111,7 @@ var unslothLinearAttn = []string{"flash_attention_2", "sdpa", "flex_attention"}
 
 // errUnsloth8bit refuses an 8-bit base: seed 001 models only bitsandbytes
 // 4-bit quantization (§1).
-var errUnsloth8bit = errors.New("unsloth estimator: seed 001 models only 4-bit bitsandbytes bases (NF4/FP4), not int8")
+var errUnsloth8bit = errors.New("unsloth estimator: Unsloth Studio models only 4-bit bitsandbytes bases (NF4/FP4), not int8")
 
 // Estimate implements Estimator.
 func (Unsloth) Estimate(req Request) (*Estimate, error) {
@@ -137,30 +137,30 @@ func (Unsloth) Estimate(req Request) (*Estimate, error) {
 		factor, why := unslothQuantFactor(req, m)
 		skipped := min(unslothSkippedElements(m), quantizable)
 		weights = unslothClamp(float64((quantizable-skipped)*unslothBytes)/factor + float64(skipped*unslothBytes) + float64(nonQuantizable*unslothBytes))
-		src := fmt.Sprintf("seed001 §1: quantizable Linear × 2 B ÷ %.1f (%s) + non-quantizable (2·H·L norms, embeddings, lm_head) × 2 B", factor, why)
+		src := fmt.Sprintf("quantizable Linear × 2 B ÷ %.1f (%s) + non-quantizable (2·H·L norms, embeddings, lm_head) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, model weights)", factor, why)
 		if skipped > 0 {
 			src += fmt.Sprintf("; %d llm_int8_skip_modules elements at 2 B", skipped)
 		}
 		add(CWeights, weights, src)
 	default:
 		weights = (quantizable + nonQuantizable) * unslothBytes
-		add(CWeights, weights, "seed001 §1: (quantizable + non-quantizable) × 2 B")
+		add(CWeights, weights, "(quantizable + non-quantizable) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, model weights)")
 	}
 
 	// §2 LoRA adapters; §3 trainable parameters.
 	trainable := quantizable + nonQuantizable // §3: all params (full FT)
 	if lora {
 		trainable = unslothAdapterParams(r) + unslothEmbeddingParams(r)
-		add(CAdapters, trainable*unslothBytes, "seed001 §2: Σ r·(in+out) over the selected Linear modules of every layer (× experts) × 2 B")
+		add(CAdapters, trainable*unslothBytes, "Σ r·(in+out) over the selected Linear modules of every layer (× experts) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, LoRA adapters)")
 	}
 	e.TrainableParams = trainable
 
 	// §3 Optimizer states.
 	perParam, known := unslothOptimizerBytes[r.Optimizer]
-	optimSrc := fmt.Sprintf("seed001 §3: %s %d B per trainable param", r.Optimizer, perParam)
+	optimSrc := fmt.Sprintf("%s %d B per trainable param (Unsloth Studio VRAM_ESTIMATION.md, optimizer states)", r.Optimizer, perParam)
 	if !known {
 		perParam = unslothOptimizerFallback
-		optimSrc = fmt.Sprintf("seed001 §3: %s is not in Studio's table; its fallback %d B per trainable param", r.Optimizer, perParam)
+		optimSrc = fmt.Sprintf("%s is not in Studio's table; its fallback %d B per trainable param (Unsloth Studio VRAM_ESTIMATION.md, optimizer states)", r.Optimizer, perParam)
 	}
 	optim := trainable * perParam
 	add(COptimizer, optim, optimSrc)
@@ -171,10 +171,10 @@ func (Unsloth) Estimate(req Request) (*Estimate, error) {
 	// §4 Gradients with the §6 floors.
 	raw := trainable * unslothBytes
 	floor := int64(float64(weights) * unslothGradFloor)
-	gradSrc := "seed001 §4/§6: max(trainable × 2 B, 15 % of weights)"
+	gradSrc := "max(trainable × 2 B, 15 % of weights) (Unsloth Studio VRAM_ESTIMATION.md, gradients, floors)"
 	if lora {
 		floor = min(floor, max(acts, optim))
-		gradSrc = "seed001 §4/§6: max(trainable × 2 B, min(15 % of weights, max(activations, optimizer)))"
+		gradSrc = "max(trainable × 2 B, min(15 % of weights, max(activations, optimizer))) (Unsloth Studio VRAM_ESTIMATION.md, gradients, floors)"
 	}
 	grads := max(raw, floor)
 	if grads > raw {
@@ -187,7 +187,7 @@ func (Unsloth) Estimate(req Request) (*Estimate, error) {
 	tensors := e.componentSum()
 
 	// §7 CUDA overhead, independent of the card.
-	add(COverhead, unslothCUDAOverhead, "seed001 §7: 1.4 GiB fixed (CUDA driver + PyTorch runtime, calibrated on RTX 5070 Ti)")
+	add(COverhead, unslothCUDAOverhead, "1.4 GiB fixed: CUDA driver + PyTorch runtime, calibrated on RTX 5070 Ti (Unsloth Studio VRAM_ESTIMATION.md, CUDA overhead)")
 	e.Total = tensors + unslothCUDAOverhead
 	e.PlanningProxy = e.Total // seed 001 has no safety margin
 	e.Levels = Levels{Allocated: tensors, Reserved: e.Total, Process: e.Total}
@@ -377,20 +377,20 @@ func unslothActivations(r Request) (int64, string) {
 	}
 	acts := sum
 	effective := float64(len(perLayer))
-	src := "seed001 §5: Σ over layers of (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25"
+	src := "Σ over layers of (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 (Unsloth Studio VRAM_ESTIMATION.md, activations)"
 	if mult, ok := unslothGCLayers[r.GradCkpt]; ok {
 		effective = mult.lora
 		if r.Method == Full {
 			effective = mult.full
 		}
 		acts = unslothClamp(float64(largest) * effective)
-		src = fmt.Sprintf("seed001 §5: largest layer's (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 × %.1f layers (checkpointing %s)", effective, r.GradCkpt)
+		src = fmt.Sprintf("largest layer's (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 × %.1f layers, checkpointing %s (Unsloth Studio VRAM_ESTIMATION.md, activations)", effective, r.GradCkpt)
 	}
 	if !slices.Contains(unslothLinearAttn, r.Attn) {
 		scores := unslothClamp(float64(r.Batch) * float64(m.Heads) * float64(r.SeqLen) * float64(r.SeqLen) * unslothBytes * unslothEagerFactor * effective)
 		if scores > acts {
 			acts = scores
-			src = fmt.Sprintf("seed001 §5: %s attention's B·heads·S² × 2 B × 12 × %g layers exceeds the per-layer term", r.Attn, effective)
+			src = fmt.Sprintf("%s attention's B·heads·S² × 2 B × 12 × %g layers exceeds the per-layer term (Unsloth Studio VRAM_ESTIMATION.md, activations)", r.Attn, effective)
 		} else {
 			src += fmt.Sprintf("; exceeds %s attention's quadratic term", r.Attn)
 		}
@@ -460,24 +460,24 @@ func unslothAssumptions(orig, r Request, knownOptim bool) []string {
 		a = append(a, fmt.Sprintf("LoRA rank %d on %s", r.LoRARank, strings.Join(r.LoRATargets, ", ")))
 	}
 	a = append(a,
-		"seed 001 charges weights, adapters, gradients and activations at 2 bytes whatever the precision (here "+string(r.Precision)+")",
-		"seed 001 has no logits/cross-entropy term: the loss chain is not estimated",
+		"Unsloth Studio charges weights, adapters, gradients and activations at 2 bytes whatever the precision (here "+string(r.Precision)+")",
+		"Unsloth Studio has no logits/cross-entropy term: the loss chain is not estimated",
 		"CUDA overhead is a fixed 1.4 GiB (Studio: int(1.4·1024³)), not a fraction of the card; no safety margin")
 	if r.Method == QLoRA {
 		f, why := unslothQuantFactor(orig, m)
 		a = append(a, fmt.Sprintf("4-bit decoder Linear weights at 2 B ÷ %.1f (%s); embeddings, lm_head and norms at 2 B", f, why))
 	}
 	if !knownOptim {
-		a = append(a, fmt.Sprintf("optimizer %s is outside seed 001's table: Studio's fallback of %d B/param", r.Optimizer, unslothOptimizerFallback))
+		a = append(a, fmt.Sprintf("optimizer %s is outside Unsloth Studio's table: its fallback of %d B/param", r.Optimizer, unslothOptimizerFallback))
 	}
 	if r.GradCkpt == "offload" {
 		a = append(a, "checkpointing offload is charged as Unsloth's own (offloading) mode: 1.5 layers full FT, 1 layer LoRA")
 	}
 	if m.FrozenTowerParams > 0 {
-		a = append(a, fmt.Sprintf("the frozen multimodal tower (%d params) is not charged: seed 001 estimates text weights only", m.FrozenTowerParams))
+		a = append(a, fmt.Sprintf("the frozen multimodal tower (%d params) is not charged: Unsloth Studio estimates text weights only", m.FrozenTowerParams))
 	}
 	if pq := m.PreQuantized; pq != nil && !strings.EqualFold(pq.Method, "bitsandbytes") {
-		a = append(a, fmt.Sprintf("the checkpoint's %s quantization is not modelled by seed 001", pq.Method))
+		a = append(a, fmt.Sprintf("the checkpoint's %s quantization is not modelled by Unsloth Studio", pq.Method))
 	}
 	if r.Sharding.Strategy != "none" && r.Sharding.Strategy != "" {
 		a = append(a, fmt.Sprintf("per GPU of %d, %s, offload %s (the project's sharding model; Studio only discounts extra GPUs' memory by 15 %%)", r.Sharding.GPUs, r.Sharding.Strategy, r.Sharding.CPUOffload))

@@ -1,5 +1,5 @@
 // Package evidence reads measured fine-tuning memory cases (the JSON Lines format
-// of shared/measurements/SCHEMA.md), scores estimators against them and fits the
+// of docs/measurements-schema.md), scores estimators against them and fits the
 // default estimator's coefficients on a development cohort. It is pure: callers
 // hand it readers and get plain structs back.
 //
@@ -18,7 +18,7 @@ import (
 )
 
 // Case is one measured training run: the configuration that produced a peak
-// GPU-memory figure, and that figure. Field names and meanings follow SCHEMA.md.
+// GPU-memory figure, and that figure. Field names and meanings: docs/measurements-schema.md.
 type Case struct {
 	ID                  string   `json:"id"`
 	Source              string   `json:"source"`
@@ -83,7 +83,7 @@ type Measured struct {
 	Original string   `json:"original"`
 }
 
-// Kinds of measurement, smallest to largest (SCHEMA.md).
+// Kinds of measurement, smallest to largest (docs/measurements-schema.md).
 const (
 	KindAllocated = "allocated" // torch.cuda.max_memory_allocated
 	KindActive    = "active"    // active_bytes.all.peak

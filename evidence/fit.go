@@ -114,8 +114,8 @@ var fitParams = []struct {
 	lower float64
 	what  string
 }{
-	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5, "× seed 000 activation shape, gated MLPs"},
-	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5, "× seed 000 activation shape, two-matmul MLPs"},
+	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5, "× the per-layer activation shape (docs/memory-model.md#activations), gated MLPs"},
+	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5, "× the per-layer activation shape (docs/memory-model.md#activations), two-matmul MLPs"},
 	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1, "× activations for full fine-tuning"},
 	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 12, "bytes per logit, stock loss"},
 	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2, "bytes per logit, litgpt's chunked loss path"},

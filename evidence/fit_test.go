@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/internal/shareddata"
 )
 
 func readDev(t testing.TB) []Case {
@@ -58,22 +58,18 @@ func TestEmbeddedCoefficientsReproduce(t *testing.T) {
 
 // The project's evidence copy is the shared development cohort, byte for byte.
 func TestDevCohortMatchesShared(t *testing.T) {
-	dir, _ := os.Getwd()
-	for range 6 {
-		p := filepath.Join(dir, "..", "shared", "measurements", "dev.jsonl")
-		if b, err := os.ReadFile(p); err == nil {
-			own, err := os.ReadFile("dev.jsonl")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(b, own) {
-				t.Errorf("evidence/dev.jsonl differs from %s", p)
-			}
-			return
-		}
-		dir = filepath.Dir(dir)
+	p := shareddata.Dir(t, "measurements", "dev.jsonl") // skips locally, fails in CI when missing
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Skip("shared/measurements not found beside the repository")
+	own, err := os.ReadFile("dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, own) {
+		t.Errorf("evidence/dev.jsonl differs from %s", p)
+	}
 }
 
 // A calibration applies inside its domain and says so outside it.

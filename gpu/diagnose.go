@@ -48,8 +48,8 @@ const (
 )
 
 // displayProcesses are the programs that hold GPU memory for the desktop
-// rather than for training. Seed 000 §8: "Display compositors and Chrome /
-// Edge processes routinely take 0.5–2 GB on consumer cards."
+// rather than for training: display compositors and browsers routinely hold
+// 0.5–2 GB of a consumer card (docs/memory-model.md#safety-margin).
 var displayProcesses = []string{
 	"xorg", "x", "xwayland", "gnome-shell", "kwin", "kwin_x11", "kwin_wayland", "plasmashell",
 	"mutter", "sway", "hyprland", "weston", "compiz",
@@ -112,7 +112,7 @@ func Diagnose(inv Inventory, stack *Stack) []Finding {
 		if len(shown) > 0 {
 			add(Finding{Code: CodeDisplayProcess, Severity: SeverityWarning, GPU: gpu,
 				Message: fmt.Sprintf("GPU %d drives a desktop: %s hold %s that training cannot use.", idx, strings.Join(shown, ", "), mibString(held)),
-				Hint:    fmt.Sprintf("estimate against what is free: --available-vram-gb %.1f --gpu-vram-gb %.1f (seed 000), or close the browser / train on a GPU without a display", gib(d.FreeMiB), gib(d.TotalMiB))})
+				Hint:    fmt.Sprintf("estimate against what is free: --available-vram-gb %.1f --gpu-vram-gb %.1f (docs/memory-model.md#safety-margin), or close the browser / train on a GPU without a display", gib(d.FreeMiB), gib(d.TotalMiB))})
 		}
 		if d.TotalMiB > 0 && d.FreeMiB >= 0 && float64(d.FreeMiB) < nearlyFullFraction*float64(d.TotalMiB) {
 			holders := ""

@@ -18,7 +18,7 @@
 //     behind the StackProber interface;
 //   - Diagnose, which turns an inventory and a stack into findings a user can
 //     act on; and
-//   - SelectGPUs / SelectExplicit, the multi-GPU placement of seed 001.
+//   - SelectGPUs / SelectExplicit, the multi-GPU placement (Unsloth Studio's rule, docs/memory-model.md#multi-gpu-placement).
 //
 // It refuses to guess: a card that is not in the table stays unmatched rather
 // than being mapped to the nearest name, a missing Python package is absent

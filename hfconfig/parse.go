@@ -415,7 +415,7 @@ func buildLlama(r raw, m *Model) error {
 		return err
 	}
 	if layerTypes != nil || kvShared > 0 || plHidden > 0 || kEqV || doubleWide {
-		m.Notes = append(m.Notes, "per-layer shapes derived from layer_types / per-layer fields (seed 001)")
+		m.Notes = append(m.Notes, "per-layer shapes derived from layer_types / per-layer fields")
 	}
 	if gemma && m.ModelType != "gemma" && m.SlidingWindow > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("sliding-window layers attend to %d tokens", m.SlidingWindow))

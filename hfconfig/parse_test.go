@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/canifinetune/canifinetune/internal/shareddata"
 )
 
 // Hand-computed shapes of small configs: every term written out.
@@ -121,19 +123,11 @@ func TestTargetsUnknownModule(t *testing.T) {
 	}
 }
 
-// sharedDir finds ../shared beside the repository (CI lays it there).
+// sharedDir finds the shared model-config collection beside the repository;
+// without it the test skips, or fails in CI (CI=true).
 func sharedDir(t *testing.T) string {
 	t.Helper()
-	dir, _ := os.Getwd()
-	for range 6 {
-		p := filepath.Join(dir, "..", "shared", "models", "configs")
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			return p
-		}
-		dir = filepath.Dir(dir)
-	}
-	t.Skip("shared/models/configs not found beside the repository")
-	return ""
+	return shareddata.Dir(t, "models", "configs")
 }
 
 // Every real config.json parses, except the encoder, which is refused.

@@ -10,8 +10,7 @@
 //
 // # The method
 //
-// The accounting follows a research note on GPU time in training loops
-// (digest in shared/seeds/002-digest.md):
+// The accounting follows a research note on GPU time in training loops:
 //
 //   - Busy time is the union of the GPU op intervals (kernels, memcpy,
 //     memset) of a device. Σdur exceeds it wherever ops overlap; the

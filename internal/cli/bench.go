@@ -48,7 +48,7 @@ type BenchCmd struct {
 	Trace       string        `placeholder:"FILE" help:"Also record a torch.profiler chrome trace of the probed steps."`
 	Sweep       string        `placeholder:"KEY=V1,V2,…" help:"Probe increasing values of batch, seq-len or rank; stop at the first OOM; report the largest that fits."`
 	JSON        bool          `name:"json" help:"Print the receipt (or the sweep) as JSON."`
-	ToCase      bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (SCHEMA.md) for validate and calibrate."`
+	ToCase      bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (docs/measurements-schema.md) for validate and calibrate."`
 }
 
 // Help is the long help of `canifinetune bench --help`.

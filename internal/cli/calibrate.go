@@ -15,7 +15,7 @@ import (
 
 // CalibrateCmd is `canifinetune calibrate`.
 type CalibrateCmd struct {
-	Cases  string `arg:"" help:"Measured cases (JSON Lines, shared/measurements/SCHEMA.md): the development cohort to fit on."`
+	Cases  string `arg:"" help:"Measured cases (JSON Lines, docs/measurements-schema.md): the development cohort to fit on."`
 	Output string `short:"o" required:"" help:"Where to write the calibration (JSON)."`
 	JSON   bool   `help:"Print the calibration as JSON on stdout too."`
 	// CrossValidate refits once per source family with it held out.

@@ -21,7 +21,7 @@ type EstimateCmd struct {
 	ModelFlags `embed:""`
 
 	Method     string   `enum:"full,lora,qlora" default:"lora" help:"What is trained: full, lora or qlora (${enum})."`
-	Precision  string   `help:"bf16-true (default): weights, grads and optimizer states in bf16 (seed 000's 'bf16'); bf16-mixed, fp16-mixed keep fp32 master weights; fp16-true; fp32."`
+	Precision  string   `help:"bf16-true (default): weights, grads and optimizer states in bf16; bf16-mixed, fp16-mixed keep fp32 master weights; fp16-true; fp32."`
 	Quant      string   `help:"QLoRA base quantization: nf4, nf4-dq (double quant, default), fp4, int8."`
 	Rank       int64    `default:"16" help:"LoRA rank."`
 	Targets    []string `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
@@ -47,7 +47,7 @@ type EstimateCmd struct {
 	NumGPUs     int64   `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
 	Nodes       int64   `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
 	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
-	Estimator   string  `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
+	Estimator   string  `default:"" help:"Estimator: canifinetune (default: phase-peak model fitted on measured runs), reference or seed000 (the reference model of docs/memory-model.md, summed term by term), unsloth (Unsloth Studio's estimator)."`
 	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
 	JSON        bool    `help:"Print JSON (bytes and GiB) instead of a table."`
 }
@@ -75,9 +75,10 @@ token (HF_TOKEN, HF_TOKEN_PATH) is never printed.
 Without --gpu, --gpus or --gpu-vram-gb the GPUs are detected (nvidia-smi or
 rocm-smi, at most 3 s): the card with the most free memory is the budget.
 A run that does not fit one GPU, with several GPUs and no --strategy, is
-placed across them (seed 001: most free memory first, each GPU beyond the
-first counted at 85 %, as many as a yes needs). With --strategy the
-components are per GPU.
+placed across them (most free memory first, each GPU beyond the first counted
+at 85 %, as many as a yes needs; --estimator unsloth keeps Unsloth Studio's
+rule and stops once they cover the requirement). With --strategy the
+components are per GPU. The memory model and its sources: docs/memory-model.md.
 
 The planning proxy (total − safety margin) is what a measured reserved peak
 (torch.cuda.max_memory_reserved) is compared with. Overheads are sized from
@@ -409,7 +410,7 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	if o.Model.CatalogEntry != "" {
 		src = "catalog entry " + o.Model.CatalogEntry
 	}
-	fmt.Fprintf(w, "%s (%s, %s, %.2fB params, %s)\n", o.Model.Name, o.Model.ModelType, src, float64(o.Model.Params)/1e9, o.Estimator.Name+" "+o.Estimator.Version)
+	fmt.Fprintf(w, "%s (%s, %s, %.2fB params; estimator %s %s)\n", o.Model.Name, o.Model.ModelType, src, float64(o.Model.Params)/1e9, o.Estimator.Name, o.Estimator.Version)
 	fmt.Fprintln(w, paramsLine(o.Model))
 	for _, n := range o.Model.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

@@ -503,7 +503,7 @@ func printGPUSetup(w io.Writer, o EstimateJSON) {
 	}
 	if p := o.Placement; p != nil {
 		fmt.Fprintf(w, "one GPU: %s (ratio %.2f)\n", p.SingleGPU.Fit, p.SingleGPU.Ratio)
-		fmt.Fprintf(w, "\nmodel-parallel placement (seed 001): %s\n", p.Reason)
+		fmt.Fprintf(w, "\nmodel-parallel placement: %s\n", p.Reason)
 		fmt.Fprintf(w, "  required %.2f GiB; usable %.2f GiB (first GPU's free memory, each further GPU at %d %%); device_map %q; CUDA_VISIBLE_DEVICES=%s\n",
 			p.RequiredGB, p.UsableGB, gpu.AdditionalGPUPercent, p.DeviceMap, p.CUDAVisibleDevices)
 		for _, g := range p.GPUs {

@@ -54,7 +54,7 @@ func isTerminal(f *os.File) bool {
 
 // Root is the command tree. Each command lives in its own file with a Run(*Env) error.
 type Root struct {
-	Version kong.VersionFlag `help:"Print the version and exit."`
+	Version kong.VersionFlag `help:"Print the tool's version (and each estimator's) and exit."`
 
 	// Commands are added here, one line each, in the order `--help` lists them.
 	Estimate  EstimateCmd  `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
@@ -69,9 +69,6 @@ type Root struct {
 	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	Help       HelpCmd       `cmd:"" help:"Show the help of a command: 'canifinetune help estimate'."`
 }
-
-// Version is the tool's version, printed by --version and recorded in outputs.
-const Version = "0.1.0"
 
 // exitError is an error with an exit code and an optional hint ("Try: …").
 type exitError struct {
@@ -111,7 +108,7 @@ func Main(args []string, env Env) (code int) {
 		kong.Description("Will this fine-tuning run fit on my GPU, what do I change if it doesn't, and how far off was the estimate?"),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(kongExit(c)) }),
-		kong.Vars{"version": Version},
+		kong.Vars{"version": versionLine()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
 	if err != nil {

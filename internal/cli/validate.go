@@ -13,7 +13,7 @@ import (
 
 // ValidateCmd is `canifinetune validate`.
 type ValidateCmd struct {
-	File string `arg:"" name:"cases" help:"Measured runs, one JSON object a line (format: shared/measurements/SCHEMA.md)."`
+	File string `arg:"" name:"cases" help:"Measured runs, one JSON object a line (format: docs/measurements-schema.md)."`
 
 	Estimator   string   `default:"" help:"Estimator to score (default: the default estimator; see 'canifinetune estimate --help')."`
 	Compare     []string `sep:"," placeholder:"NAME" help:"More estimators to score side by side with --estimator, on the rows all of them support."`

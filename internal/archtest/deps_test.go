@@ -1,0 +1,134 @@
+package archtest
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/canifinetune/canifinetune"
+
+// root is the module root, two directories up from this package.
+const root = "../.."
+
+// forbidden are the imports that reach the outside world: files, processes,
+// the network. The pure packages take plain values and readers instead, so
+// that they can be tested, fuzzed and reused (by a web page, a planner)
+// without a machine behind them.
+var forbidden = []string{"os", "os/exec", "os/signal", "net", "net/http", "syscall", "io/ioutil", "plugin"}
+
+// pure are the packages that must not reach a forbidden import, directly or
+// through another package of this module.
+var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest"}
+
+// pureOwnFiles are packages whose own files must not import a forbidden
+// package, though a module package they use may: evidence reads the GPU table
+// of package gpu, which also holds the nvidia-smi and rocm-smi probes.
+var pureOwnFiles = []string{"evidence"}
+
+// imports returns the non-test imports of the package in dir, as the go
+// command would build it for this platform.
+func imports(t *testing.T, dir string) []string {
+	t.Helper()
+	p, err := build.Default.ImportDir(filepath.Join(root, dir), 0)
+	if err != nil {
+		t.Fatalf("read package %s: %v", dir, err)
+	}
+	return p.Imports
+}
+
+// reach follows dir's imports through the module's own packages and returns,
+// for each forbidden import reached, the chain of packages that reaches it.
+func reach(t *testing.T, dir string, follow bool) map[string][]string {
+	t.Helper()
+	found := map[string][]string{}
+	seen := map[string]bool{}
+	var walk func(dir string, chain []string)
+	walk = func(dir string, chain []string) {
+		if seen[dir] {
+			return
+		}
+		seen[dir] = true
+		chain = append(slices.Clone(chain), dir)
+		for _, imp := range imports(t, dir) {
+			if slices.Contains(forbidden, imp) {
+				if _, ok := found[imp]; !ok {
+					found[imp] = chain
+				}
+			}
+			if rel, ok := strings.CutPrefix(imp, module+"/"); ok && follow {
+				walk(rel, chain)
+			}
+		}
+	}
+	walk(dir, nil)
+	return found
+}
+
+// TestPurePackagesDoNoIO fails when a pure package imports os, os/exec, net
+// or net/http, itself or through another package of this module.
+func TestPurePackagesDoNoIO(t *testing.T) {
+	for _, dir := range pure {
+		for imp, chain := range reach(t, dir, true) {
+			t.Errorf("%s reaches %q through %s: the pure packages take values and readers, and I/O lives in internal/cli, internal/hub, gpu's probes and bench", dir, imp, strings.Join(chain, " → "))
+		}
+	}
+	for _, dir := range pureOwnFiles {
+		for imp := range reach(t, dir, false) {
+			t.Errorf("%s imports %q in its own files: it takes readers and returns values", dir, imp)
+		}
+	}
+}
+
+// The check itself: a package known to run processes is caught.
+func TestReachFindsIO(t *testing.T) {
+	got := reach(t, "internal/cli", true)
+	for _, imp := range []string{"os", "os/exec"} {
+		if _, ok := got[imp]; !ok {
+			t.Errorf("reach(internal/cli) did not find %q; found %v", imp, got)
+		}
+	}
+	if chain := reach(t, "evidence", true)["os/exec"]; !slices.Contains(chain, "gpu") {
+		t.Errorf("reach(evidence) should find os/exec through gpu, found chain %v", chain)
+	}
+}
+
+// TestArchitectureNamesEveryPackage fails when ARCHITECTURE.md does not
+// mention a package directory of the module, so a new package gets its line.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root, "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != root || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			if p, err := build.Default.ImportDir(path, 0); err == nil && p.Name != "" {
+				rel, _ := filepath.Rel(root, path)
+				dirs = append(dirs, filepath.ToSlash(rel))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 10 {
+		t.Fatalf("found only %d packages: %v", len(dirs), dirs)
+	}
+	for _, d := range dirs {
+		if !strings.Contains(string(doc), "`"+d+"/`") {
+			t.Errorf("ARCHITECTURE.md does not describe package %s (write it as `%s/`)", d, d)
+		}
+	}
+}
