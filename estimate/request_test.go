@@ -7,7 +7,6 @@ import (
 	"testing"
 )
 
-
 // Every numeric field is bounded in Normalize, NaN and infinities included,
 // and the error names the field, the value and what is accepted.
 func TestNormalizeRejectsOutOfRange(t *testing.T) {
@@ -37,7 +36,7 @@ func TestNormalizeRejectsOutOfRange(t *testing.T) {
 		{"gpu memory 1 byte", func(r *Request) { r.GPUTotal = 1 }, "gpu_vram_gb", "a size in GiB from"},
 		{"gpu memory negative", func(r *Request) { r.GPUTotal = math.MinInt64 }, "gpu_vram_gb", "a size in GiB from"},
 		{"available above total", func(r *Request) { r.Available = 30 * GiB }, "available_vram_gb", "at most the card's 24 GiB"},
-		{"available without total", func(r *Request) { r.GPUTotal, r.Available = 0, 8 * GiB }, "available_vram_gb", "given with the card's total"},
+		{"available without total", func(r *Request) { r.GPUTotal, r.Available = 0, 8*GiB }, "available_vram_gb", "given with the card's total"},
 		{"safety NaN", func(r *Request) { r.SafetyFraction = math.NaN() }, "safety_fraction", "got NaN"},
 		{"overhead Inf", func(r *Request) { r.OverheadFraction = math.Inf(1) }, "overhead_fraction", "got +Inf"},
 		{"frozen bytes", func(r *Request) { r.FrozenBaseBytes = 3 }, "frozen_base_bytes", "got 3"},
