@@ -425,8 +425,10 @@ func checkOffload(s Sharding) error {
 		return nil
 	}
 	switch s.Strategy {
-	case "none", "ddp":
-		return fieldErr("cpu_offload", off, "none with strategy %s: CPU offload is part of DeepSpeed ZeRO or FSDP (zero2 with optimizer offload, zero3 or fsdp_full_shard with params+optimizer)", s.Strategy)
+	case "none":
+		return fieldErr("cpu_offload", off, "none without a sharding strategy: CPU offload is part of DeepSpeed ZeRO or FSDP")
+	case "ddp":
+		return fieldErr("cpu_offload", off, "none with ddp: PyTorch DDP has no CPU offload (DeepSpeed ZeRO and FSDP do)")
 	case "zero1", "zero2":
 		if off != "optimizer" {
 			return fieldErr("cpu_offload", off, "none or optimizer with %s: DeepSpeed offloads parameters only under ZeRO stage 3 (zero3)", s.Strategy)

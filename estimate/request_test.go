@@ -75,8 +75,8 @@ func TestNormalizeRejectsContradictions(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"ddp with optimizer offload", Request{Method: Full, Sharding: Sharding{Strategy: "ddp", GPUs: 4, CPUOffload: "optimizer"}}, "cpu_offload", "none with strategy ddp"},
-		{"single GPU offload", Request{Method: Full, Sharding: Sharding{CPUOffload: "params+optimizer"}}, "cpu_offload", "none with strategy none"},
+		{"ddp with optimizer offload", Request{Method: Full, Sharding: Sharding{Strategy: "ddp", GPUs: 4, CPUOffload: "optimizer"}}, "cpu_offload", "none with ddp: PyTorch DDP has no CPU offload"},
+		{"single GPU offload", Request{Method: Full, Sharding: Sharding{CPUOffload: "params+optimizer"}}, "cpu_offload", "none without a sharding strategy"},
 		{"zero2 with param offload", Request{Method: Full, Sharding: Sharding{Strategy: "zero2", GPUs: 4, CPUOffload: "params"}}, "cpu_offload", "only under ZeRO stage 3"},
 		{"zero1 with both", Request{Method: Full, Sharding: Sharding{Strategy: "zero1", GPUs: 4, CPUOffload: "params+optimizer"}}, "cpu_offload", "only under ZeRO stage 3"},
 		{"rank under full", Request{Method: Full, LoRARank: 8}, "lora_rank", "unset under method full"},
@@ -124,10 +124,10 @@ func TestWarnings(t *testing.T) {
 		want []string
 	}{
 		{"plain", Request{Method: LoRA, SeqLen: 2048}, nil},
-		{"beyond the context", Request{Method: LoRA, SeqLen: 1000000}, []string{"seq_len 1000000 is beyond the model's context of 131072 tokens"}},
+		{"beyond the context", Request{Method: LoRA, SeqLen: 1000000}, []string{"a sequence of 1000000 tokens is beyond the model's context of 131072 tokens"}},
 		{"bf16 on a T4", Request{Method: LoRA, SeqLen: 2048, Precision: BF16Mixed, Card: &CardFeatures{Name: "Tesla T4"}}, []string{"Tesla T4 has no native bf16"}},
 		{"fp16 on a T4", Request{Method: LoRA, SeqLen: 2048, Precision: FP16Mixed, Card: &CardFeatures{Name: "Tesla T4"}}, nil},
-		{"rank above k_proj", Request{Method: LoRA, SeqLen: 2048, LoRARank: 1024}, []string{"lora_rank 1024 is above the width of k_proj (min(in, out) = 512)"}},
+		{"rank above k_proj", Request{Method: LoRA, SeqLen: 2048, LoRARank: 1024}, []string{"LoRA rank 1024 is above the width of k_proj (min(in, out) = 512)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,14 +14,14 @@ func (r Request) warnings() []string {
 	var w []string
 	m := r.Model
 	if m.MaxPositions > 0 && r.SeqLen > m.MaxPositions {
-		w = append(w, fmt.Sprintf("seq_len %d is beyond the model's context of %d tokens (max_position_embeddings): positions past it were never trained; extend the context (RoPE scaling) or use a longer-context checkpoint — the memory is estimated for %d tokens as asked", r.SeqLen, m.MaxPositions, r.SeqLen))
+		w = append(w, fmt.Sprintf("a sequence of %d tokens is beyond the model's context of %d tokens (max_position_embeddings): positions past it were never trained; extend the context (RoPE scaling) or use a longer-context checkpoint — the memory is estimated for %d tokens as asked", r.SeqLen, m.MaxPositions, r.SeqLen))
 	}
 	if c := r.Card; c != nil && !c.BF16 && (r.Precision == BF16Mixed || r.Precision == BF16True) {
 		w = append(w, fmt.Sprintf("%s has no native bf16: %s runs emulated and slowly, or is refused by the training stack; fp16-mixed (--precision fp16-mixed) is the usual choice on it", c.Name, r.Precision))
 	}
 	if r.Method != Full && r.LoRARank > narrowestLinear(m) {
 		if name, width := r.narrowestTarget(); width > 0 && r.LoRARank > width {
-			w = append(w, fmt.Sprintf("lora_rank %d is above the width of %s (min(in, out) = %d): its adapter holds more parameters than a full-rank update of it", r.LoRARank, name, width))
+			w = append(w, fmt.Sprintf("LoRA rank %d is above the width of %s (min(in, out) = %d): its adapter holds more parameters than a full-rank update of it", r.LoRARank, name, width))
 		}
 	}
 	return w
