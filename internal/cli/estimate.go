@@ -38,17 +38,17 @@ type EstimateCmd struct {
 	Compile    bool     `help:"The run uses torch.compile (not modelled: noted in the assumptions)."`
 	Stack      string   `help:"Framework preset that fills what the flags leave unset: hf-trainer, trl, peft-accelerate, axolotl, litgpt, torchtune, fsdp_qlora, unsloth (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path)."`
 
-	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
-	GPUs        string  `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
+	GPU         string   `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
+	GPUs        string   `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
 	VRAMFlag    *float64 `name:"gpu-vram-gb" placeholder:"FLOAT-64" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
 	FreeFlag    *float64 `name:"available-vram-gb" placeholder:"FLOAT-64" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
-	Strategy    string  `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
-	NumGPUs     int64   `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
-	Nodes       int64   `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
-	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
-	Estimator   string  `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
-	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
-	JSON        bool    `help:"Print JSON (bytes and GiB) instead of a table."`
+	Strategy    string   `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
+	NumGPUs     int64    `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
+	Nodes       int64    `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
+	Offload     string   `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
+	Estimator   string   `default:"" help:"Estimator: canifinetune (default), seed000 (reference), unsloth (seed 001)."`
+	Calibration string   `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
+	JSON        bool     `help:"Print JSON (bytes and GiB) instead of a table."`
 
 	// GPUVRAMGB and AvailableGB are --gpu-vram-gb and --available-vram-gb
 	// once checked (checkMemoryFlags): 0 means not given, so a given 0 must
