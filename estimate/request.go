@@ -364,14 +364,14 @@ func (r Request) checkNumbers() error {
 		return err
 	}
 	gibOf := func(b int64) string { return fmt.Sprintf("%.4g GiB", float64(b)/GiB) }
-	memWant := fmt.Sprintf("a size in GiB from %g to %d", float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+	const memWant = "a size in GiB from %g to %d"
 	if r.GPUTotal != 0 && (r.GPUTotal < MinGPUMemory || r.GPUTotal > MaxGPUMemory) {
-		return fieldErr("gpu_vram_gb", gibOf(r.GPUTotal), "%s", memWant)
+		return fieldErr("gpu_vram_gb", gibOf(r.GPUTotal), memWant, float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
 	}
 	// A full card's budget is 1 byte, not 0 ("not given"): the lower bound
 	// of Available is the byte.
 	if r.Available < 0 || r.Available > MaxGPUMemory {
-		return fieldErr("available_vram_gb", gibOf(r.Available), "%s", memWant)
+		return fieldErr("available_vram_gb", gibOf(r.Available), memWant, float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
 	}
 	if r.Available > 0 && r.GPUTotal > 0 && r.Available > r.GPUTotal {
 		return fieldErr("available_vram_gb", gibOf(r.Available), "at most the card's %s", gibOf(r.GPUTotal))
