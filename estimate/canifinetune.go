@@ -443,7 +443,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
 		e.Confidence = confidence(r, c.Name())
 	}
-	return e, nil
+	return finish(e, r)
 }
 
 // describe fills the sources of the step's components (not for terse requests).

@@ -229,7 +229,7 @@ func TestLitGPTUntiesTheHead(t *testing.T) {
 	if d := lg.Weights - tt.Weights; d != 2*m.Vocab*m.Hidden {
 		t.Errorf("litgpt holds %d bytes more, want a bf16 head %d", d, 2*m.Vocab*m.Hidden)
 	}
-	r.Method, r.Stack = Full, "litgpt"
+	r.Method, r.Stack, r.LoRARank = Full, "litgpt", 0
 	full, _, _ := c.terms(r)
 	if want := (m.Params() + m.Vocab*m.Hidden) * 2; full.Grads != want {
 		t.Errorf("litgpt full fine-tuning gradients %d, want the untied head trained too: %d", full.Grads, want)

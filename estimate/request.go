@@ -3,7 +3,9 @@ package estimate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
@@ -99,6 +101,10 @@ type Request struct {
 	Available int64
 	// OverheadFraction and SafetyFraction override seed 000's 8 % and 5 %.
 	OverheadFraction, SafetyFraction float64
+	// Card is what the run's GPU can execute, when the GPU table knows the
+	// card (nil: unknown, nothing checked). FlashAttention-2 on a card
+	// without it is an error; bf16 without native support a warning.
+	Card *CardFeatures
 
 	// Terse asks for the numbers only: no component sources, assumptions or
 	// confidence text. Searches over many requests (Changes, calibration,
@@ -115,6 +121,16 @@ type Sharding struct {
 	GPUs int64
 	// CPUOffload: "none", "params", "optimizer", "params+optimizer".
 	CPUOffload string
+}
+
+// CardFeatures are the capabilities of a GPU that decide whether a request
+// can run on it at all, from the GPU table (compute capability).
+type CardFeatures struct {
+	Name string
+	// BF16: native bfloat16 (CUDA compute capability ≥ 8.0, CDNA).
+	BF16 bool
+	// FlashAttention2: the flash-attn 2 kernels run (Ampere or newer).
+	FlashAttention2 bool
 }
 
 // ErrInvalidRequest is wrapped by every validation error.
@@ -150,12 +166,77 @@ func isInputEmbedding(name string) bool {
 	return false
 }
 
+// Bounds of the request's numbers: far above any real run, low enough that
+// no product of them (tokens × vocabulary × bytes, rank × module widths) can
+// wrap an int64. A flag or a cohort row beyond them is refused by name.
+const (
+	MaxSeqLen    = 1 << 24 // tokens per sequence
+	MaxBatch     = 1 << 16 // sequences per micro-batch
+	MaxTokens    = 1 << 26 // seq_len × batch: tokens per micro-batch
+	MaxGradAccum = 1 << 20 // micro-batches per optimizer update
+	MaxGPUs      = 1 << 16 // data-parallel world size
+	// MaxLoRARank bounds the rank before the model is consulted; the
+	// model's own bound (the widest targeted module) is usually far lower.
+	MaxLoRARank = 1 << 20
+	// MinGPUMemory and MaxGPUMemory bound a card's memory: a MiB (smaller
+	// reads as "not given" once in bytes) to 16 TiB (a hundred times the
+	// largest card).
+	MinGPUMemory = 1 << 20
+	MaxGPUMemory = 16 << 40
+)
+
+// FieldError is a request field outside its accepted range, or in
+// contradiction with another field. Field uses the names the CLI flags and
+// the measurement rows share ("seq_len", "lora_rank", "gpu_vram_gb", …), so
+// each caller can say which of its own inputs was wrong.
+type FieldError struct {
+	Field string
+	// Value is the value as given ("-5", "NaN", "100000").
+	Value string
+	// Want says what is accepted: "an integer in 1..16777216".
+	Want string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s must be %s, got %s", ErrInvalidRequest, e.Field, e.Want, e.Value)
+}
+
+// Is makes every FieldError an ErrInvalidRequest.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidRequest }
+
+func fieldErr(field string, v any, want string, args ...any) error {
+	return &FieldError{Field: field, Value: fmt.Sprint(v), Want: fmt.Sprintf(want, args...)}
+}
+
+// intIn checks lo ≤ v ≤ hi.
+func intIn(field string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return fieldErr(field, v, "an integer in %d..%d", lo, hi)
+	}
+	return nil
+}
+
+// GiBBytes converts a memory size given in GiB (a flag, a measurement row)
+// to bytes. NaN, infinities and sizes outside MinGPUMemory..MaxGPUMemory
+// are refused with an error naming field: a NaN converted to int64 is
+// whatever the CPU makes of it, and 0 would read as "not given".
+func GiBBytes(field string, gib float64) (int64, error) {
+	if math.IsNaN(gib) || gib < float64(MinGPUMemory)/GiB || gib > float64(MaxGPUMemory)/GiB {
+		return 0, fieldErr(field, gib, "a size in GiB from %g to %d", float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+	}
+	return int64(gib * GiB), nil
+}
+
 // Normalize fills defaults (seed 000's HF-Trainer path) and validates. It
-// returns a copy; the caller's request is not changed.
+// returns a copy; the caller's request is not changed. Every number is
+// checked here, once, against the bounds above; a contradiction between
+// options (CPU offload a strategy cannot do, adapter settings on a full
+// fine-tune, flash-attention on a card without it) is an error too.
 func (r Request) Normalize() (Request, error) {
 	bad := func(field string, v any, want any) (Request, error) {
 		return r, fmt.Errorf("%w: %s %v (want %v)", ErrInvalidRequest, field, v, want)
 	}
+	fail := func(err error) (Request, error) { return r, err }
 	if r.Model == nil {
 		return r, fmt.Errorf("%w: no model", ErrInvalidRequest)
 	}
@@ -171,16 +252,13 @@ func (r Request) Normalize() (Request, error) {
 	if r.Sharding.GPUs == 0 {
 		r.Sharding.GPUs = 1
 	}
-	if r.LoRADropout != nil && (*r.LoRADropout < 0 || *r.LoRADropout >= 1) {
-		return bad("lora_dropout", *r.LoRADropout, "a probability in [0, 1)")
-	}
-	if r.GradAccum < 0 {
-		return bad("grad_accum", r.GradAccum, "a positive number of micro-batches")
-	}
 	switch r.Method {
 	case Full, LoRA, QLoRA:
 	default:
 		return bad("method", r.Method, "full, lora or qlora")
+	}
+	if err := r.checkNumbers(); err != nil {
+		return fail(err)
 	}
 	if !slices.Contains(precisions, r.Precision) {
 		return bad("precision", r.Precision, precisions)
@@ -193,11 +271,12 @@ func (r Request) Normalize() (Request, error) {
 	} else if r.Quant != "" {
 		return bad("quant", r.Quant, "no quantization outside qlora")
 	}
-	if r.Method != Full {
-		if r.LoRARank <= 0 {
-			if r.LoRARank < 0 {
-				return bad("lora rank", r.LoRARank, "a positive integer")
-			}
+	if r.Method == Full {
+		if err := noAdapterSettings(r); err != nil {
+			return fail(err)
+		}
+	} else {
+		if r.LoRARank == 0 {
 			r.LoRARank = 16
 		}
 		// An output-layer name in the target list is an adapter on lm_head,
@@ -214,15 +293,11 @@ func (r Request) Normalize() (Request, error) {
 		if len(r.LoRATargets) == 0 {
 			r.LoRATargets = []string{hfconfig.ScopeAttention}
 		}
-	}
-	if r.SeqLen <= 0 {
-		return bad("seq_len", r.SeqLen, "a positive number of tokens")
-	}
-	if r.Batch <= 0 {
-		return bad("batch", r.Batch, "a positive micro-batch size")
-	}
-	if r.SeqLen > 1<<24 || r.Batch > 1<<16 {
-		return bad("seq_len × batch", fmt.Sprintf("%d × %d", r.SeqLen, r.Batch), "a realistic size")
+		for _, name := range r.ExtraTrainable {
+			if !isOutputLayer(name) && !isInputEmbedding(name) {
+				return fail(fieldErr("extra_trainable", fmt.Sprintf("%q", name), "an embedding or output layer (lm_head, embed_tokens, wte, word_embeddings, embed_in, output_layer, embed_out): adapters cover the layers inside the model"))
+			}
+		}
 	}
 	for _, c := range []struct {
 		field, v string
@@ -243,22 +318,149 @@ func (r Request) Normalize() (Request, error) {
 	if r.OptimizerStateDtype != "" && r.OptimizerStateDtype != "fp32" && r.OptimizerStateDtype != "bf16" {
 		return bad("optimizer state dtype", r.OptimizerStateDtype, "fp32 or bf16")
 	}
-	if r.Sharding.GPUs < 1 {
-		return bad("sharding GPUs", r.Sharding.GPUs, "at least 1")
+	if err := checkOffload(r.Sharding); err != nil {
+		return fail(err)
 	}
-	if r.GPUTotal < 0 || r.Available < 0 {
-		return bad("GPU memory", r.GPUTotal, "non-negative")
+	if r.Card != nil && r.Attn == "flash_attention_2" && !r.Card.FlashAttention2 {
+		return fail(fieldErr("attn", "flash_attention_2", "an attention this GPU runs (sdpa or eager): FlashAttention-2 needs an Ampere or newer NVIDIA GPU, and %s is not one", r.Card.Name))
 	}
-	if r.Available > 0 && r.GPUTotal > 0 && r.Available > r.GPUTotal {
-		return bad("available memory", fmt.Sprintf("%.2f GiB", float64(r.Available)/GiB), fmt.Sprintf("at most the card's %.2f GiB", float64(r.GPUTotal)/GiB))
-	}
-	if r.OverheadFraction < 0 || r.OverheadFraction >= 1 || r.SafetyFraction < 0 || r.SafetyFraction >= 1 {
-		return bad("overhead/safety fraction", fmt.Sprintf("%v/%v", r.OverheadFraction, r.SafetyFraction), "in [0, 1)")
-	}
-	if _, err := r.Model.AdapterSum(r.targetsOrNil()); r.Method != Full && err != nil {
-		return r, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	if r.Method != Full {
+		if _, err := r.Model.AdapterSum(r.LoRATargets); err != nil {
+			return r, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+		if hi := r.widestTarget(); r.LoRARank > hi {
+			return fail(fieldErr("lora_rank", r.LoRARank, "at most %d, the largest min(in, out) of the targeted modules: a higher rank gives every adapter more parameters than a full-rank update of its module", hi))
+		}
 	}
 	return r, nil
+}
+
+// checkNumbers bounds every numeric field (NaN and infinities included),
+// naming the field, the value and the accepted range.
+func (r Request) checkNumbers() error {
+	if r.Method != Full && r.LoRARank != 0 {
+		if err := intIn("lora_rank", r.LoRARank, 1, MaxLoRARank); err != nil {
+			return err
+		}
+	}
+	if d := r.LoRADropout; d != nil && !(*d >= 0 && *d < 1) {
+		return fieldErr("lora_dropout", *d, "a probability in [0, 1)")
+	}
+	if err := intIn("seq_len", r.SeqLen, 1, MaxSeqLen); err != nil {
+		return err
+	}
+	if err := intIn("batch", r.Batch, 1, MaxBatch); err != nil {
+		return err
+	}
+	if r.SeqLen*r.Batch > MaxTokens {
+		return fieldErr("seq_len × batch", fmt.Sprintf("%d × %d", r.SeqLen, r.Batch), "at most %d tokens per micro-batch", MaxTokens)
+	}
+	if r.GradAccum != 0 { // 0: not given, one micro-batch per update
+		if err := intIn("grad_accum", r.GradAccum, 1, MaxGradAccum); err != nil {
+			return err
+		}
+	}
+	if err := intIn("num_gpus", r.Sharding.GPUs, 1, MaxGPUs); err != nil {
+		return err
+	}
+	gibOf := func(b int64) string { return fmt.Sprintf("%.4g GiB", float64(b)/GiB) }
+	const memWant = "a size in GiB from %g to %d"
+	if r.GPUTotal != 0 && (r.GPUTotal < MinGPUMemory || r.GPUTotal > MaxGPUMemory) {
+		return fieldErr("gpu_vram_gb", gibOf(r.GPUTotal), memWant, float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+	}
+	// A full card's budget is 1 byte, not 0 ("not given"): the lower bound
+	// of Available is the byte.
+	if r.Available < 0 || r.Available > MaxGPUMemory {
+		return fieldErr("available_vram_gb", gibOf(r.Available), memWant, float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+	}
+	if r.Available > 0 && r.GPUTotal > 0 && r.Available > r.GPUTotal {
+		return fieldErr("available_vram_gb", gibOf(r.Available), "at most the card's %s", gibOf(r.GPUTotal))
+	}
+	if r.Available > 0 && r.GPUTotal == 0 {
+		return fieldErr("available_vram_gb", gibOf(r.Available), "given with the card's total memory (overheads are sized from it)")
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"overhead_fraction", r.OverheadFraction}, {"safety_fraction", r.SafetyFraction}} {
+		if !(f.v >= 0 && f.v < 1) {
+			return fieldErr(f.name, f.v, "a fraction in [0, 1)")
+		}
+	}
+	switch r.FrozenBaseBytes {
+	case 0, 1, 2, 4:
+	default:
+		return fieldErr("frozen_base_bytes", r.FrozenBaseBytes, "0 (the precision's), 1, 2 or 4 bytes")
+	}
+	return nil
+}
+
+// noAdapterSettings refuses adapter settings on a full fine-tune: every
+// weight trains, so a rank, targets, dropout or modules "trained besides
+// the adapters" describe a different run than the one estimated.
+func noAdapterSettings(r Request) error {
+	switch {
+	case r.LoRARank != 0:
+		return fieldErr("lora_rank", r.LoRARank, "unset under method full (a full fine-tune has no adapters)")
+	case len(r.LoRATargets) > 0:
+		return fieldErr("lora_targets", strings.Join(r.LoRATargets, ","), "unset under method full (a full fine-tune has no adapters)")
+	case r.LoRADropout != nil:
+		return fieldErr("lora_dropout", *r.LoRADropout, "unset under method full (a full fine-tune has no adapters)")
+	case len(r.ExtraTrainable) > 0:
+		return fieldErr("extra_trainable", strings.Join(r.ExtraTrainable, ","), "unset under method full (every module trains already)")
+	case r.ExtraLoRAOnHead:
+		return fieldErr("lora_targets", "lm_head", "unset under method full (a full fine-tune has no adapters)")
+	}
+	return nil
+}
+
+// checkOffload refuses CPU offload a strategy cannot do. DDP and a single
+// GPU have no offload at all; DeepSpeed offloads parameters only under
+// ZeRO stage 3 (its config docs: offload_param "only valid with stage 3"),
+// optimizer states under stages 1–3; FSDP's CPUOffload moves parameters,
+// gradients and the optimizer step together.
+func checkOffload(s Sharding) error {
+	off := s.CPUOffload
+	if off == "none" {
+		return nil
+	}
+	switch s.Strategy {
+	case "none":
+		return fieldErr("cpu_offload", off, "none without a sharding strategy: CPU offload is part of DeepSpeed ZeRO or FSDP")
+	case "ddp":
+		return fieldErr("cpu_offload", off, "none with ddp: PyTorch DDP has no CPU offload (DeepSpeed ZeRO and FSDP do)")
+	case "zero1", "zero2":
+		if off != "optimizer" {
+			return fieldErr("cpu_offload", off, "none or optimizer with %s: DeepSpeed offloads parameters only under ZeRO stage 3 (zero3)", s.Strategy)
+		}
+	}
+	return nil
+}
+
+// widestTarget is the largest rank an adapter on the targeted modules can
+// usefully have: the largest min(in, out) among them. It walks the layers
+// without allocating; the Targets list is built only for a rank above the
+// model's narrowest module width, which no common rank is.
+func (r Request) widestTarget() int64 {
+	m := r.Model
+	if r.ExtraLoRAOnHead && r.LoRARank <= min(m.Hidden, m.Vocab) {
+		return min(m.Hidden, m.Vocab)
+	}
+	if r.LoRARank <= narrowestLinear(m) {
+		return r.LoRARank
+	}
+	lins, err := m.Targets(r.LoRATargets)
+	if err != nil {
+		return MaxLoRARank // AdapterSum has reported it
+	}
+	var hi int64
+	for _, l := range lins {
+		hi = max(hi, min(l.In, l.Out))
+	}
+	if r.ExtraLoRAOnHead {
+		hi = max(hi, min(m.Hidden, m.Vocab))
+	}
+	return hi
 }
 
 func (r Request) targetsOrNil() []string {

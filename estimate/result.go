@@ -142,6 +142,10 @@ type Estimate struct {
 	PerGPU bool
 	// HostOffload is host RAM that CPU offload needs, per GPU process.
 	HostOffload int64
+	// Warnings are what the request asks for that runs, but probably not as
+	// meant (a sequence beyond the model's context, bf16 on a card without
+	// it): the figures are for the request as given.
+	Warnings []string
 	// Phases are the transient bytes of the step's two phases on top of the
 	// resident state, per GPU: the larger is in Components (estimators that
 	// sum every term leave them zero).

@@ -164,7 +164,7 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	e.Verdict = verdict(e.Total, r)
 	e.Assumptions = append(e.Assumptions, seedAssumptions(r)...)
 	e.Confidence = confidence(r, "seed000")
-	return e, nil
+	return finish(e, r)
 }
 
 // verdict compares the total with the free memory if given, else the card.

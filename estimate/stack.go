@@ -93,7 +93,8 @@ func (s Stack) Apply(r *Request) {
 	if r.UpcastFrozen == nil {
 		r.UpcastFrozen = &s.UpcastFrozen
 	}
-	if r.LoRADropout == nil {
+	if r.LoRADropout == nil && r.Method != Full {
+		// A full fine-tune has no adapters, so no adapter dropout.
 		r.LoRADropout = &s.LoRADropout
 	}
 }

@@ -194,7 +194,7 @@ func (Unsloth) Estimate(req Request) (*Estimate, error) {
 	e.Verdict = verdict(e.Total, r)
 	e.Assumptions = unslothAssumptions(req, r, known)
 	e.Confidence = confidence(r, "unsloth")
-	return e, nil
+	return finish(e, r)
 }
 
 // unslothWeightElements splits the language model's parameters as §1 does.

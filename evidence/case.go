@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/canifinetune/canifinetune/estimate"
 )
 
 // Case is one measured training run: the configuration that produced a peak
@@ -146,10 +148,23 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 	return cases, nil
 }
 
-// Validate checks the fields every consumer relies on.
+// Validate checks the fields every consumer relies on. Numbers are held to
+// the bounds estimate.Request.Normalize applies to the same fields (a rank of
+// 2^40 scored −914,358,268 GiB and let calibrate write a file its own
+// loader refuses), and a measured figure is a finite size of at least a MiB,
+// so that an error percentage against it is a finite number.
 func (c *Case) Validate() error {
 	bad := func(field string, v any) error {
 		return fmt.Errorf("%w: case %q: field %s: bad value %v", ErrInvalidCase, c.ID, field, v)
+	}
+	outOf := func(field string, v any, want string, args ...any) error {
+		return fmt.Errorf("%w: case %q: field %s: bad value %v (want %s)", ErrInvalidCase, c.ID, field, v, fmt.Sprintf(want, args...))
+	}
+	intIn := func(field string, v *int, lo, hi int64) error {
+		if v != nil && (int64(*v) < lo || int64(*v) > hi) {
+			return outOf(field, *v, "an integer in %d..%d", lo, hi)
+		}
+		return nil
 	}
 	switch {
 	case c.ID == "":
@@ -172,16 +187,48 @@ func (c *Case) Validate() error {
 		return bad("measured.gib", fmt.Sprintf("%v with oom=true (an OOM has no exact peak)", *c.Measured.GiB))
 	case !c.Measured.OOM && c.Measured.GiB == nil:
 		return bad("measured.gib", "null without oom=true")
-	case c.Measured.GiB != nil && !(*c.Measured.GiB > 0):
-		return bad("measured.gib", *c.Measured.GiB)
-	case c.SeqLen != nil && *c.SeqLen <= 0:
-		return bad("seq_len", *c.SeqLen)
-	case c.Batch != nil && *c.Batch <= 0:
-		return bad("batch", *c.Batch)
-	case c.LoRA != nil && c.LoRA.Rank <= 0:
-		return bad("lora.rank", c.LoRA.Rank)
 	case (c.Method == "lora" || c.Method == "qlora") && c.LoRA == nil:
 		return bad("lora", "null for a "+c.Method+" case")
+	case c.Method == "full" && c.LoRA != nil:
+		return bad("lora", "set for a full case (a full fine-tune has no adapters)")
+	}
+	if g := c.Measured.GiB; g != nil {
+		if _, err := estimate.GiBBytes("measured.gib", *g); err != nil {
+			return outOf("measured.gib", *g, "a size in GiB from %g to %d", float64(estimate.MinGPUMemory)/estimate.GiB, estimate.MaxGPUMemory/estimate.GiB)
+		}
+	}
+	if g := c.GPU.VRAMGiB; g != nil {
+		if _, err := estimate.GiBBytes("gpu.vram_gib", *g); err != nil {
+			return outOf("gpu.vram_gib", *g, "a size in GiB from %g to %d", float64(estimate.MinGPUMemory)/estimate.GiB, estimate.MaxGPUMemory/estimate.GiB)
+		}
+	}
+	for _, f := range []struct {
+		name   string
+		v      *int
+		lo, hi int64
+	}{
+		{"seq_len", c.SeqLen, 1, estimate.MaxSeqLen},
+		{"batch", c.Batch, 1, estimate.MaxBatch},
+		{"grad_accum", c.GradAccum, 1, estimate.MaxGradAccum},
+		{"gpu.count", c.GPU.Count, 1, estimate.MaxGPUs},
+	} {
+		if err := intIn(f.name, f.v, f.lo, f.hi); err != nil {
+			return err
+		}
+	}
+	if c.SeqLen != nil && c.Batch != nil && int64(*c.SeqLen)*int64(*c.Batch) > estimate.MaxTokens {
+		return outOf("seq_len × batch", fmt.Sprintf("%d × %d", *c.SeqLen, *c.Batch), "at most %d tokens per micro-batch", estimate.MaxTokens)
+	}
+	if l := c.LoRA; l != nil {
+		rank := l.Rank
+		if err := intIn("lora.rank", &rank, 1, estimate.MaxLoRARank); err != nil {
+			return err
+		}
+		// PEFT scales the update by alpha / rank; alpha does not change the
+		// memory, but a non-positive or absurd one is a transcription error.
+		if err := intIn("lora.alpha", l.Alpha, 1, estimate.MaxLoRARank); err != nil {
+			return err
+		}
 	}
 	return nil
 }

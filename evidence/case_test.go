@@ -33,6 +33,7 @@ func TestReadCasesDev(t *testing.T) {
 
 func TestReadCasesErrors(t *testing.T) {
 	good := `{"id":"a","model":"m","method":"full","precision":"bf16-true","measured":{"kind":"reserved","gib":3.5,"oom":false},"sharding":{"strategy":"none","cpu_offload":"none"}}`
+	lora := `{"id":"a","model":"m","method":"lora","precision":"bf16-true","lora":{"rank":8,"alpha":16,"targets":["q_proj"]},"measured":{"kind":"reserved","gib":3.5,"oom":false},"sharding":{"strategy":"none","cpu_offload":"none"}}`
 	tests := []struct {
 		name, in, want string
 	}{
@@ -44,6 +45,18 @@ func TestReadCasesErrors(t *testing.T) {
 		{"missing figure", strings.Replace(good, `"gib":3.5`, `"gib":null`, 1), `null without oom=true`},
 		{"duplicate id", good + "\n" + good, `x.jsonl:2: invalid case: id "a" already used on line 1`},
 		{"lora without lora", strings.Replace(good, `"full"`, `"lora"`, 1), `field lora: bad value null`},
+		{"lora on full", strings.Replace(good, `"measured"`, `"lora":{"rank":8,"targets":["q_proj"]},"measured"`, 1), `field lora: bad value set for a full case`},
+		{"rank 2^40", strings.Replace(lora, `"rank":8`, `"rank":1099511627776`, 1), `x.jsonl:1: invalid case: case "a": field lora.rank: bad value 1099511627776 (want an integer in 1..1048576)`},
+		{"rank 0", strings.Replace(lora, `"rank":8`, `"rank":0`, 1), `field lora.rank: bad value 0`},
+		{"alpha 0", strings.Replace(lora, `"alpha":16`, `"alpha":0`, 1), `field lora.alpha: bad value 0`},
+		{"tiny gib", strings.Replace(good, `3.5`, `1e-308`, 1), `field measured.gib: bad value 1e-308 (want a size in GiB from 0.0009765625 to 16384)`},
+		{"huge gib", strings.Replace(good, `3.5`, `1e300`, 1), `field measured.gib: bad value 1e+300`},
+		{"seq_len huge", strings.Replace(good, `"measured"`, `"seq_len":1073741824,"measured"`, 1), `field seq_len: bad value 1073741824 (want an integer in 1..16777216)`},
+		{"batch negative", strings.Replace(good, `"measured"`, `"batch":-1,"measured"`, 1), `field batch: bad value -1`},
+		{"tokens", strings.Replace(good, `"measured"`, `"seq_len":1048576,"batch":1024,"measured"`, 1), `field seq_len × batch`},
+		{"grad_accum 0", strings.Replace(good, `"measured"`, `"grad_accum":0,"measured"`, 1), `field grad_accum: bad value 0`},
+		{"gpu count 0", strings.Replace(good, `"measured"`, `"gpu":{"count":0},"measured"`, 1), `field gpu.count: bad value 0`},
+		{"vram tiny", strings.Replace(good, `"measured"`, `"gpu":{"vram_gib":1e-9},"measured"`, 1), `field gpu.vram_gib: bad value 1e-09`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +65,9 @@ func TestReadCasesErrors(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q and wrap ErrInvalidCase", err, tt.want)
 			}
 		})
+	}
+	if cs, err := ReadCases(strings.NewReader(lora+"\n"), "x.jsonl"); err != nil || len(cs) != 1 {
+		t.Errorf("good lora input: %v, %d cases", err, len(cs))
 	}
 	if cs, err := ReadCases(strings.NewReader(good+"\n\n"), "x.jsonl"); err != nil || len(cs) != 1 {
 		t.Errorf("good input: %v, %d cases", err, len(cs))

@@ -292,7 +292,14 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		sort.Strings(s)
 		return s
 	}
+	if math.IsInf(gmin, 1) {
+		gmin = 0 // no row names its card: +Inf is not a JSON number
+	}
 	cal.Domain = Domain{ModelTypes: keys(dom["types"]), Methods: keys(dom["methods"]), Stacks: keys(dom["stacks"]), GPUMemGiB: [2]float64{round3(gmin), round3(gmax)}}
+	// What calibrate writes, its loader must accept.
+	if err := cal.Validate(); err != nil {
+		return nil, fmt.Errorf("the fit is not a usable calibration: %w", err)
+	}
 	return cal, nil
 }
 

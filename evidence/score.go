@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
@@ -107,6 +108,12 @@ func ScoreCase(c Case, p Prediction) CaseResult {
 	}
 	m := *c.Measured.GiB
 	e := round3((est - m) / m * 100)
+	if math.IsNaN(e) || math.IsInf(e, 0) {
+		// ReadCases refuses such a measurement; a Case built in code may
+		// still carry one, and a JSON report cannot hold the result.
+		r.Status, r.Unsupported, r.MeasuredGiB = StatusUnsupported, fmt.Sprintf("measured.gib %v gives no finite error", m), c.Measured.GiB
+		return r
+	}
 	r.MeasuredGiB, r.ErrorPct, r.Status = &m, &e, StatusOK
 	return r
 }

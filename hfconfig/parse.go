@@ -130,6 +130,12 @@ func Parse(b []byte) (*Model, error) {
 	if err := fam.build(r, m); err != nil {
 		return nil, err
 	}
+	if err := checkExperts(r, mt); err != nil {
+		return nil, err
+	}
+	if m.MaxPositions, err = r.first(0, "max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"); err != nil {
+		return nil, err
+	}
 	if pq, err := preQuant(top); err != nil {
 		return nil, err
 	} else if pq != nil {
@@ -144,6 +150,35 @@ func Parse(b []byte) (*Model, error) {
 	}
 	m.index()
 	return m, nil
+}
+
+// sparseOnly maps the model types whose transformers implementation builds
+// every sparse layer's feed-forward from its routed experts, with no dense
+// fallback, to the field that counts them: 0 there is a broken config (the
+// router would pick top-k of nothing), not a dense model. Qwen2-MoE and
+// Qwen3-MoE are absent on purpose: their decoder layers use a dense MLP when
+// num_experts is 0 (modeling_qwen2_moe: "config.num_experts > 0 and …").
+var sparseOnly = map[string]string{
+	"mixtral": "num_local_experts", "granitemoe": "num_local_experts",
+	"llama4": "num_local_experts", "llama4_text": "num_local_experts",
+	"olmoe": "num_experts", "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts",
+}
+
+// checkExperts refuses an expert count below 1 where the model type has no
+// dense reading of it.
+func checkExperts(r raw, mt string) error {
+	key, ok := sparseOnly[mt]
+	if !ok || !r.has(key) {
+		return nil
+	}
+	n, err := r.intField(key, 0)
+	if err != nil {
+		return err
+	}
+	if n < 1 {
+		return r.errf(key, "%d experts (a %s model routes each token to its experts: at least 1; transformers has no dense fallback for it)", n, mt)
+	}
+	return nil
 }
 
 // maxParams bounds the parameter count a config may imply: a thousand

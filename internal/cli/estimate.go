@@ -23,7 +23,7 @@ type EstimateCmd struct {
 	Method     string   `enum:"full,lora,qlora" default:"lora" help:"What is trained: full, lora or qlora (${enum})."`
 	Precision  string   `help:"bf16-true (default): weights, grads and optimizer states in bf16; bf16-mixed, fp16-mixed keep fp32 master weights; fp16-true; fp32."`
 	Quant      string   `help:"QLoRA base quantization: nf4, nf4-dq (double quant, default), fp4, int8."`
-	Rank       int64    `default:"16" help:"LoRA rank."`
+	Rank       *int64   `placeholder:"16" help:"LoRA rank, from 1 up to the widest targeted module (default 16)."`
 	Targets    []string `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
 	Extra      []string `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
 	SeqLen     int64    `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
@@ -39,17 +39,23 @@ type EstimateCmd struct {
 	Compile    bool     `help:"The run uses torch.compile (not modelled: noted in the assumptions)."`
 	Stack      string   `help:"Framework preset that fills what the flags leave unset: hf-trainer, trl, peft-accelerate, axolotl, litgpt, torchtune, fsdp_qlora, unsloth (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path)."`
 
-	GPU         string  `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
-	GPUs        string  `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
-	GPUVRAMGB   float64 `name:"gpu-vram-gb" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
-	AvailableGB float64 `name:"available-vram-gb" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
-	Strategy    string  `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
-	NumGPUs     int64   `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
-	Nodes       int64   `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
-	Offload     string  `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
-	Estimator   string  `default:"" help:"Estimator: canifinetune (default: phase-peak model fitted on measured runs), reference or seed000 (the reference model of docs/memory-model.md, summed term by term), unsloth (Unsloth Studio's estimator)."`
-	Calibration string  `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
-	JSON        bool    `help:"Print JSON (bytes and GiB) instead of a table."`
+	GPU         string   `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
+	GPUs        string   `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
+	VRAMFlag    *float64 `name:"gpu-vram-gb" placeholder:"FLOAT-64" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
+	FreeFlag    *float64 `name:"available-vram-gb" placeholder:"FLOAT-64" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
+	Strategy    string   `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
+	NumGPUs     int64    `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
+	Nodes       int64    `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
+	Offload     string   `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
+	Estimator   string   `default:"" help:"Estimator: canifinetune (default: phase-peak model fitted on measured runs), reference or seed000 (the reference model of docs/memory-model.md, summed term by term), unsloth (Unsloth Studio's estimator)."`
+	Calibration string   `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
+	JSON        bool     `help:"Print JSON (bytes and GiB) instead of a table."`
+
+	// GPUVRAMGB and AvailableGB are --gpu-vram-gb and --available-vram-gb
+	// once checked (checkMemoryFlags): 0 means not given, so a given 0 must
+	// be refused before it gets here.
+	GPUVRAMGB   float64 `kong:"-"`
+	AvailableGB float64 `kong:"-"`
 }
 
 // Help implements kong's HelpProvider.
@@ -80,6 +86,16 @@ at 85 %, as many as a yes needs; --estimator unsloth keeps Unsloth Studio's
 rule and stops once they cover the requirement). With --strategy the
 components are per GPU. The memory model and its sources: docs/memory-model.md.
 
+Numbers out of range are usage errors that say what is accepted, and so are
+requests that cannot run: CPU offload under ddp (or parameter offload under
+zero1/zero2), LoRA flags with --method full, --extra-trainable other than an
+embedding or output layer, a --rank above every targeted module's width,
+flash_attention_2 on a GPU older than Ampere (T4, V100). What runs but
+probably not as meant is a warning, printed before the table and listed in
+--json "warnings": a --seq-len beyond the model's context
+(max_position_embeddings), bf16 on a GPU without native bf16, a --rank above
+some targeted module's width.
+
 The planning proxy (total − safety margin) is what a measured reserved peak
 (torch.cuda.max_memory_reserved) is compared with. Overheads are sized from
 the card's total memory; the verdict compares with the free memory when given.
@@ -107,7 +123,7 @@ func (c *EstimateCmd) Run(env *Env) error {
 	}
 	req := estimate.Request{
 		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),
-		Quant: c.Quant, LoRARank: c.Rank, LoRATargets: c.Targets, ExtraTrainable: c.Extra,
+		Quant: c.Quant, LoRATargets: c.Targets, ExtraTrainable: c.Extra,
 		SeqLen: c.SeqLen, Batch: c.Batch, GradAccum: c.GradAccum, DynamicShapes: c.Dynamic, LoRADropout: c.Dropout,
 		GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
 		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE, Compile: c.Compile,
@@ -120,26 +136,32 @@ func (c *EstimateCmd) Run(env *Env) error {
 		}
 		st.Apply(&req)
 	}
-	if c.Method != "full" && c.Rank <= 0 {
-		return usageErrorf("--rank 16", "--rank %d: a LoRA rank is a positive integer", c.Rank)
+	if c.Rank != nil {
+		// The request reads rank 0 as "the default"; a given 0 is an error.
+		if req.LoRARank = *c.Rank; req.LoRARank == 0 {
+			return requestUsageError(&estimate.FieldError{Field: "lora_rank", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxLoRARank)})
+		}
 	}
-	if c.SeqLen <= 0 || c.Batch <= 0 {
-		return usageErrorf("--seq-len 2048 --batch 1", "--seq-len %d --batch %d: both must be positive", c.SeqLen, c.Batch)
+	if c.GradAccum == 0 {
+		return requestUsageError(&estimate.FieldError{Field: "grad_accum", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxGradAccum)})
 	}
-	if c.GradAccum <= 0 {
-		return usageErrorf("--grad-accum 1", "--grad-accum %d: the micro-batches per update are a positive number", c.GradAccum)
+	if err := c.checkMemoryFlags(); err != nil {
+		return err
 	}
-	if c.Dropout != nil && (*c.Dropout < 0 || *c.Dropout >= 1) {
-		return usageErrorf("--lora-dropout 0.05", "--lora-dropout %g: a dropout probability is in [0, 1)", *c.Dropout)
+	// Every number and combination of the flags is checked here, before any
+	// GPU is detected; the GPU's own limits are checked by the estimate.
+	if _, err := req.Normalize(); err != nil {
+		return requestUsageError(err)
 	}
 	gs, err := c.resolveGPUs(env, &req)
 	if err != nil {
 		return err
 	}
+	req.Card = gs.features()
 	plan, err := placement.Evaluate(est, req, gs.placementGPUs(c, est.Name()))
 	if err != nil {
 		if errors.Is(err, estimate.ErrInvalidRequest) {
-			return usageErrorf("canifinetune estimate --help", "%v", err)
+			return requestUsageError(err)
 		}
 		return err
 	}
@@ -163,9 +185,6 @@ func (c *EstimateCmd) Run(env *Env) error {
 
 // card resolves --gpu / --gpu-vram-gb / --available-vram-gb into the request.
 func (c *EstimateCmd) card(req *estimate.Request) (*gpu.Card, error) {
-	if c.GPUVRAMGB < 0 || c.AvailableGB < 0 {
-		return nil, usageErrorf("--gpu-vram-gb 24 --available-vram-gb 21.5", "GPU memory must be positive (got --gpu-vram-gb %v --available-vram-gb %v)", c.GPUVRAMGB, c.AvailableGB)
-	}
 	var card *gpu.Card
 	switch {
 	case c.GPU != "" && c.GPUVRAMGB > 0:
@@ -220,6 +239,7 @@ type EstimateJSON struct {
 	Placement     *placementJSON    `json:"placement,omitempty"`
 	DataParallel  *dataParallelJSON `json:"data_parallel,omitempty"`
 	Notes         []string          `json:"notes,omitempty"`
+	Warnings      []string          `json:"warnings,omitempty"`
 	Assumptions   []string          `json:"assumptions"`
 	Confidence    confidenceJSON    `json:"confidence"`
 	Changes       []changeJSON      `json:"changes_that_fit"`
@@ -360,6 +380,7 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 		HostOffloadGB: round(gib(e.HostOffload), 3),
 		PerGPU:        e.PerGPU,
 		Assumptions:   e.Assumptions,
+		Warnings:      e.Warnings,
 		Confidence:    confidenceJSON{string(e.Confidence.Grade), e.Confidence.Reason},
 		Changes:       []changeJSON{},
 	}
@@ -432,7 +453,11 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	if cfg.Strategy != "none" {
 		line += fmt.Sprintf(", %s over %d GPUs (per GPU)", cfg.Strategy, cfg.NumGPUs)
 	}
-	fmt.Fprintf(w, "%s; trainable %s params\n\n", line, humanCount(o.Model.TrainableParams))
+	fmt.Fprintf(w, "%s; trainable %s params\n", line, humanCount(o.Model.TrainableParams))
+	for _, warn := range o.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "component\tGiB\tshare\t")
 	for _, c := range o.Components {

@@ -103,7 +103,7 @@ type kongExit int
 // Main parses args, runs the command and returns the process exit code.
 func Main(args []string, env Env) (code int) {
 	var root Root
-	parser, err := kong.New(&root,
+	opts := append(numberMappers(),
 		kong.Name("canifinetune"),
 		kong.Description("Will this fine-tuning run fit on my GPU, what do I change if it doesn't, and how far off was the estimate?"),
 		kong.Writers(env.Stdout, env.Stderr),
@@ -111,6 +111,7 @@ func Main(args []string, env Env) (code int) {
 		kong.Vars{"version": versionLine()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
+	parser, err := kong.New(&root, opts...)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "canifinetune: internal error: %v\n", err)
 		return ExitError

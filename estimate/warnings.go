@@ -1,0 +1,97 @@
+package estimate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// warnings are what a normalized request asks for that runs, but not as the
+// user probably expects: the estimate is still the memory of the request as
+// given. Each says what to change.
+func (r Request) warnings() []string {
+	var w []string
+	m := r.Model
+	if m.MaxPositions > 0 && r.SeqLen > m.MaxPositions {
+		w = append(w, fmt.Sprintf("a sequence of %d tokens is beyond the model's context of %d tokens (max_position_embeddings): positions past it were never trained; extend the context (RoPE scaling) or use a longer-context checkpoint — the memory is estimated for %d tokens as asked", r.SeqLen, m.MaxPositions, r.SeqLen))
+	}
+	if c := r.Card; c != nil && !c.BF16 && (r.Precision == BF16Mixed || r.Precision == BF16True) {
+		w = append(w, fmt.Sprintf("%s has no native bf16: %s runs emulated and slowly, or is refused by the training stack; fp16-mixed (--precision fp16-mixed) is the usual choice on it", c.Name, r.Precision))
+	}
+	if r.Method != Full && r.LoRARank > narrowestLinear(m) {
+		if name, width := r.narrowestTarget(); width > 0 && r.LoRARank > width {
+			w = append(w, fmt.Sprintf("LoRA rank %d is above the width of %s (min(in, out) = %d): its adapter holds more parameters than a full-rank update of it", r.LoRARank, name, width))
+		}
+	}
+	return w
+}
+
+// narrowestLinear is the smallest min(in, out) of the model's projections
+// (routers aside: their output is the expert count). A rank at or below it
+// fits every module, so the target list need not be expanded.
+func narrowestLinear(m *hfconfig.Model) int64 {
+	n := int64(math.MaxInt64)
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if lin.Role != hfconfig.RoleRouter {
+				n = min(n, lin.In, lin.Out)
+			}
+		}
+	}
+	return n
+}
+
+// narrowestTarget is the targeted projection with the smallest min(in, out),
+// routers aside.
+func (r Request) narrowestTarget() (string, int64) {
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return "", 0
+	}
+	name, width := "", int64(0)
+	for _, l := range lins {
+		if d := min(l.In, l.Out); l.Role != hfconfig.RoleRouter && (width == 0 || d < width) {
+			name, width = l.Name, d
+		}
+	}
+	return name, width
+}
+
+// maxEstimateBytes bounds every figure of an estimate: 64 PiB, above the full
+// fine-tune of a 10^15-parameter model (16 bytes a parameter). A larger or a
+// negative figure is an arithmetic failure, not a memory size.
+const maxEstimateBytes = 1 << 56
+
+// ErrNotComputable is wrapped when an estimate's figures came out negative or
+// beyond any memory: the request passed validation but its arithmetic did not
+// hold. Such an estimate is never returned, so it can never read "yes".
+var ErrNotComputable = fmt.Errorf("%w: the estimate could not be computed", ErrInvalidRequest)
+
+// finish is the last step of every estimator: it checks the figures and
+// attaches the request's warnings.
+func finish(e *Estimate, r Request) (*Estimate, error) {
+	bad := func(what string, b int64) (*Estimate, error) {
+		return nil, fmt.Errorf("%w: %s is %d bytes (want 0..%d); a dimension or a count of the request is out of range", ErrNotComputable, what, b, int64(maxEstimateBytes))
+	}
+	for _, c := range e.Components {
+		if c.Bytes < 0 || c.Bytes > maxEstimateBytes {
+			return bad(c.Name, c.Bytes)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		b    int64
+	}{{"total", e.Total}, {"planning proxy", e.PlanningProxy}, {"allocated", e.Levels.Allocated},
+		{"reserved", e.Levels.Reserved}, {"process", e.Levels.Process}, {"host offload", e.HostOffload},
+		{"trainable parameters", e.TrainableParams}} {
+		if f.b < 0 || f.b > maxEstimateBytes {
+			return bad(f.name, f.b)
+		}
+	}
+	if r := e.Verdict.Ratio; math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		return nil, fmt.Errorf("%w: verdict ratio %v", ErrNotComputable, r)
+	}
+	e.Warnings = r.warnings()
+	return e, nil
+}
