@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/canifinetune/canifinetune/internal/checked"
 )
 
 // builder turns a config into layers for one family of model types.
@@ -146,10 +148,10 @@ func Parse(b []byte) (*Model, error) {
 	return m, nil
 }
 
-// maxParams bounds the parameter count a config may imply: a thousand
-// times the largest published model. Beyond it a dimension is out of range,
-// and the int64 sums could have wrapped.
-const maxParams = 1e15
+// maxParams bounds the parameter count a config may imply: the bound every
+// parameter count shares (checked.MaxParameters, 10^15). Beyond it a
+// dimension is out of range, and the int64 sums could have wrapped.
+const maxParams = checked.MaxParameters
 
 // checkSize recomputes the parameter count in float64, which cannot wrap,
 // and refuses a config that implies more than maxParams.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
@@ -98,6 +99,22 @@ func TestScript(t *testing.T) {
 					ts.Fatalf("usage: mksafetensors FILE name:d1xd2...")
 				}
 				ts.Check(writeSafetensors(ts.MkAbs(args[0]), args[1:]))
+			},
+			// mkheader FILE HEADER N writes a safetensors file whose JSON
+			// header is the text of HEADER (its final newline dropped) and
+			// whose data section is a sparse run of N zero bytes: hostile
+			// headers the tensor writer of mksafetensors would never make.
+			"mkheader": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: mkheader FILE HEADER N")
+				}
+				hdr := bytes.TrimSuffix([]byte(ts.ReadFile(args[1])), []byte("\n"))
+				n, err := strconv.ParseInt(args[2], 10, 64)
+				ts.Check(err)
+				b := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+				b = append(b, hdr...)
+				ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+				ts.Check(os.Truncate(ts.MkAbs(args[0]), int64(len(b))+n))
 			},
 			// [!] grepdir TEXT DIR: some file under DIR contains TEXT (with
 			// !, none does), to prove a secret never reached the cache.
