@@ -1,6 +1,7 @@
 package hfconfig
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -67,9 +68,10 @@ func SupportedTypes() []string {
 
 // Parse reads a config.json. A multimodal checkpoint's text model is read from
 // text_config (llm_config, language_config); its vision tower is counted as
-// frozen weights.
+// frozen weights. A leading UTF-8 byte order mark, which some Windows editors
+// write and encoding/json refuses, is skipped.
 func Parse(b []byte) (*Model, error) {
-	top, err := parseRaw(b, "")
+	top, err := parseRaw(bytes.TrimPrefix(b, utf8BOM), "")
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +149,9 @@ func Parse(b []byte) (*Model, error) {
 	m.index()
 	return m, nil
 }
+
+// utf8BOM is the byte order mark U+FEFF in UTF-8.
+var utf8BOM = []byte("\uFEFF")
 
 // maxParams bounds the parameter count a config may imply: the bound every
 // parameter count shares (checked.MaxParameters, 10^15). Beyond it a
