@@ -13,6 +13,7 @@ import (
 	"github.com/canifinetune/canifinetune/hfconfig"
 	"github.com/canifinetune/canifinetune/internal/checked"
 	"github.com/canifinetune/canifinetune/internal/hub"
+	"github.com/canifinetune/canifinetune/internal/localfile"
 )
 
 // ModelFlags are the flags of every command that takes a model: where the
@@ -320,12 +321,14 @@ func resolveLocal(env *Env, name string) (*resolvedModel, error) {
 		}
 		return rm, nil
 	}
-	b, err := os.ReadFile(path)
+	// Only a regular file, and no larger than the Hub client would
+	// download: a FIFO would block, /dev/zero would exhaust memory.
+	b, err := localfile.ReadFile(path, localfile.MaxJSON)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, withHint(ExitUsage, fmt.Errorf("model %s: no such file %s", name, path), "pass a directory holding config.json, a config.json file, or a Hub id such as Qwen/Qwen2.5-7B")
 		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	m, err := hfconfig.Parse(b)
 	if err != nil {

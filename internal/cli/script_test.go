@@ -116,6 +116,19 @@ func TestScript(t *testing.T) {
 				ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
 				ts.Check(os.Truncate(ts.MkAbs(args[0]), int64(len(b))+n))
 			},
+			// sparse FILE N writes a file of N zero bytes without writing
+			// them: oversized inputs are made, not committed.
+			"sparse": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: sparse FILE N")
+				}
+				n, err := strconv.ParseInt(args[1], 10, 64)
+				ts.Check(err)
+				ts.Check(os.MkdirAll(filepath.Dir(ts.MkAbs(args[0])), 0o755))
+				f, err := os.Create(ts.MkAbs(args[0]))
+				ts.Check(err)
+				ts.Check(errors.Join(f.Truncate(n), f.Close()))
+			},
 			// [!] grepdir TEXT DIR: some file under DIR contains TEXT (with
 			// !, none does), to prove a secret never reached the cache.
 			"grepdir": func(ts *testscript.TestScript, neg bool, args []string) {

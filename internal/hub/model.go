@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/canifinetune/canifinetune/internal/localfile"
 	"github.com/canifinetune/canifinetune/internal/safetensors"
 )
 
@@ -416,18 +416,21 @@ func (m *Model) finish(shards []string, headers []safetensors.Header) error {
 // through ReadAt, never reading the weights.
 func LocalModel(dir string) (*Model, error) {
 	m := &Model{ID: dir}
-	cfg, err := os.ReadFile(filepath.Join(dir, configFile))
+	cfg, err := localfile.ReadFile(filepath.Join(dir, configFile), localfile.MaxJSON)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w; a checkpoint directory needs config.json", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w; a checkpoint directory needs config.json", filepath.Join(dir, configFile), err)
+		return nil, err
 	}
 	m.ConfigJSON = cfg
 	var shards []string
-	if idx, err := os.ReadFile(filepath.Join(dir, indexFile)); err == nil {
+	if idx, err := localfile.ReadFile(filepath.Join(dir, indexFile), localfile.MaxJSON); err == nil {
 		if shards, err = m.useIndex(idx); err != nil {
 			return nil, err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, indexFile), err)
+		return nil, err
 	} else {
 		matches, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 		if err != nil {
