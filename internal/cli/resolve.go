@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -305,7 +306,10 @@ func resolveLocal(env *Env, name string) (*resolvedModel, error) {
 	if dir != "" && hasSafetensors(dir) {
 		hm, err := hub.LocalModel(dir)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
+			// A directory without config.json is the wrong thing to name
+			// (usage); a missing shard is an incomplete checkpoint (error).
+			var pe *fs.PathError
+			if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) && pe.Path == path {
 				return nil, withHint(ExitUsage, err, "pass a directory holding config.json, a config.json file, or a Hub id such as Qwen/Qwen2.5-7B")
 			}
 			return nil, err

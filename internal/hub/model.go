@@ -427,7 +427,12 @@ func LocalModel(dir string) (*Model, error) {
 	var shards []string
 	if idx, err := localfile.ReadFile(filepath.Join(dir, indexFile), localfile.MaxJSON); err == nil {
 		if shards, err = m.useIndex(idx); err != nil {
-			return nil, err
+			// A local file, not a Hub response: name its path.
+			var he *Error
+			if errors.As(err, &he) && he.Err != nil {
+				err = he.Err
+			}
+			return nil, fmt.Errorf("%s: malformed index: %w", filepath.Join(dir, indexFile), err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
