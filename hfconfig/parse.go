@@ -1,10 +1,13 @@
 package hfconfig
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/canifinetune/canifinetune/internal/checked"
 )
 
 // builder turns a config into layers for one family of model types.
@@ -65,9 +68,10 @@ func SupportedTypes() []string {
 
 // Parse reads a config.json. A multimodal checkpoint's text model is read from
 // text_config (llm_config, language_config); its vision tower is counted as
-// frozen weights.
+// frozen weights. A leading UTF-8 byte order mark, which some Windows editors
+// write and encoding/json refuses, is skipped.
 func Parse(b []byte) (*Model, error) {
-	top, err := parseRaw(b, "")
+	top, err := parseRaw(bytes.TrimPrefix(b, utf8BOM), "")
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +185,13 @@ func checkExperts(r raw, mt string) error {
 	return nil
 }
 
-// maxParams bounds the parameter count a config may imply: a thousand
-// times the largest published model. Beyond it a dimension is out of range,
-// and the int64 sums could have wrapped.
-const maxParams = 1e15
+// utf8BOM is the byte order mark U+FEFF in UTF-8.
+var utf8BOM = []byte("\uFEFF")
+
+// maxParams bounds the parameter count a config may imply: the bound every
+// parameter count shares (checked.MaxParameters, 10^15). Beyond it a
+// dimension is out of range, and the int64 sums could have wrapped.
+const maxParams = checked.MaxParameters
 
 // checkSize recomputes the parameter count in float64, which cannot wrap,
 // and refuses a config that implies more than maxParams.

@@ -102,6 +102,29 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestParseAcceptsBOM: some Windows editors save config.json with a UTF-8
+// byte order mark, which encoding/json refuses with "invalid character 'ï'",
+// a character the user cannot see in the file. The mark carries no content,
+// so the config must parse the same as without it.
+func TestParseAcceptsBOM(t *testing.T) {
+	const cfg = `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":1000}`
+	want, err := Parse([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse([]byte("\uFEFF" + cfg))
+	if err != nil {
+		t.Fatalf("with a BOM: %v", err)
+	}
+	if got.Params() != want.Params() || got.ModelType != want.ModelType {
+		t.Errorf("with a BOM: %s with %d params, want %s with %d", got.ModelType, got.Params(), want.ModelType, want.Params())
+	}
+	// Only one leading mark is the encoding's; a second is not JSON.
+	if _, err := Parse([]byte("\uFEFF\uFEFF" + cfg)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("two BOMs: err = %v, want ErrMalformed", err)
+	}
+}
+
 func TestGenericFallbackIsLabelled(t *testing.T) {
 	m, err := Parse([]byte(`{"model_type":"newthing","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100}`))
 	if err != nil {

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/hfconfig"
+	"github.com/canifinetune/canifinetune/internal/checked"
 	"github.com/canifinetune/canifinetune/internal/hub"
+	"github.com/canifinetune/canifinetune/internal/localfile"
 )
 
 // ModelFlags are the flags of every command that takes a model: where the
@@ -285,7 +288,9 @@ func fromHubModel(env *Env, name string, hm *hub.Model) (*resolvedModel, error) 
 		rm.Source += ", from the Hugging Face cache"
 	}
 	warn(env, hm.ID, hm.Warnings)
-	useExactCounts(rm, hm)
+	if err := useExactCounts(rm, hm); err != nil {
+		return nil, err
+	}
 	return rm, nil
 }
 
@@ -301,7 +306,10 @@ func resolveLocal(env *Env, name string) (*resolvedModel, error) {
 	if dir != "" && hasSafetensors(dir) {
 		hm, err := hub.LocalModel(dir)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
+			// A directory without config.json is the wrong thing to name
+			// (usage); a missing shard is an incomplete checkpoint (error).
+			var pe *fs.PathError
+			if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) && pe.Path == path {
 				return nil, withHint(ExitUsage, err, "pass a directory holding config.json, a config.json file, or a Hub id such as Qwen/Qwen2.5-7B")
 			}
 			return nil, err
@@ -312,15 +320,19 @@ func resolveLocal(env *Env, name string) (*resolvedModel, error) {
 		}
 		rm := &resolvedModel{Name: name, ID: name, Where: fromLocal, Source: path, Model: m}
 		warn(env, name, hm.Warnings)
-		useExactCounts(rm, hm)
+		if err := useExactCounts(rm, hm); err != nil {
+			return nil, err
+		}
 		return rm, nil
 	}
-	b, err := os.ReadFile(path)
+	// Only a regular file, and no larger than the Hub client would
+	// download: a FIFO would block, /dev/zero would exhaust memory.
+	b, err := localfile.ReadFile(path, localfile.MaxJSON)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, withHint(ExitUsage, fmt.Errorf("model %s: no such file %s", name, path), "pass a directory holding config.json, a config.json file, or a Hub id such as Qwen/Qwen2.5-7B")
 		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	m, err := hfconfig.Parse(b)
 	if err != nil {
@@ -340,12 +352,17 @@ func hasSafetensors(dir string) bool {
 }
 
 // useExactCounts makes the safetensors count the model's parameter count,
-// and notes when it is far from what config.json implies.
-func useExactCounts(rm *resolvedModel, hm *hub.Model) {
+// and notes when it is far from what config.json implies. A count past the
+// bound every parameter count shares is an error, whatever built it: as an
+// int64 it could be negative, and an estimate of a negative model fits.
+func useExactCounts(rm *resolvedModel, hm *hub.Model) error {
 	m := rm.Model
 	rm.ConfigParams = m.ConfigParams()
 	if hm.Tensors == nil || hm.Tensors.Parameters == 0 {
-		return
+		return nil
+	}
+	if n := hm.Tensors.Parameters; !checked.Parameters(n) {
+		return fmt.Errorf("%s: the safetensors headers count %d parameters, more than 10^15: the checkpoint is corrupt", rm.Source, n)
 	}
 	rm.Shards = len(hm.Shards)
 	// GPTQ and AWQ store weights as int32 words holding 8 4-bit values
@@ -354,7 +371,7 @@ func useExactCounts(rm *resolvedModel, hm *hub.Model) {
 	if pq := m.PreQuantized; pq != nil && (pq.Method == "gptq" || pq.Method == "awq") {
 		rm.Notes = append(rm.Notes, fmt.Sprintf("the checkpoint is %s-packed: its safetensors element count (%d) is not a parameter count, so the config-derived %d is used",
 			pq.Method, hm.Tensors.Parameters, rm.ConfigParams))
-		return
+		return nil
 	}
 	// Counts.Parameters already counts bitsandbytes 4-bit weights as two
 	// parameters per stored byte and leaves out their quantization
@@ -369,6 +386,7 @@ func useExactCounts(rm *resolvedModel, hm *hub.Model) {
 				exact, 100*diff, rm.ConfigParams))
 		}
 	}
+	return nil
 }
 
 // warn prints problems that did not stop the answer.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -109,6 +111,27 @@ func TestResolveHubModelExactCounts(t *testing.T) {
 				t.Errorf("notes %q, want %q", notes, c.wantNote)
 			}
 		})
+	}
+}
+
+// TestResolveRefusesCountsOutOfRange: a source whose count is past the
+// bound every parameter count shares (a hand-built Counts, a source other
+// than safetensors.Count) is an error, never a wrapped int64 that the
+// estimate takes for a small or negative model and answers "yes".
+func TestResolveRefusesCountsOutOfRange(t *testing.T) {
+	for _, exact := range []uint64{1e15 + 1, 1 << 63, 1<<64 - 1} {
+		hm := &hub.Model{ConfigJSON: []byte(tinyConfig), Shards: []string{"model.safetensors"}, Tensors: &safetensors.Counts{Parameters: exact}}
+		var opts []hubOptions
+		env, _, _ := stubEnv(&stubSource{model: hm}, &opts, nil)
+		rm, err := resolveModel(context.Background(), env, "acme/thing", ModelFlags{})
+		if err == nil {
+			t.Errorf("%d parameters: resolved with ExactParams %d, want an error", exact, rm.ExactParams)
+			continue
+		}
+		var ee *exitError
+		if !strings.Contains(err.Error(), fmt.Sprint(exact)) || errors.As(err, &ee) && ee.code != ExitError {
+			t.Errorf("%d parameters: err = %v, want an error (exit %d) naming the count", exact, err, ExitError)
+		}
 	}
 }
 

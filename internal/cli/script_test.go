@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
@@ -98,6 +99,35 @@ func TestScript(t *testing.T) {
 					ts.Fatalf("usage: mksafetensors FILE name:d1xd2...")
 				}
 				ts.Check(writeSafetensors(ts.MkAbs(args[0]), args[1:]))
+			},
+			// mkheader FILE HEADER N writes a safetensors file whose JSON
+			// header is the text of HEADER (its final newline dropped) and
+			// whose data section is a sparse run of N zero bytes: hostile
+			// headers the tensor writer of mksafetensors would never make.
+			"mkheader": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: mkheader FILE HEADER N")
+				}
+				hdr := bytes.TrimSuffix([]byte(ts.ReadFile(args[1])), []byte("\n"))
+				n, err := strconv.ParseInt(args[2], 10, 64)
+				ts.Check(err)
+				b := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+				b = append(b, hdr...)
+				ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
+				ts.Check(os.Truncate(ts.MkAbs(args[0]), int64(len(b))+n))
+			},
+			// sparse FILE N writes a file of N zero bytes without writing
+			// them: oversized inputs are made, not committed.
+			"sparse": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: sparse FILE N")
+				}
+				n, err := strconv.ParseInt(args[1], 10, 64)
+				ts.Check(err)
+				ts.Check(os.MkdirAll(filepath.Dir(ts.MkAbs(args[0])), 0o755))
+				f, err := os.Create(ts.MkAbs(args[0]))
+				ts.Check(err)
+				ts.Check(errors.Join(f.Truncate(n), f.Close()))
 			},
 			// [!] grepdir TEXT DIR: some file under DIR contains TEXT (with
 			// !, none does), to prove a secret never reached the cache.

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/canifinetune/canifinetune/internal/atomicfile"
+	"github.com/canifinetune/canifinetune/internal/localfile"
 	"github.com/canifinetune/canifinetune/internal/safetensors"
 )
 
@@ -76,7 +77,7 @@ func (c cache) read(repo, commit, file string) ([]byte, bool) {
 	if !c.enabled() || commit == "" {
 		return nil, false
 	}
-	b, err := os.ReadFile(c.snapshotPath(repo, commit, file))
+	b, err := localfile.ReadFile(c.snapshotPath(repo, commit, file), localfile.MaxJSON)
 	return b, err == nil
 }
 
@@ -175,7 +176,7 @@ func (c cache) readHeader(repo, commit, shard string) (safetensors.Header, int64
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return safetensors.Header{}, 0, false, err
 	}
-	b, err := os.ReadFile(c.headerPath(repo, commit, shard))
+	b, err := localfile.ReadFile(c.headerPath(repo, commit, shard), localfile.MaxJSON)
 	if errors.Is(err, fs.ErrNotExist) {
 		return safetensors.Header{}, 0, false, nil
 	}
@@ -206,17 +207,14 @@ func (c cache) writeHeader(repo, commit, shard string, raw []byte, headerLen uin
 }
 
 // readLocalHeader reads a safetensors file's header through ReadAt: the
-// weights after it are never read.
+// weights after it are never read. Only a regular file is read: a FIFO
+// would block, a device never ends.
 func readLocalHeader(name string) (safetensors.Header, int64, error) {
-	f, err := os.Open(name)
+	f, fi, err := localfile.Open(name)
 	if err != nil {
 		return safetensors.Header{}, 0, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return safetensors.Header{}, 0, err
-	}
 	h, err := safetensors.ReadHeader(f, fi.Size())
 	if err != nil {
 		return safetensors.Header{}, 0, fmt.Errorf("read safetensors header of %s: %w", name, err)

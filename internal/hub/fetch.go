@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/canifinetune/canifinetune/internal/localfile"
 )
 
 // maxRedirects bounds a redirect chain; the Hub uses one (to its CDN) or two
@@ -17,8 +19,9 @@ import (
 const maxRedirects = 10
 
 // maxJSONFile bounds config.json and index files: the largest real index
-// (hundreds of shards, tens of thousands of tensors) is a few MB.
-const maxJSONFile = 64 << 20
+// (hundreds of shards, tens of thousands of tensors) is a few MB. It is the
+// cap local copies of the same files get.
+const maxJSONFile = localfile.MaxJSON
 
 // fetched is a successful response, read.
 type fetched struct {

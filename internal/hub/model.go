@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/canifinetune/canifinetune/internal/localfile"
 	"github.com/canifinetune/canifinetune/internal/safetensors"
 )
 
@@ -128,7 +128,9 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 		return nil, err
 	}
 	if single != nil {
-		m.finish(shards, []safetensors.Header{*single})
+		if err := m.finish(shards, []safetensors.Header{*single}); err != nil {
+			return nil, err
+		}
 		return m, nil
 	}
 	if len(shards) == 0 {
@@ -178,7 +180,9 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 	for _, err := range cacheErrs {
 		m.warnErr(err)
 	}
-	m.finish(shards, headers)
+	if err := m.finish(shards, headers); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -308,8 +312,7 @@ func (c *Client) fillFromCache(m *Model, cc cache, commit string) error {
 	} else if h, _, ok, err := cc.readHeader(m.ID, commit, singleFile); err != nil {
 		return err
 	} else if ok {
-		m.finish([]string{singleFile}, []safetensors.Header{h})
-		return nil
+		return m.finish([]string{singleFile}, []safetensors.Header{h})
 	} else if cc.absent(m.ID, commit, indexFile) && cc.absent(m.ID, commit, singleFile) {
 		m.warn(noWeightsWarning)
 		return nil
@@ -328,8 +331,7 @@ func (c *Client) fillFromCache(m *Model, cc cache, commit string) error {
 		}
 		headers[i] = h
 	}
-	m.finish(shards, headers)
-	return nil
+	return m.finish(shards, headers)
 }
 
 func offlineError(repo, rev, file, why string) error {
@@ -387,16 +389,26 @@ func (m *Model) useIndex(b []byte) ([]string, error) {
 }
 
 // finish sets the counts and cross-checks the index's total_size, which
-// transformers computes as the sum of tensor sizes.
-func (m *Model) finish(shards []string, headers []safetensors.Header) {
+// transformers computes as the sum of tensor sizes. Counts past their bounds
+// (more than 10^15 parameters, a sum that would wrap) are an error: the
+// headers are corrupt, and no estimate may use them.
+func (m *Model) finish(shards []string, headers []safetensors.Header) error {
+	counts, err := safetensors.Count(headers...)
+	if err != nil {
+		what := fmt.Sprintf("the %d safetensors shards", len(shards))
+		if len(shards) == 1 {
+			what = shards[0]
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	m.Shards = shards
 	m.Headers = headers
-	counts := safetensors.Count(headers...)
 	m.Tensors = &counts
 	if m.TotalSizeFromIndex > 0 && uint64(m.TotalSizeFromIndex) != counts.StoredBytes {
 		m.warn(fmt.Sprintf("the index's metadata.total_size is %d bytes but the shard headers add up to %d: counts come from the headers",
 			m.TotalSizeFromIndex, counts.StoredBytes))
 	}
+	return nil
 }
 
 // LocalModel reads a checkpoint directory: config.json and the headers of its
@@ -404,18 +416,26 @@ func (m *Model) finish(shards []string, headers []safetensors.Header) {
 // through ReadAt, never reading the weights.
 func LocalModel(dir string) (*Model, error) {
 	m := &Model{ID: dir}
-	cfg, err := os.ReadFile(filepath.Join(dir, configFile))
+	cfg, err := localfile.ReadFile(filepath.Join(dir, configFile), localfile.MaxJSON)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w; a checkpoint directory needs config.json", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w; a checkpoint directory needs config.json", filepath.Join(dir, configFile), err)
+		return nil, err
 	}
 	m.ConfigJSON = cfg
 	var shards []string
-	if idx, err := os.ReadFile(filepath.Join(dir, indexFile)); err == nil {
+	if idx, err := localfile.ReadFile(filepath.Join(dir, indexFile), localfile.MaxJSON); err == nil {
 		if shards, err = m.useIndex(idx); err != nil {
-			return nil, err
+			// A local file, not a Hub response: name its path.
+			var he *Error
+			if errors.As(err, &he) && he.Err != nil {
+				err = he.Err
+			}
+			return nil, fmt.Errorf("%s: malformed index: %w", filepath.Join(dir, indexFile), err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, indexFile), err)
+		return nil, err
 	} else {
 		matches, err := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 		if err != nil {
@@ -438,7 +458,9 @@ func LocalModel(dir string) (*Model, error) {
 		}
 		headers[i] = h
 	}
-	m.finish(shards, headers)
+	if err := m.finish(shards, headers); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 

@@ -1,8 +1,12 @@
 package safetensors
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"strings"
+
+	"github.com/canifinetune/canifinetune/internal/checked"
 )
 
 // bnb4bitStateSuffix starts the name of the tensor in which bitsandbytes
@@ -65,7 +69,12 @@ type Counts struct {
 
 // Count summarizes the tensors of the given headers together: a packed
 // weight's companions may sit in another shard than the weight itself.
-func Count(headers ...Header) Counts {
+//
+// Every sum is checked: a parameter count over checked.MaxParameters (10^15),
+// a stored-byte total past int64, or any sum that would wrap is an
+// ErrMalformed naming the tensor that crossed the bound, never a wrapped or
+// negative number that an estimate would take for a small model.
+func Count(headers ...Header) (Counts, error) {
 	names := make(map[string]bool)
 	for _, h := range headers {
 		for _, t := range h.Tensors {
@@ -75,34 +84,85 @@ func Count(headers ...Header) Counts {
 	c := Counts{ByDType: make(map[DType]DTypeCount)}
 	for _, h := range headers {
 		for _, t := range h.Tensors {
-			c.Tensors++
-			c.StoredBytes += t.Bytes
-			if isCompanion(t.Name, names) {
-				c.QuantState.Tensors++
-				c.QuantState.Elements += t.Elements
-				c.QuantState.Bytes += t.Bytes
-				continue
+			if err := c.add(t, names); err != nil {
+				return Counts{}, err
 			}
-			if format := packedFormat(t, names); format != "" {
-				c.Packed4Bit.Tensors++
-				c.Packed4Bit.StoredBytes += t.Bytes
-				c.Packed4Bit.Parameters += 2 * t.Bytes
-				c.Parameters += 2 * t.Bytes
-				if !slices.Contains(c.Packed4Bit.Formats, format) {
-					c.Packed4Bit.Formats = append(c.Packed4Bit.Formats, format)
-				}
-				continue
-			}
-			d := c.ByDType[t.DType]
-			d.Tensors++
-			d.Elements += t.Elements
-			d.Bytes += t.Bytes
-			c.ByDType[t.DType] = d
-			c.Parameters += t.Elements
 		}
 	}
 	slices.Sort(c.Packed4Bit.Formats)
-	return c
+	return c, nil
+}
+
+// add counts one tensor into c.
+func (c *Counts) add(t Tensor, names map[string]bool) error {
+	s := sums{t: t}
+	c.Tensors++
+	s.add(&c.StoredBytes, t.Bytes, "stored bytes")
+	if isCompanion(t.Name, names) {
+		c.QuantState.Tensors++
+		s.add(&c.QuantState.Elements, t.Elements, "quantization constant elements")
+		s.add(&c.QuantState.Bytes, t.Bytes, "quantization constant bytes")
+		return s.check(c)
+	}
+	if format := packedFormat(t, names); format != "" {
+		c.Packed4Bit.Tensors++
+		s.add(&c.Packed4Bit.StoredBytes, t.Bytes, "packed 4-bit bytes")
+		params, ok := checked.Mul(2, t.Bytes)
+		if !ok {
+			s.err = s.overflow("parameter count")
+		}
+		s.add(&c.Packed4Bit.Parameters, params, "packed 4-bit parameters")
+		s.add(&c.Parameters, params, "parameter count")
+		if !slices.Contains(c.Packed4Bit.Formats, format) {
+			c.Packed4Bit.Formats = append(c.Packed4Bit.Formats, format)
+		}
+		return s.check(c)
+	}
+	d := c.ByDType[t.DType]
+	d.Tensors++
+	s.add(&d.Elements, t.Elements, string(t.DType)+" elements")
+	s.add(&d.Bytes, t.Bytes, string(t.DType)+" bytes")
+	c.ByDType[t.DType] = d
+	s.add(&c.Parameters, t.Elements, "parameter count")
+	return s.check(c)
+}
+
+// sums adds one tensor's sizes to running totals and keeps the first
+// overflow, so add reads as the plain sums it makes.
+type sums struct {
+	t   Tensor
+	err error
+}
+
+func (s *sums) add(total *uint64, n uint64, what string) {
+	if s.err != nil {
+		return
+	}
+	v, ok := checked.Add(*total, n)
+	if !ok {
+		s.err = s.overflow(what)
+		return
+	}
+	*total = v
+}
+
+func (s *sums) overflow(what string) error {
+	return fmt.Errorf("%w: tensor %q (shape %v of %s): the %s overflows 64 bits", ErrMalformed, s.t.Name, s.t.Shape, s.t.DType, what)
+}
+
+// check refuses totals past the bounds every count shares.
+func (s *sums) check(c *Counts) error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case !checked.Parameters(c.Parameters):
+		return fmt.Errorf("%w: tensor %q (shape %v of %s) brings the parameter count to %d, more than 10^15: the header is corrupt",
+			ErrMalformed, s.t.Name, s.t.Shape, s.t.DType, c.Parameters)
+	case c.StoredBytes > math.MaxInt64:
+		return fmt.Errorf("%w: tensor %q (shape %v of %s) brings the stored bytes to %d, more than a file system can hold (2^63-1)",
+			ErrMalformed, s.t.Name, s.t.Shape, s.t.DType, c.StoredBytes)
+	}
+	return nil
 }
 
 // isCompanion reports whether name is a bitsandbytes quantization companion.

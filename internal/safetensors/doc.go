@@ -9,6 +9,9 @@
 // would make those counts wrong or the parse unbounded: a header length over
 // MaxHeaderLength (checked before anything is allocated), a header that is
 // not a JSON object, an unknown dtype, a shape whose element count overflows,
-// and data offsets that are reversed, overlap, disagree with dtype×shape or
-// run past the end of the file.
+// and data offsets that are reversed, overlap, disagree with dtype×shape,
+// end past MaxDataLength (where the size a file needs would wrap) or run past
+// the end of the file. Count sums with checked arithmetic and refuses a
+// parameter count over 10^15 (the bound of package checked, which config.json
+// counts share) rather than wrap.
 package safetensors

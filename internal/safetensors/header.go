@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
+	"math"
 	"slices"
 	"strings"
+
+	"github.com/canifinetune/canifinetune/internal/checked"
 )
 
 // MaxHeaderLength bounds the JSON header a file may declare. The reference
@@ -23,6 +25,13 @@ const MaxHeaderLength = 100 << 20
 // PrefixLength is the size of the little-endian header length that starts
 // every safetensors file.
 const PrefixLength = 8
+
+// MaxDataLength bounds the end of every tensor's data: a file's size is an
+// int64, so an offset past MaxInt64 less the largest prefix and header is in
+// no file. Refusing it while parsing also keeps PrefixLength+N+end, the size
+// the file must have, from wrapping to a small number that a file of a few
+// bytes would pass.
+const MaxDataLength = math.MaxInt64 - PrefixLength - MaxHeaderLength
 
 // metadataKey is the reserved header entry that holds free-form string
 // metadata (for example {"format": "pt"}) instead of a tensor.
@@ -73,7 +82,31 @@ type Header struct {
 }
 
 // FileSize is the size of a file holding exactly this header and its data.
-func (h Header) FileSize() uint64 { return PrefixLength + h.Length + h.DataLength }
+// It refuses a sum that would wrap, which a header from ParseHeader cannot
+// give but one whose Length was set from elsewhere (a cache) could.
+func (h Header) FileSize() (uint64, error) {
+	size, ok := checked.Add(PrefixLength, h.Length)
+	if ok {
+		size, ok = checked.Add(size, h.DataLength)
+	}
+	if !ok || size > math.MaxInt64 {
+		return 0, fmt.Errorf("%w: tensor %q: a header of %d bytes with data_offsets ending at %d makes a file larger than any file can be",
+			ErrMalformed, h.lastTensor(), h.Length, h.DataLength)
+	}
+	return size, nil
+}
+
+// lastTensor names the tensor whose data ends last, for errors about the
+// end of the data section.
+func (h Header) lastTensor() string {
+	last := ""
+	for _, t := range h.Tensors {
+		if t.End == h.DataLength {
+			last = t.Name
+		}
+	}
+	return last
+}
 
 // HeaderLength decodes the 8-byte little-endian length that starts a file and
 // refuses one over MaxHeaderLength or too short to hold a JSON object.
@@ -149,15 +182,13 @@ func ReadHeader(r io.ReaderAt, fileSize int64) (Header, error) {
 // header describes. Trailing bytes after the last tensor are allowed: they do
 // not change any count.
 func (h Header) CheckFileSize(size uint64) error {
-	if need := h.FileSize(); need > size {
-		last := ""
-		for _, t := range h.Tensors {
-			if t.End == h.DataLength {
-				last = t.Name
-			}
-		}
+	need, err := h.FileSize()
+	if err != nil {
+		return err
+	}
+	if need > size {
 		return fmt.Errorf("%w: tensor %q: data_offsets end %d runs past the end of the file (data section is %d bytes, file %d bytes)",
-			ErrTruncated, last, h.DataLength, size-min(size, PrefixLength+h.Length), size)
+			ErrTruncated, h.lastTensor(), h.DataLength, size-min(size, PrefixLength+h.Length), size)
 	}
 	return nil
 }
@@ -271,24 +302,27 @@ func buildTensor(name string, raw rawTensor) (Tensor, error) {
 	}
 	t.Elements = 1
 	for _, d := range t.Shape {
-		hi, lo := bits.Mul64(t.Elements, d)
-		if hi != 0 {
+		var ok bool
+		if t.Elements, ok = checked.Mul(t.Elements, d); !ok {
 			return Tensor{}, fmt.Errorf("%w: tensor %q: shape %v: element count overflows 64 bits", ErrMalformed, name, t.Shape)
 		}
-		t.Elements = lo
 	}
-	hi, lo := bits.Mul64(t.Elements, uint64(dt.Bits()))
-	if hi != 0 {
+	nbits, ok := checked.Mul(t.Elements, uint64(dt.Bits()))
+	if !ok {
 		return Tensor{}, fmt.Errorf("%w: tensor %q: shape %v of %s: byte size overflows 64 bits", ErrMalformed, name, t.Shape, dt)
 	}
 	// Sub-byte dtypes (F4, F6) pack several elements per byte; the reference
 	// implementation refuses a tensor that would end in a partial byte.
-	if lo%8 != 0 {
-		return Tensor{}, fmt.Errorf("%w: tensor %q: shape %v of %s is %d bits, not a whole number of bytes", ErrMalformed, name, t.Shape, dt, lo)
+	if nbits%8 != 0 {
+		return Tensor{}, fmt.Errorf("%w: tensor %q: shape %v of %s is %d bits, not a whole number of bytes", ErrMalformed, name, t.Shape, dt, nbits)
 	}
-	want := lo / 8
+	want := nbits / 8
 	if t.End < t.Begin {
 		return Tensor{}, fmt.Errorf("%w: tensor %q: field \"data_offsets\" [%d, %d] ends before it begins", ErrMalformed, name, t.Begin, t.End)
+	}
+	if t.End > MaxDataLength {
+		return Tensor{}, fmt.Errorf("%w: tensor %q: field \"data_offsets\" [%d, %d] ends past the largest data section a file can hold (%d bytes)",
+			ErrMalformed, name, t.Begin, t.End, uint64(MaxDataLength))
 	}
 	t.Bytes = t.End - t.Begin
 	if t.Bytes != want {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -56,8 +57,8 @@ func TestParseHeader(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ParseHeader (-want +got):\n%s", diff)
 	}
-	if got.FileSize() != uint64(8+len(hdr)+46) {
-		t.Errorf("FileSize = %d, want %d", got.FileSize(), 8+len(hdr)+46)
+	if size, err := got.FileSize(); err != nil || size != uint64(8+len(hdr)+46) {
+		t.Errorf("FileSize = %d, %v; want %d", size, err, 8+len(hdr)+46)
 	}
 }
 
@@ -123,6 +124,10 @@ func TestParseHeaderRefuses(t *testing.T) {
 		{"duplicate name", file(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2), ErrMalformed, []string{"twice"}},
 		{"shape overflow", file(`{"w":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, 0), ErrMalformed, []string{`"w"`, "overflows"}},
 		{"byte size overflow", file(`{"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}}`, 0), ErrMalformed, []string{`"w"`, "overflows"}},
+		// An end offset no file can reach: 8+N+end would wrap uint64 and pass
+		// the file-size check with a file of a few bytes.
+		{"offset past any file", file(`{"w":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551600,18446744073709551608]}}`, 0), ErrMalformed, []string{`"w"`, "18446744073709551608"}},
+		{"offset just past the bound", file(fmt.Sprintf(`{"w":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}}`, uint64(MaxDataLength), uint64(MaxDataLength)+1), 0), ErrMalformed, []string{`"w"`, fmt.Sprint(uint64(MaxDataLength) + 1)}},
 		{"partial byte", file(`{"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}`, 2), ErrMalformed, []string{`"w"`, "whole number of bytes"}},
 		{"metadata not strings", file(`{"__metadata__":{"n":1}}`, 0), ErrMalformed, []string{"__metadata__"}},
 	}
@@ -210,6 +215,47 @@ func TestReadHeader(t *testing.T) {
 	// Empty file.
 	if _, err := ReadHeader(bytes.NewReader(nil), 0); !errors.Is(err, ErrTruncated) {
 		t.Errorf("empty file: err = %v, want ErrTruncated", err)
+	}
+}
+
+// wrappingFile is a complete file of a few dozen bytes whose one F4 tensor
+// of 2^62-2 elements ends so close to 2^64 that PrefixLength+N+end wraps to
+// the file's own size.
+func wrappingFile(t *testing.T) []byte {
+	t.Helper()
+	const elements = 1<<62 - 2
+	const tmpl = `{"w":{"dtype":"F4","shape":[%d],"data_offsets":[%020d,%020d]}}`
+	n := uint64(len(fmt.Sprintf(tmpl, elements, 0, 0)))
+	const data = 16
+	end := -(PrefixLength + n) + data // mod 2^64: 8+n+end == data
+	hdr := fmt.Sprintf(tmpl, uint64(elements), end-elements/2, end)
+	if uint64(len(hdr)) != n {
+		t.Fatalf("header is %d bytes, planned %d", len(hdr), n)
+	}
+	return file(hdr, data)
+}
+
+// TestReadHeaderRefusesWrappedSize: the size check must not wrap.
+func TestReadHeaderRefusesWrappedSize(t *testing.T) {
+	f := wrappingFile(t)
+	h, err := ReadHeader(bytes.NewReader(f), int64(len(f)))
+	if err == nil {
+		t.Fatalf("ReadHeader accepted a %d-byte file whose tensor ends at %d", len(f), h.DataLength)
+	}
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"w"`) {
+		t.Errorf("err = %v, want ErrMalformed naming tensor \"w\"", err)
+	}
+}
+
+// TestFileSizeRefusesWrap: a header whose length came from elsewhere (a
+// cache's side file) must not make FileSize wrap either.
+func TestFileSizeRefusesWrap(t *testing.T) {
+	h := Header{Length: math.MaxUint64 - 4, DataLength: 16, Tensors: []Tensor{{Name: "w", End: 16}}}
+	if got, err := h.FileSize(); err == nil {
+		t.Errorf("FileSize = %d, want an error", got)
+	}
+	if err := h.CheckFileSize(100); !errors.Is(err, ErrMalformed) {
+		t.Errorf("CheckFileSize: err = %v, want ErrMalformed", err)
 	}
 }
 
