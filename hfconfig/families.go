@@ -1,13 +1,135 @@
 package hfconfig
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
 
+// familySpec is what Parse knows about one model_type: the family it belongs
+// to, the layout function that turns its config into layers, and the
+// switches that set it apart from the other types sharing that layout. A
+// switch's zero value is the Llama behaviour, so a Llama-layout entry names
+// only its differences.
+type familySpec struct {
+	family string
+	build  func(r raw, m *Model, s familySpec) error
+
+	// tiedDefault is tie_word_embeddings' default in the type's
+	// transformers config class.
+	tiedDefault bool
+	// note is an assumption every model of the type rests on.
+	note string
+
+	// Llama layout: attention.
+	attnBiasDefault  bool       // attention_bias defaults to true (Qwen2 hard-codes q/k/v biases)
+	qkvBiasKey       string     // q/k/v/o biases follow this key (default false) instead of attention_bias
+	noOutputBias     bool       // o_proj has no bias whatever the switch says (modeling_qwen2)
+	qkNorm           qkNormKind // norms on queries and keys
+	alternateSliding bool       // without layer_types, even layers are sliding (Gemma 2)
+	slidingNote      bool       // the notes give the sliding window
+
+	// Llama layout: norms.
+	layerNorm     bool // LayerNorm, weight and bias, instead of RMSNorm
+	sandwichNorms bool // four norms per block: before and after attention and feed-forward
+
+	// Llama layout: mixture of experts.
+	expertProjs      []expertProj // a routed expert's projections; nil: gate_proj, up_proj, down_proj
+	routerName       string       // the router Linear; "": gate
+	sharedExpertGate bool         // the shared expert has its own one-output gate
+	denseWidthKey    string       // dense layers are this wide, and the shared expert is intermediate_size
+
+	// Other layouts.
+	multiQuery    bool // multi_query (default true) leaves one K/V head
+	fixedBias     bool // every Linear is biased; no attention_bias switch
+	embeddingNorm bool // a LayerNorm after the token embeddings
+}
+
+// qkNormKind says which norms a Llama-layout block puts on queries and keys.
+type qkNormKind int
+
+const (
+	qkNone            qkNormKind = iota
+	qkPerHead                    // q_norm and k_norm of one head's width, shared by the heads (Qwen3, Gemma 3)
+	qkWholeProjection            // q_norm and k_norm over the whole q and k projections (OLMo 2, OLMoE)
+	qkLayerNormSwitch            // per-head LayerNorms with bias when qk_layernorm is true (StableLM)
+)
+
+// expertProj is one projection of a routed expert: from the hidden size to
+// width times the expert width, or (down) from the expert width back.
+type expertProj struct {
+	name  string
+	down  bool
+	width int64
+}
+
+var (
+	gluExperts     = []expertProj{{"gate_proj", false, 1}, {"up_proj", false, 1}, {"down_proj", true, 1}}
+	mixtralExperts = []expertProj{{"w1", false, 1}, {"w2", true, 1}, {"w3", false, 1}}
+	// Granite MoE fuses gate and up into input_linear.
+	graniteMoEExperts = []expertProj{{"input_linear", false, 2}, {"output_linear", true, 1}}
+)
+
+// families maps model_type to its spec. Aliases of the same code path
+// (Falcon's RefinedWeb names, Gemma 3's outer type) share a family.
+var families = map[string]familySpec{
+	"llama":   {family: "llama", build: buildLlama},
+	"mistral": {family: "mistral", build: buildLlama},
+	"qwen2":   {family: "qwen2", build: buildLlama, attnBiasDefault: true, noOutputBias: true},
+	"qwen3":   {family: "qwen3", build: buildLlama, qkNorm: qkPerHead},
+	"granite": {family: "granite", build: buildLlama},
+	"olmo2":   {family: "olmo2", build: buildLlama, qkNorm: qkWholeProjection},
+
+	"gemma":       {family: "gemma", build: buildLlama, tiedDefault: true},
+	"gemma2":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, alternateSliding: true, slidingNote: true},
+	"gemma3_text": {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true},
+	"gemma3":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true},
+
+	"stablelm": {family: "stablelm", build: buildLlama, qkvBiasKey: "use_qkv_bias", layerNorm: true, qkNorm: qkLayerNormSwitch},
+
+	"mixtral":     {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts},
+	"qwen2_moe":   {family: "qwen2_moe", build: buildLlama, attnBiasDefault: true, noOutputBias: true, sharedExpertGate: true},
+	"qwen3_moe":   {family: "qwen3_moe", build: buildLlama, qkNorm: qkPerHead},
+	"olmoe":       {family: "olmoe", build: buildLlama, qkNorm: qkWholeProjection},
+	"granitemoe":  {family: "granitemoe", build: buildLlama, expertProjs: graniteMoEExperts, routerName: "router"},
+	"llama4_text": {family: "llama4", build: buildLlama, tiedDefault: true, denseWidthKey: "intermediate_size_mlp"},
+	"llama4":      {family: "llama4", build: buildLlama, tiedDefault: true, denseWidthKey: "intermediate_size_mlp"},
+
+	"deepseek_v2": {family: "deepseek", build: buildDeepSeek},
+	"deepseek_v3": {family: "deepseek", build: buildDeepSeek},
+	"baichuan":    {family: "baichuan", build: buildBaichuan},
+	"phi":         {family: "phi", build: buildPhi},
+	"phi3":        {family: "phi3", build: buildPhi3},
+	"gpt2": {family: "gpt2", build: buildGPT2, tiedDefault: true,
+		note: "GPT-2 uses Conv1D, which bitsandbytes does not quantize; QLoRA figures for it are an upper bound on savings"},
+	"gpt_bigcode":     {family: "gpt_bigcode", build: buildGPT2, tiedDefault: true, multiQuery: true},
+	"gpt_neox":        {family: "gpt_neox", build: buildNeoX},
+	"bloom":           {family: "bloom", build: buildNeoX, tiedDefault: true, fixedBias: true, embeddingNorm: true},
+	"falcon":          {family: "falcon", build: buildFalcon, tiedDefault: true},
+	"RefinedWeb":      {family: "falcon", build: buildFalcon, tiedDefault: true},
+	"RefinedWebModel": {family: "falcon", build: buildFalcon, tiedDefault: true},
+	"qwen":            {family: "qwen", build: buildQwenV1},
+	"chatglm":         {family: "chatglm", build: buildChatGLM},
+}
+
+// genericFamily reads an unknown model_type as a plain Llama.
+var genericFamily = familySpec{family: "generic", build: buildLlama}
+
+// buildModel fills m from the config r as the spec says.
+func (s familySpec) buildModel(r raw, m *Model) error {
+	m.Family = s.family
+	if err := s.build(r, m, s); err != nil {
+		return err
+	}
+	if s.note != "" {
+		m.Notes = append(m.Notes, s.note)
+	}
+	return nil
+}
+
 // buildDeepSeek: Multi-head Latent Attention (q_lora_rank, kv_lora_rank) and
 // DeepSeekMoE (routed + shared experts, first_k_dense_replace dense layers).
-func buildDeepSeek(r raw, m *Model) error {
+func buildDeepSeek(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -15,97 +137,108 @@ func buildDeepSeek(r raw, m *Model) error {
 	if m.Intermediate, err = r.need("intermediate_size"); err != nil {
 		return err
 	}
-	if err := tied(r, m, false); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPGated
-	h := m.Hidden
-	get := func(key string) int64 {
-		if err != nil {
-			return 0
-		}
-		var v int64
-		v, err = r.first(0, key)
-		return v
-	}
-	qLora, kvLora := get("q_lora_rank"), get("kv_lora_rank")
-	nope, rope, vhd := get("qk_nope_head_dim"), get("qk_rope_head_dim"), get("v_head_dim")
-	experts, moeInter, shared := get("n_routed_experts"), get("moe_intermediate_size"), get("n_shared_experts")
-	firstDense, freq := get("first_k_dense_replace"), get("moe_layer_freq")
+	d, err := readMLA(r, m)
 	if err != nil {
 		return err
 	}
-	if kvLora == 0 || nope+rope == 0 || vhd == 0 {
-		return fmt.Errorf("%w: DeepSeek MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim", ErrMalformed)
-	}
-	if freq == 0 {
-		freq = 1
-	}
-	topk, err := r.str("topk_method", "")
-	if err != nil {
-		return err
-	}
-	m.Experts = experts
-	if m.ExpertsPerToken, err = r.first(0, "num_experts_per_tok"); err != nil {
-		return err
-	}
-	qhd := nope + rope
 	m.attentionNames = []string{"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}
 	m.mlpNames = []string{"gate_proj", "up_proj", "down_proj"}
-	for i := int64(0); i < m.NumLayers; i++ {
-		L := Layer{Attention: "full", NormParams: 2*h + kvLora}
-		if qLora > 0 {
-			L.Linears = append(L.Linears, lin("q_a_proj", RoleAttention, h, qLora, false), lin("q_b_proj", RoleAttention, qLora, m.Heads*qhd, false))
-			L.NormParams += qLora
-		} else {
-			L.Linears = append(L.Linears, lin("q_proj", RoleAttention, h, m.Heads*qhd, false))
-		}
-		L.Linears = append(L.Linears,
-			lin("kv_a_proj_with_mqa", RoleAttention, h, kvLora+rope, false),
-			lin("kv_b_proj", RoleAttention, kvLora, m.Heads*(nope+vhd), false),
-			lin("o_proj", RoleAttention, m.Heads*vhd, h, false))
-		if experts > 0 && i >= firstDense && i%freq == 0 {
-			L.MoE = true
-			L.Linears = append(L.Linears,
-				Linear{Name: "gate_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
-				Linear{Name: "up_proj", Role: RoleExpert, In: h, Out: moeInter, Copies: experts},
-				Linear{Name: "down_proj", Role: RoleExpert, In: moeInter, Out: h, Copies: experts},
-				lin("gate", RoleRouter, h, experts, false))
-			if topk == "noaux_tc" {
-				L.NormParams += experts // e_score_correction_bias, a full-precision vector
-			}
-			L.FFNActive = m.ExpertsPerToken * moeInter
-			if shared > 0 {
-				si := shared * moeInter
-				L.Linears = append(L.Linears,
-					lin("gate_proj", RoleSharedExpert, h, si, false),
-					lin("up_proj", RoleSharedExpert, h, si, false),
-					lin("down_proj", RoleSharedExpert, si, h, false))
-				L.FFNActive += si
-			}
-		} else {
-			L.Linears = append(L.Linears,
-				lin("gate_proj", RoleMLP, h, m.Intermediate, false),
-				lin("up_proj", RoleMLP, h, m.Intermediate, false),
-				lin("down_proj", RoleMLP, m.Intermediate, h, false))
-			L.FFNActive = m.Intermediate
-		}
-		m.Layers = append(m.Layers, L)
+	for i := range m.NumLayers {
+		m.Layers = append(m.Layers, d.layer(m, i))
 	}
 	m.setEmbeddings(false)
-	m.FinalNormParams = h
+	m.FinalNormParams = m.Hidden
 	if n, err := r.first(0, "num_nextn_predict_layers"); err != nil {
 		return err
 	} else if n > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("the checkpoint's %d multi-token-prediction layer(s) are not loaded by transformers and are not counted", n))
 	}
-	m.Notes = append(m.Notes, fmt.Sprintf("MoE: %d routed experts (%d active per token), %d shared; first %d layers dense", experts, m.ExpertsPerToken, shared, firstDense))
+	m.Notes = append(m.Notes, fmt.Sprintf("MoE: %d routed experts (%d active per token), %d shared; first %d layers dense", d.experts, m.ExpertsPerToken, d.shared, d.firstDense))
 	return nil
+}
+
+// mlaShape is a DeepSeek config's attention and expert dimensions.
+type mlaShape struct {
+	qLora, kvLora, nope, rope, vHead int64
+	experts, moeWidth, shared        int64
+	firstDense, freq                 int64
+	noAuxBias                        bool // topk_method noaux_tc keeps a per-expert score-correction bias
+}
+
+// readMLA reads the DeepSeek fields in a fixed order, so that of several
+// bad fields the same one is reported every time.
+func readMLA(r raw, m *Model) (*mlaShape, error) {
+	f := &fieldReader{r: r}
+	d := &mlaShape{
+		qLora: f.int(0, "q_lora_rank"), kvLora: f.int(0, "kv_lora_rank"),
+		nope: f.int(0, "qk_nope_head_dim"), rope: f.int(0, "qk_rope_head_dim"), vHead: f.int(0, "v_head_dim"),
+		experts: f.int(0, "n_routed_experts"), moeWidth: f.int(0, "moe_intermediate_size"), shared: f.int(0, "n_shared_experts"),
+		firstDense: f.int(0, "first_k_dense_replace"), freq: f.int(0, "moe_layer_freq"),
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	if d.kvLora == 0 || d.nope+d.rope == 0 || d.vHead == 0 {
+		return nil, fmt.Errorf("%w: DeepSeek MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim", ErrMalformed)
+	}
+	d.freq = cmp.Or(d.freq, 1)
+	topk, err := r.str("topk_method", "")
+	if err != nil {
+		return nil, err
+	}
+	d.noAuxBias = topk == "noaux_tc"
+	m.Experts = d.experts
+	if m.ExpertsPerToken, err = r.first(0, "num_experts_per_tok"); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// layer builds DeepSeek decoder layer i: MLA attention (a low-rank query
+// when q_lora_rank is set), then dense or routed experts.
+func (d *mlaShape) layer(m *Model, i int64) Layer {
+	h := m.Hidden
+	L := Layer{Attention: "full", NormParams: 2*h + d.kvLora}
+	if d.qLora > 0 {
+		L.Linears = append(L.Linears, lin("q_a_proj", RoleAttention, h, d.qLora, false), lin("q_b_proj", RoleAttention, d.qLora, m.Heads*(d.nope+d.rope), false))
+		L.NormParams += d.qLora
+	} else {
+		L.Linears = append(L.Linears, lin("q_proj", RoleAttention, h, m.Heads*(d.nope+d.rope), false))
+	}
+	L.Linears = append(L.Linears,
+		lin("kv_a_proj_with_mqa", RoleAttention, h, d.kvLora+d.rope, false),
+		lin("kv_b_proj", RoleAttention, d.kvLora, m.Heads*(d.nope+d.vHead), false),
+		lin("o_proj", RoleAttention, m.Heads*d.vHead, h, false))
+	if d.experts == 0 || i < d.firstDense || i%d.freq != 0 {
+		L.Linears = append(L.Linears, gatedMLP(RoleMLP, h, m.Intermediate, false)...)
+		L.FFNActive = m.Intermediate
+		return L
+	}
+	L.MoE = true
+	L.Linears = append(L.Linears,
+		Linear{Name: "gate_proj", Role: RoleExpert, In: h, Out: d.moeWidth, Copies: d.experts},
+		Linear{Name: "up_proj", Role: RoleExpert, In: h, Out: d.moeWidth, Copies: d.experts},
+		Linear{Name: "down_proj", Role: RoleExpert, In: d.moeWidth, Out: h, Copies: d.experts},
+		lin("gate", RoleRouter, h, d.experts, false))
+	if d.noAuxBias {
+		L.NormParams += d.experts // e_score_correction_bias, a full-precision vector
+	}
+	L.FFNActive = m.ExpertsPerToken * d.moeWidth
+	if d.shared > 0 {
+		si := d.shared * d.moeWidth
+		L.Linears = append(L.Linears, gatedMLP(RoleSharedExpert, h, si, false)...)
+		L.FFNActive += si
+	}
+	return L
 }
 
 // buildPhi: Phi-1/1.5/2 — parallel attention and MLP under one LayerNorm,
 // biased q/k/v/dense and fc1/fc2, an untied lm_head with bias.
-func buildPhi(r raw, m *Model) error {
+func buildPhi(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -113,7 +246,7 @@ func buildPhi(r raw, m *Model) error {
 	if m.Intermediate, err = r.first(4*m.Hidden, "intermediate_size", "n_inner"); err != nil {
 		return err
 	}
-	if err := tied(r, m, false); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPClassic
@@ -140,7 +273,7 @@ func buildPhi(r raw, m *Model) error {
 }
 
 // buildPhi3: Phi-3/3.5/4 — fused qkv_proj and gate_up_proj, RMSNorm.
-func buildPhi3(r raw, m *Model) error {
+func buildPhi3(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -148,7 +281,7 @@ func buildPhi3(r raw, m *Model) error {
 	if m.Intermediate, err = r.need("intermediate_size"); err != nil {
 		return err
 	}
-	if err := tied(r, m, false); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPGated
@@ -166,7 +299,7 @@ func buildPhi3(r raw, m *Model) error {
 
 // buildGPT2 covers gpt2 and gpt_bigcode: Conv1D/Linear c_attn (fused q/k/v;
 // multi-query in bigcode), learned absolute positions, LayerNorm, tied head.
-func buildGPT2(r raw, m *Model) error {
+func buildGPT2(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -177,7 +310,7 @@ func buildGPT2(r raw, m *Model) error {
 	if m.Intermediate == 0 { // absent, null or 0: GPT-2's 4·hidden
 		m.Intermediate = 4 * m.Hidden
 	}
-	if err := tied(r, m, true); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	positions, err := r.need("n_positions", "max_position_embeddings")
@@ -187,7 +320,7 @@ func buildGPT2(r raw, m *Model) error {
 	m.MLP = MLPClassic
 	h := m.Hidden
 	qkv := 3 * h
-	if m.ModelType == "gpt_bigcode" {
+	if s.multiQuery {
 		mq, err := r.boolField("multi_query", true)
 		if err != nil {
 			return err
@@ -206,15 +339,12 @@ func buildGPT2(r raw, m *Model) error {
 	m.setEmbeddings(false)
 	m.PositionParams = positions * h
 	m.FinalNormParams = 2 * h
-	if m.ModelType == "gpt2" {
-		m.Notes = append(m.Notes, "GPT-2 uses Conv1D, which bitsandbytes does not quantize; QLoRA figures for it are an upper bound on savings")
-	}
 	return nil
 }
 
 // buildNeoX covers gpt_neox and bloom: fused query_key_value, dense,
 // dense_h_to_4h, dense_4h_to_h, all biased; LayerNorm.
-func buildNeoX(r raw, m *Model) error {
+func buildNeoX(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -222,14 +352,13 @@ func buildNeoX(r raw, m *Model) error {
 	if m.Intermediate, err = r.first(4*m.Hidden, "intermediate_size"); err != nil {
 		return err
 	}
-	bloom := m.ModelType == "bloom"
-	if err := tied(r, m, bloom); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPClassic
 	h := m.Hidden
 	bias := true
-	if !bloom {
+	if !s.fixedBias {
 		if bias, err = r.boolField("attention_bias", true); err != nil {
 			return err
 		}
@@ -242,7 +371,7 @@ func buildNeoX(r raw, m *Model) error {
 	)
 	m.setEmbeddings(false)
 	m.FinalNormParams = 2 * h
-	if bloom {
+	if s.embeddingNorm {
 		m.FinalNormParams += 2 * h // word_embeddings_layernorm
 	}
 	return nil
@@ -250,7 +379,7 @@ func buildNeoX(r raw, m *Model) error {
 
 // buildFalcon: fused query_key_value with multi-query (7B) or grouped KV under
 // new_decoder_architecture (40B/180B), parallel attention, no biases by default.
-func buildFalcon(r raw, m *Model) error {
+func buildFalcon(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -258,7 +387,7 @@ func buildFalcon(r raw, m *Model) error {
 	if m.Intermediate, err = r.first(4*m.Hidden, "ffn_hidden_size"); err != nil {
 		return err
 	}
-	if err := tied(r, m, true); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPClassic
@@ -303,7 +432,7 @@ func buildFalcon(r raw, m *Model) error {
 
 // buildQwenV1: the first Qwen (remote code): c_attn (q/k/v fused, biased),
 // c_proj, and a SwiGLU of w1/w2 whose width is intermediate_size/2.
-func buildQwenV1(r raw, m *Model) error {
+func buildQwenV1(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -312,7 +441,7 @@ func buildQwenV1(r raw, m *Model) error {
 		return err
 	}
 	m.Intermediate = inter / 2 // modeling_qwen: ff_dim_in = intermediate_size // 2
-	if err := tied(r, m, false); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPGated
@@ -332,7 +461,7 @@ func buildQwenV1(r raw, m *Model) error {
 // buildChatGLM: ChatGLM2/3 (remote code): query_key_value with multi-query
 // groups, dense, a SwiGLU dense_h_to_4h of twice ffn_hidden_size, RMSNorm,
 // separate output_layer.
-func buildChatGLM(r raw, m *Model) error {
+func buildChatGLM(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -347,7 +476,7 @@ func buildChatGLM(r raw, m *Model) error {
 	if !mq {
 		m.KVHeads = m.Heads
 	}
-	if err := tied(r, m, false); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	qkvBias, err := r.boolField("add_qkv_bias", false)
@@ -372,7 +501,7 @@ func buildChatGLM(r raw, m *Model) error {
 }
 
 // buildBaichuan: Baichuan 2 (remote code): fused W_pack q/k/v, Llama MLP.
-func buildBaichuan(r raw, m *Model) error {
+func buildBaichuan(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
@@ -380,7 +509,7 @@ func buildBaichuan(r raw, m *Model) error {
 	if m.Intermediate, err = r.need("intermediate_size"); err != nil {
 		return err
 	}
-	if err := tied(r, m, false); err != nil {
+	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
 	m.MLP = MLPGated
