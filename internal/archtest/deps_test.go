@@ -23,12 +23,12 @@ var forbidden = []string{"os", "os/exec", "os/signal", "net", "net/http", "sysca
 
 // pure are the packages that must not reach a forbidden import, directly or
 // through another package of this module.
-var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest"}
+var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest", "internal/checked"}
 
 // pureOwnFiles are packages whose own files must not import a forbidden
 // package, though a module package they use may: evidence reads the GPU table
 // of package gpu, which also holds the nvidia-smi and rocm-smi probes.
-var pureOwnFiles = []string{"evidence"}
+var pureOwnFiles = []string{"evidence", "placement"}
 
 // imports returns the non-test imports of the package in dir, as the go
 // command would build it for this platform.
