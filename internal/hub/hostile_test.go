@@ -327,3 +327,29 @@ func TestShardNameControlCharacters(t *testing.T) {
 		t.Errorf("err = %q; want a refusal with the name escaped", err)
 	}
 }
+
+// TestCacheRefusesNonCommit: whatever a caller passes, the cache never
+// joins a commit that is not a hash into a path, to read or to write.
+func TestCacheRefusesNonCommit(t *testing.T) {
+	root := t.TempDir()
+	cc := cache{root: filepath.Join(root, "a", "b", "cache")}
+	const bad = "../../../../elsewhere"
+	for name, err := range map[string]error{
+		"writeRef":    cc.writeRef("org/x", "main", bad),
+		"writeAbsent": cc.writeAbsent("org/x", bad, "model.safetensors"),
+		"writeFile":   cc.writeFile("org/x", bad, "config.json", `"abc"`, testConfig),
+		"writeHeader": cc.writeHeader("org/x", bad, "model.safetensors", []byte(`{}`), 2, 10),
+	} {
+		if err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) {
+			t.Errorf("%s: err = %v, want a refusal naming the commit", name, err)
+		}
+	}
+	if out := filesOutside(t, root, cc.root); len(out) > 0 {
+		t.Errorf("written outside the cache: %q", out)
+	}
+	must(t, os.MkdirAll(filepath.Join(root, "a", "elsewhere"), 0o755)) // where the commit leads
+	must(t, os.WriteFile(filepath.Join(root, "a", "elsewhere", "config.json"), testConfig, 0o644))
+	if _, ok := cc.read("org/x", bad, "config.json"); ok {
+		t.Error("read followed the commit out of the cache")
+	}
+}
