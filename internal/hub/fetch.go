@@ -134,7 +134,7 @@ func (c *Client) getOnce(ctx context.Context, repo, rev, file string, rng *byteR
 			// Retryable: a per-attempt timeout or a reset connection. get
 			// stops retrying once the caller's own context is done.
 			return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file,
-				Err: errors.New(printable(c.redact(stripURL(err)))), Hint: "check the network, or use --offline with a cached model"}, true
+				Err: c.outsideErr(ctx, stripURL(err)), Hint: "check the network, or use --offline with a cached model"}, true
 		}
 		// Both headers become cache paths (snapshots/<commit>, blobs/<etag>)
 		// and the commit is echoed in reports: what could name another
@@ -179,9 +179,9 @@ func (c *Client) getOnce(ctx context.Context, repo, rev, file string, rng *byteR
 				// large or mislabelled will be the same next time.
 				var bad badBody
 				if errors.As(err, &bad) {
-					return nil, &Error{Kind: ErrMalformed, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: errors.New(printable(c.redact(err.Error())))}, false
+					return nil, &Error{Kind: ErrMalformed, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: c.outsideErr(ctx, err.Error())}, false
 				}
-				return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: errors.New(printable(c.redact(err.Error())))}, true
+				return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: c.outsideErr(ctx, err.Error())}, true
 			}
 			return f, nil, false
 		case http.StatusRequestedRangeNotSatisfiable:
@@ -244,6 +244,24 @@ func readBody(resp *http.Response, rng *byteRange, f *fetched) error {
 	f.body = b
 	return nil
 }
+
+// outsideErr is a transport or body error as text fit to print (token
+// redacted, control characters escaped; the error itself is not kept, since
+// its text may carry a signed URL or an echo), still wrapping the request
+// context's error when the request was cancelled or timed out, so callers
+// can tell a cancellation their own code caused from a Hub failure.
+func (c *Client) outsideErr(ctx context.Context, text string) error {
+	return &textError{text: printable(c.redact(text)), cause: ctx.Err()}
+}
+
+// textError is an error's sanitised text and, possibly, its cause.
+type textError struct {
+	text  string
+	cause error
+}
+
+func (e *textError) Error() string { return e.text }
+func (e *textError) Unwrap() error { return e.cause }
 
 // hostileHeader is an answer whose header could steer a cache path: no
 // retry fixes it, and the user should know which header and value.

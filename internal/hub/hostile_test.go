@@ -353,3 +353,19 @@ func TestCacheRefusesNonCommit(t *testing.T) {
 		t.Error("read followed the commit out of the cache")
 	}
 }
+
+// TestFirstShardFailureReported: when one shard's answer is refused, the
+// reads of the others are cancelled, and the refusal is what the caller
+// sees, not "hub unavailable: context canceled" from a cancelled read.
+func TestFirstShardFailureReported(t *testing.T) {
+	for range 20 {
+		f := newFakeHub(t)
+		f.repos["org/two"] = twoShardRepo()
+		f.unknownTotal = true
+		c, _ := f.client("")
+		_, err := c.Model(context.Background(), "org/two", "main")
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("err = %v; want the refusal (ErrMalformed)", err)
+		}
+	}
+}
