@@ -35,7 +35,10 @@ var (
 	// refused before any request, since both become URL and cache paths.
 	ErrInvalidID = errors.New("invalid model id")
 	// ErrMalformed: the Hub or the cache returned a file that does not parse
-	// (an index without weight_map, a shard name that escapes the repo).
+	// (an index without weight_map, a shard name that escapes the repo), or
+	// an answer no real Hub gives and this package refuses (an X-Repo-Commit
+	// that is not a commit hash, an ETag that is a path, a shard whose total
+	// size is not stated).
 	ErrMalformed = errors.New("malformed response")
 )
 
