@@ -194,9 +194,11 @@ const maxMessage = 300
 // outsideText makes text from a server fit to print: the token redacted
 // first (a clip through the token would leave a piece of it that no longer
 // matches the whole), whitespace folded to single spaces, what could drive
-// a terminal escaped, then clipped to maxMessage bytes.
+// a terminal escaped, the token redacted again (an escape such as \x00
+// can join a piece of it to its neighbours), then clipped to maxMessage
+// bytes.
 func (c *Client) outsideText(s string) string {
-	return clip(printable(strings.Join(strings.Fields(c.redact(s)), " ")))
+	return clip(c.redact(printable(strings.Join(strings.Fields(c.redact(s)), " "))))
 }
 
 // clip keeps the first maxMessage bytes of s, cut on a character boundary.

@@ -251,7 +251,7 @@ func readBody(resp *http.Response, rng *byteRange, f *fetched) error {
 // context's error when the request was cancelled or timed out, so callers
 // can tell a cancellation their own code caused from a Hub failure.
 func (c *Client) outsideErr(ctx context.Context, text string) error {
-	return &textError{text: printable(c.redact(text)), cause: ctx.Err()}
+	return &textError{text: c.redact(printable(c.redact(text))), cause: ctx.Err()}
 }
 
 // textError is an error's sanitised text and, possibly, its cause.
