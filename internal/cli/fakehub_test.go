@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -147,8 +148,22 @@ type fakeRepo struct {
 	shards map[string]fakeShard
 	// gated repos answer 403 GatedRepo to any request without fakeGoodToken.
 	gated bool
-	// status, when set, is the answer to every request (429, 500…).
-	status int
+	// status, when set, is the answer to every request (429, 500…), with
+	// message as the Hub's explanation when set.
+	status  int
+	message string
+
+	// Hostile answers, as a compromised mirror could give them.
+	//
+	// commitHeader, when set, is sent as X-Repo-Commit.
+	commitHeader string
+	// etag, when set, is sent as every file's ETag.
+	etag string
+	// unknownTotal answers shard Range requests with "bytes a-b/*".
+	unknownTotal bool
+	// echo, when set, makes the repo gated and writes its error message
+	// from the request's Authorization header.
+	echo func(auth string) string
 }
 
 // fakeGoodToken is the only token the fake Hub accepts for a gated repo.
@@ -207,6 +222,15 @@ func fakeCommit(i int) string { return strings.Repeat(strconv.Itoa(i%10), 40) }
 //	acme/busy            429 with Retry-After: 3600
 //	Qwen/Qwen2.5-0.5B    the catalog's config with full-size (sparse) shards
 //
+// and hostile answers, as a compromised mirror could give them:
+//
+//	acme/evil-commit     X-Repo-Commit: ../../../../outside
+//	acme/evil-etag       ETag: "../../../../outside"
+//	acme/no-total        shards served as "Content-Range: bytes a-b/*"
+//	acme/echo-clipped    gated, echoing the token across the 300th character
+//	acme/echo-cut        gated, echoing the token cut short by the server
+//	acme/escapes         400 whose message holds terminal escape sequences
+//
 // and 401 RepoNotFound (404 with a token) for anything else.
 func newFakeHub() (*httptest.Server, error) {
 	repos := map[string]*fakeRepo{}
@@ -222,6 +246,43 @@ func newFakeHub() (*httptest.Server, error) {
 	}
 	repos["acme/gated"].gated = true
 	repos["acme/busy"] = &fakeRepo{commit: fakeCommit(4), status: http.StatusTooManyRequests}
+	hostile := func(name string, set func(r *fakeRepo)) error {
+		r, err := fakeModel(fakeCommit(6), []byte(tinyConfig), nil, 0)
+		if err != nil {
+			return err
+		}
+		set(r)
+		repos[name] = r
+		return nil
+	}
+	for name, set := range map[string]func(r *fakeRepo){
+		"acme/evil-commit": func(r *fakeRepo) { r.commitHeader = "../../../../outside" },
+		"acme/evil-etag":   func(r *fakeRepo) { r.etag = `"../../../../outside"` },
+		"acme/no-total":    func(r *fakeRepo) { r.unknownTotal = true },
+		// The token clipped at the 300th character of the message: all but
+		// its last character would be shown if it were redacted after the
+		// clip.
+		"acme/echo-clipped": func(r *fakeRepo) {
+			r.echo = func(auth string) string {
+				head := "Access to model acme/echo-clipped is restricted. Got: "
+				return head + strings.Repeat("x", 300-len(head)-len(auth)+1) + auth + " (end)"
+			}
+		},
+		// A server that cuts the echoed token short itself.
+		"acme/echo-cut": func(r *fakeRepo) {
+			r.echo = func(auth string) string {
+				return "Access to model acme/echo-cut is restricted. Got: " + auth[:max(len(auth)-2, 0)]
+			}
+		},
+		"acme/escapes": func(r *fakeRepo) {
+			r.status = http.StatusBadRequest
+			r.message = "bad request \x1b]0;pwned\x07\x1b[2J\x1b[31mred\u202eevil"
+		},
+	} {
+		if err := hostile(name, set); err != nil {
+			return nil, err
+		}
+	}
 	qwen, err := catalog.Lookup("Qwen/Qwen2.5-0.5B")
 	if err != nil {
 		return nil, err
@@ -261,6 +322,9 @@ func serveFakeHub(repos map[string]*fakeRepo, w http.ResponseWriter, r *http.Req
 	case !ok:
 		fail(http.StatusNotFound, "RepoNotFound", "Repository Not Found")
 		return
+	case repo.echo != nil && auth != "Bearer "+fakeGoodToken:
+		fail(http.StatusForbidden, "GatedRepo", repo.echo(auth))
+		return
 	case repo.gated && auth != "Bearer "+fakeGoodToken:
 		// Echo the Authorization header, as a careless proxy might, so a
 		// test can check that the token is redacted from what is printed.
@@ -268,15 +332,19 @@ func serveFakeHub(repos map[string]*fakeRepo, w http.ResponseWriter, r *http.Req
 		return
 	case repo.status != 0:
 		w.Header().Set("Retry-After", "3600")
-		fail(repo.status, "", http.StatusText(repo.status))
+		fail(repo.status, "", cmp.Or(repo.message, http.StatusText(repo.status)))
 		return
-	case rev != "main" && rev != repo.commit:
+	case rev != "main" && rev != repo.commit && (repo.commitHeader == "" || rev != repo.commitHeader):
 		fail(http.StatusNotFound, "RevisionNotFound", "Invalid rev id: "+rev)
 		return
 	}
-	w.Header().Set("X-Repo-Commit", repo.commit)
+	w.Header().Set("X-Repo-Commit", cmp.Or(repo.commitHeader, repo.commit))
 	if sh, ok := repo.shards[file]; ok {
-		w.Header().Set("ETag", fmt.Sprintf(`"%x-%d"`, sh.head[:8], sh.size))
+		w.Header().Set("ETag", cmp.Or(repo.etag, fmt.Sprintf(`"%x-%d"`, sh.head[:8], sh.size)))
+		if repo.unknownTotal {
+			serveUnknownTotal(w, r, sh)
+			return
+		}
 		http.ServeContent(w, r, "", time.Time{}, sh.reader())
 		return
 	}
@@ -285,8 +353,27 @@ func serveFakeHub(repos map[string]*fakeRepo, w http.ResponseWriter, r *http.Req
 		fail(http.StatusNotFound, "EntryNotFound", file+" does not exist on \""+rev+"\"")
 		return
 	}
-	w.Header().Set("ETag", fmt.Sprintf(`"%x"`, len(body)))
+	w.Header().Set("ETag", cmp.Or(repo.etag, fmt.Sprintf(`"%x"`, len(body))))
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+// serveUnknownTotal answers a Range request for a shard with
+// "Content-Range: bytes first-last/*": the range, but not the file's size.
+func serveUnknownTotal(w http.ResponseWriter, r *http.Request, sh fakeShard) {
+	spec, _ := strings.CutPrefix(r.Header.Get("Range"), "bytes=")
+	a, b, _ := strings.Cut(spec, "-")
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first > last || first >= sh.size {
+		http.Error(w, "want a Range", http.StatusBadRequest)
+		return
+	}
+	last = min(last, sh.size-1)
+	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", first, last))
+	w.WriteHeader(http.StatusPartialContent)
+	rd := sh.reader()
+	rd.Seek(first, io.SeekStart)
+	io.CopyN(w, rd, last-first+1)
 }
 
 // writeSafetensors writes a real (small) safetensors file of BF16 tensors,

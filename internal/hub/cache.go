@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/canifinetune/canifinetune/internal/atomicfile"
 	"github.com/canifinetune/canifinetune/internal/localfile"
@@ -36,6 +39,24 @@ type cache struct{ root string }
 const headersDir = ".canifinetune/headers"
 
 func (c cache) enabled() bool { return c.root != "" }
+
+// holds reports whether the cache is on and commit can name a snapshot. The
+// commit becomes a directory name: anything but a full hash (a hostile
+// "../../elsewhere") is never joined into a path, whatever the caller
+// checked before.
+func (c cache) holds(commit string) bool { return c.enabled() && isCommit(commit) }
+
+// writable is holds for the writes: no commit (a mirror that names none)
+// means nothing to cache, and one that is no hash is an error.
+func (c cache) writable(commit string) (bool, error) {
+	if !c.enabled() || commit == "" {
+		return false, nil
+	}
+	if !isCommit(commit) {
+		return false, fmt.Errorf("cache: refusing commit %s: not a commit hash", quoteClipped(commit))
+	}
+	return true, nil
+}
 
 func (c cache) repoDir(repo string) string {
 	return filepath.Join(c.root, "models--"+strings.ReplaceAll(repo, "/", "--"))
@@ -74,7 +95,7 @@ func (c cache) resolve(repo, rev string) (string, bool) {
 
 // read returns a snapshot file, following the symlink into blobs.
 func (c cache) read(repo, commit, file string) ([]byte, bool) {
-	if !c.enabled() || commit == "" {
+	if !c.holds(commit) {
 		return nil, false
 	}
 	b, err := localfile.ReadFile(c.snapshotPath(repo, commit, file), localfile.MaxJSON)
@@ -84,7 +105,7 @@ func (c cache) read(repo, commit, file string) ([]byte, bool) {
 // absent reports whether an earlier run (ours or huggingface_hub's) recorded
 // that file does not exist at commit.
 func (c cache) absent(repo, commit, file string) bool {
-	if !c.enabled() || commit == "" {
+	if !c.holds(commit) {
 		return false
 	}
 	_, err := os.Stat(filepath.Join(c.repoDir(repo), ".no_exist", commit, filepath.FromSlash(file)))
@@ -92,20 +113,30 @@ func (c cache) absent(repo, commit, file string) bool {
 }
 
 func (c cache) writeRef(repo, rev, commit string) error {
-	if !c.enabled() || commit == "" || rev == commit {
-		return nil
+	if ok, err := c.writable(commit); !ok || rev == commit {
+		return err
 	}
 	return writeAtomic(filepath.Join(c.repoDir(repo), "refs", filepath.FromSlash(rev)), []byte(commit))
 }
 
 func (c cache) writeAbsent(repo, commit, file string) error {
-	if !c.enabled() || commit == "" {
-		return nil
+	if ok, err := c.writable(commit); !ok {
+		return err
 	}
 	return writeAtomic(filepath.Join(c.repoDir(repo), ".no_exist", commit, filepath.FromSlash(file)), nil)
 }
 
 var etagRE = regexp.MustCompile(`^[0-9A-Za-z._-]{1,128}$`)
+
+// etagIsName reports whether an ETag header, unquoted, is something other
+// than a path: no separator, no control character, not "." or "..". Other
+// odd ETags are harmless (blobName names those blobs by their sha256); a
+// path is what only a hostile server sends.
+func etagIsName(etag string) bool {
+	e := strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
+	return e != "." && e != ".." && !strings.ContainsAny(e, `/\`) &&
+		strings.IndexFunc(e, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
+}
 
 // blobName is the blob's file name: the ETag without quotes or weak marker,
 // as huggingface_hub names it, or the content's sha256 when the ETag is
@@ -123,8 +154,8 @@ func blobName(etag string, data []byte) string {
 // blobs/, a relative symlink in the snapshot. Where symlinks are not allowed
 // the snapshot gets a copy, as huggingface_hub does on Windows.
 func (c cache) writeFile(repo, commit, file, etag string, data []byte) error {
-	if !c.enabled() || commit == "" {
-		return nil
+	if ok, err := c.writable(commit); !ok {
+		return err
 	}
 	blob := filepath.Join(c.repoDir(repo), "blobs", blobName(etag, data))
 	if _, err := os.Stat(blob); err != nil {
@@ -138,8 +169,9 @@ func (c cache) writeFile(repo, commit, file, etag string, data []byte) error {
 	}
 	rel, err := filepath.Rel(filepath.Dir(dst), blob)
 	if err == nil {
-		tmp := dst + ".tmp-link"
-		os.Remove(tmp)
+		// A name of its own, as atomicfile's: concurrent runs writing the
+		// same snapshot must not remove or rename each other's link.
+		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-link-"+strconv.FormatUint(rand.Uint64(), 36))
 		if err = os.Symlink(rel, tmp); err == nil {
 			if err = os.Rename(tmp, dst); err == nil {
 				return nil
@@ -168,7 +200,7 @@ func (c cache) headerPath(repo, commit, shard string) string {
 // readHeader returns a shard's header from the cache: read from the shard
 // itself when huggingface_hub downloaded it whole, else from our side file.
 func (c cache) readHeader(repo, commit, shard string) (safetensors.Header, int64, bool, error) {
-	if !c.enabled() || commit == "" {
+	if !c.holds(commit) {
 		return safetensors.Header{}, 0, false, nil
 	}
 	if h, size, err := readLocalHeader(c.snapshotPath(repo, commit, shard)); err == nil {
@@ -196,8 +228,8 @@ func (c cache) readHeader(repo, commit, shard string) (safetensors.Header, int64
 }
 
 func (c cache) writeHeader(repo, commit, shard string, raw []byte, headerLen uint64, size int64) error {
-	if !c.enabled() || commit == "" {
-		return nil
+	if ok, err := c.writable(commit); !ok {
+		return err
 	}
 	b, err := json.Marshal(cachedHeader{File: shard, FileSize: size, HeaderLength: headerLen, Header: raw})
 	if err != nil {
@@ -232,4 +264,46 @@ func writeAtomic(name string, data []byte) error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	return nil
+}
+
+// staleTempAge is how old a temporary file must be before a run removes it:
+// a write takes milliseconds, so a file this old was left by a run that
+// was killed (SIGKILL, a power cut), not one still writing it.
+const staleTempAge = time.Hour
+
+// maxSweep bounds the entries sweepStale looks at in one repo's cache.
+const maxSweep = 100_000
+
+// isTempName reports whether name is one of the temporary files this
+// package writes: atomicfile's ".{name}.tmp-{random}" and the snapshot
+// links' ".{name}.tmp-link-{random}".
+func isTempName(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// sweepStale removes the temporary files a killed run left in repo's part
+// of the cache: only names isTempName matches, only regular files and
+// symlinks (never a directory, never what a link points to), only those
+// older than staleTempAge, so a concurrent run's file survives. It is best
+// effort: what cannot be removed stays for the next run.
+func (c cache) sweepStale(repo string, now time.Time) {
+	if !c.enabled() {
+		return
+	}
+	seen := 0
+	filepath.WalkDir(c.repoDir(repo), func(p string, d fs.DirEntry, err error) error {
+		if seen++; seen > maxSweep {
+			return filepath.SkipAll
+		}
+		if err != nil || d.IsDir() || !isTempName(d.Name()) {
+			return nil
+		}
+		if t := d.Type(); t != 0 && t != fs.ModeSymlink {
+			return nil
+		}
+		if fi, err := os.Lstat(p); err == nil && now.Sub(fi.ModTime()) > staleTempAge {
+			os.Remove(p)
+		}
+		return nil
+	})
 }

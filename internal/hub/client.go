@@ -139,13 +139,13 @@ func NewFromEnv(getenv func(string) string) (*Client, error) {
 		if path == "" {
 			path = filepath.Join(home, "token")
 		}
-		b, err := os.ReadFile(path)
+		b, err := readTokenFile(path)
 		switch {
 		case err == nil:
 			tok = strings.TrimSpace(string(b))
 		case !errors.Is(err, fs.ErrNotExist):
 			// The path is safe to show; the content never is.
-			return nil, fmt.Errorf("read the Hugging Face token at %s: %w; fix its permissions or set HF_TOKEN_PATH", path, err)
+			return nil, fmt.Errorf("read the Hugging Face token at %s: %w; fix it or set HF_TOKEN_PATH to the token file", path, err)
 		}
 	}
 	c.Token = Token(tok)
@@ -186,11 +186,77 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
+// minTokenPiece is the shortest run of a token's characters that redact
+// removes when it is not the whole token: a server (or a clip) that cut the
+// echo short must not print all but the last few characters, while a
+// shorter run ("hf_", a few hex digits) is too common to be evidence.
+const minTokenPiece = 6
+
 // redact removes the token from text that came from outside (a server's
-// error message could echo a request header back).
+// error message could echo a request header back): the whole token, and
+// any run of at least minTokenPiece of its characters, so an echo cut
+// short at either end is redacted too. Run it before clipping a message.
 func (c *Client) redact(s string) string {
-	if c.Token == "" {
+	tok := string(c.Token)
+	if tok == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, string(c.Token), redacted)
+	s = strings.ReplaceAll(s, tok, redacted)
+	k := min(minTokenPiece, len(tok))
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		// The longest run of the token's characters starting at i.
+		n := 0
+		if i+k <= len(s) && strings.Contains(tok, s[i:i+k]) {
+			n = k
+			for i+n < len(s) && strings.Contains(tok, s[i:i+n+1]) {
+				n++
+			}
+		}
+		if n == 0 {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		b.WriteString(redacted)
+		i += n
+	}
+	return b.String()
+}
+
+// maxTokenFile bounds the token file: a token is tens of bytes, and
+// HF_TOKEN_PATH=/dev/zero must not exhaust memory.
+const maxTokenFile = 64 << 10
+
+// readTokenFile reads the token file, refusing what cannot be one: a
+// device, a FIFO (whose open or read would block), a directory, anything
+// over maxTokenFile bytes.
+func readTokenFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Size() > maxTokenFile {
+		return nil, fmt.Errorf("%d bytes, more than a token file's %d", fi.Size(), maxTokenFile)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// Checked again on the open file, in case the path changed meanwhile.
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxTokenFile {
+		return nil, fmt.Errorf("more than a token file's %d bytes", maxTokenFile)
+	}
+	return b, nil
 }

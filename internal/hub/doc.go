@@ -18,4 +18,11 @@
 // (ErrGated, ErrUnauthorized, ErrNotFound, ErrRateLimited, ErrOffline) and
 // carry a hint that says what to do next. Requests have bounded timeouts and
 // a bounded number of retries.
+//
+// It refuses answers that could steer a write: the X-Repo-Commit and ETag
+// headers become cache paths, so a commit that is not a 40-hex hash or an
+// ETag that is a path is an error naming the header, and a shard's header is
+// checked against the file size the answer must state. Text from the Hub is
+// shown with its control characters escaped. Temporary files a killed run
+// left in the cache are removed by a later online run once they are old.
 package hub

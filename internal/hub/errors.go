@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Sentinel errors callers branch on. Errors returned by this package wrap
@@ -33,7 +35,10 @@ var (
 	// refused before any request, since both become URL and cache paths.
 	ErrInvalidID = errors.New("invalid model id")
 	// ErrMalformed: the Hub or the cache returned a file that does not parse
-	// (an index without weight_map, a shard name that escapes the repo).
+	// (an index without weight_map, a shard name that escapes the repo), or
+	// an answer no real Hub gives and this package refuses (an X-Repo-Commit
+	// that is not a commit hash, an ETag that is a path, a shard whose total
+	// size is not stated).
 	ErrMalformed = errors.New("malformed response")
 )
 
@@ -116,7 +121,7 @@ func (c *Client) classify(resp *http.Response, body []byte, repo, rev, file stri
 	e := &Error{Repo: repo, Revision: rev, File: file, Status: resp.StatusCode}
 	code := resp.Header.Get("X-Error-Code")
 	e.Code = code
-	e.Message = c.redact(errorMessage(resp, body))
+	e.Message = c.outsideText(errorMessage(resp, body))
 	page := c.endpoint() + "/" + repo
 	lower := strings.ToLower(e.Message)
 	gatedText := strings.Contains(lower, "gated") || strings.Contains(lower, "restricted")
@@ -167,26 +172,80 @@ func (c *Client) classify(resp *http.Response, body []byte, repo, rev, file stri
 	return e
 }
 
-// errorMessage extracts the Hub's explanation of an error, bounded in length.
+// errorMessage extracts the Hub's explanation of an error, unclipped (the
+// body is bounded by maxErrorBody, a header by the HTTP client): the caller
+// redacts the token first, then clips.
 func errorMessage(resp *http.Response, body []byte) string {
 	if m := resp.Header.Get("X-Error-Message"); m != "" {
-		return clip(m)
+		return m
 	}
 	var j struct {
 		Error string `json:"error"`
 	}
 	if json.Unmarshal(body, &j) == nil && j.Error != "" {
-		return clip(j.Error)
+		return j.Error
 	}
 	return ""
 }
 
+// maxMessage bounds the Hub's message in an error.
+const maxMessage = 300
+
+// outsideText makes text from a server fit to print: the token redacted
+// first (a clip through the token would leave a piece of it that no longer
+// matches the whole), whitespace folded to single spaces, what could drive
+// a terminal escaped, the token redacted again (an escape such as \x00
+// can join a piece of it to its neighbours), then clipped to maxMessage
+// bytes.
+func (c *Client) outsideText(s string) string {
+	return clip(c.redact(printable(strings.Join(strings.Fields(c.redact(s)), " "))))
+}
+
+// clip keeps the first maxMessage bytes of s, cut on a character boundary.
 func clip(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 300 {
-		s = s[:300] + "…"
+	if len(s) > maxMessage {
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// printable escapes what could drive a terminal in text from outside:
+// control characters (an ESC starts a sequence that can retitle the window,
+// clear the screen or rewrite what was printed), C1 controls, the
+// bidirectional overrides that reorder what is shown, and invalid UTF-8.
+// Each is written as Go escapes it (\x1b, \u202e).
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unprintable) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				fmt.Fprintf(&b, `\x%02x`, s[i])
+				continue
+			}
+			b.WriteRune(r)
+		case unprintable(r):
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// unprintable reports a rune printable must escape.
+func unprintable(r rune) bool {
+	return unicode.IsControl(r) || // C0, DEL and C1
+		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || // bidi embeddings, overrides, isolates
+		r == '\u200e' || r == '\u200f' || r == '\u061c' // bidi marks
 }
 
 // retryAfter reads a Retry-After in seconds or as an HTTP date. A date is

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +95,59 @@ type fakeHub struct {
 	ignoreRange bool
 	// noCommit drops X-Repo-Commit, as a plain mirror would.
 	noCommit bool
+
+	// Hostile answers, as a compromised mirror or a man in the middle on
+	// plain http could give them.
+	//
+	// commitHeader, when set, is sent as X-Repo-Commit instead of the
+	// repo's commit ("../../../../elsewhere").
+	commitHeader string
+	// etagHeader, when set, is sent as the ETag of small files and the
+	// X-Linked-Etag of shards.
+	etagHeader string
+	// unknownTotal makes the CDN answer a Range request with
+	// "Content-Range: bytes first-last/*": no total size.
+	unknownTotal bool
+	// noLength makes the CDN ignore Range and stream the whole file with
+	// no Content-Length (chunked): no total size either.
+	noLength bool
+	// gatedMessage, when set, writes the error message of a gated repo from
+	// the request's Authorization header, so a test can echo the token
+	// clipped, padded or wrapped in escape sequences.
+	gatedMessage func(auth string) string
+	// inject, when set, is asked before every Hub and CDN answer whether to
+	// fail it: a status (500, 503…) or a body cut short.
+	inject func(host string) fault
+}
+
+// fault is an injected failure: status != 0 answers that status; truncate
+// sends half the body under the full Content-Length, then hangs up.
+type fault struct {
+	status   int
+	truncate bool
+}
+
+// injected asks f.inject, under the lock, which fault to give.
+func (f *fakeHub) injected(host string) fault {
+	if f.inject == nil {
+		return fault{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inject(host)
+}
+
+// writeTruncated announces body's full length and sends half of it: the
+// client sees an unexpected EOF.
+func writeTruncated(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body[:len(body)/2])
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+		}
+	}
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -168,6 +222,9 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 	case !ok:
 		fail(404, "RepoNotFound", "Repository Not Found")
 		return
+	case repo.gated && !authed && f.gatedMessage != nil:
+		fail(403, "GatedRepo", f.gatedMessage(r.Header.Get("Authorization")))
+		return
 	case repo.gated && !authed:
 		// The Hub echoes nothing secret, but a careless proxy might: echo
 		// the Authorization header to prove it is redacted.
@@ -190,6 +247,10 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		status, f.failures[file] = q[0], q[1:]
 	}
 	f.mu.Unlock()
+	inj := f.injected("hub")
+	if inj.status != 0 {
+		status = inj.status
+	}
 	if status != 0 {
 		if status == 429 && f.retryAfter != "" {
 			w.Header().Set("Retry-After", f.retryAfter)
@@ -202,18 +263,25 @@ func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		fail(404, "EntryNotFound", file+" does not exist on \""+rev+"\"")
 		return
 	}
-	if !f.noCommit {
+	switch {
+	case f.commitHeader != "":
+		w.Header().Set("X-Repo-Commit", f.commitHeader)
+	case !f.noCommit:
 		w.Header().Set("X-Repo-Commit", repo.commit)
 	}
 	if strings.HasSuffix(file, ".safetensors") {
-		w.Header().Set("X-Linked-Etag", `"`+sha(body)+`"`)
+		w.Header().Set("X-Linked-Etag", firstNonEmpty(f.etagHeader, `"`+sha(body)+`"`))
 		w.Header().Set("X-Linked-Size", fmt.Sprint(len(body)))
 		w.Header().Set("Location", f.cdn.URL+"/blobs/"+sha(body)+"?id="+url.QueryEscape(id)+"&file="+url.QueryEscape(file))
 		w.WriteHeader(http.StatusFound)
 		return
 	}
 	git := sha256.Sum256(append([]byte("blob "), body...))
-	w.Header().Set("ETag", `"`+hex.EncodeToString(git[:20])+`"`)
+	w.Header().Set("ETag", firstNonEmpty(f.etagHeader, `"`+hex.EncodeToString(git[:20])+`"`))
+	if inj.truncate {
+		writeTruncated(w, body)
+		return
+	}
 	w.Write(body)
 }
 
@@ -242,6 +310,49 @@ func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	inj := f.injected("cdn")
+	switch {
+	case inj.status != 0:
+		http.Error(cw, http.StatusText(inj.status), inj.status)
+		return
+	case inj.truncate:
+		first, last, ok := parseRange(r.Header.Get("Range"), len(body))
+		if !ok {
+			first, last = 0, len(body)-1
+		}
+		cw.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", first, last, len(body)))
+		cw.Header().Set("Content-Length", fmt.Sprint(last-first+1))
+		cw.WriteHeader(http.StatusPartialContent)
+		cw.Write(body[first : first+(last-first+1)/2])
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+			}
+		}
+		return
+	}
+	if f.unknownTotal {
+		first, last, ok := parseRange(r.Header.Get("Range"), len(body))
+		if !ok {
+			http.Error(cw, "want a Range", http.StatusBadRequest)
+			return
+		}
+		cw.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", first, last))
+		cw.WriteHeader(http.StatusPartialContent)
+		cw.Write(body[first : last+1])
+		return
+	}
+	if f.noLength {
+		// Flushing before the end makes net/http send the body chunked,
+		// without a Content-Length.
+		cw.WriteHeader(http.StatusOK)
+		cw.Write(body[:min(16, len(body))])
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		cw.Write(body[min(16, len(body)):])
+		return
+	}
 	if f.ignoreRange {
 		cw.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		for off := 0; off < len(body); off += 64 << 10 {
@@ -252,4 +363,20 @@ func (f *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+// parseRange reads "bytes=first-last" against a body of n bytes, clamping
+// last to the end as a server does.
+func parseRange(h string, n int) (first, last int, ok bool) {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	a, b, ok2 := strings.Cut(spec, "-")
+	if !ok || !ok2 {
+		return 0, 0, false
+	}
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || first > last || first >= n {
+		return 0, 0, false
+	}
+	return first, min(last, n-1), true
 }

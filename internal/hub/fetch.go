@@ -137,13 +137,33 @@ func (c *Client) getOnce(ctx context.Context, repo, rev, file string, rng *byteR
 			// Retryable: a per-attempt timeout or a reset connection. get
 			// stops retrying once the caller's own context is done.
 			return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file,
-				Err: errors.New(c.redact(stripURL(err))), Hint: "check the network, or use --offline with a cached model"}, true
+				Err: c.outsideErr(ctx, stripURL(err)), Hint: "check the network, or use --offline with a cached model"}, true
 		}
+		// Both headers become cache paths (snapshots/<commit>, blobs/<etag>)
+		// and the commit is echoed in reports: what could name another
+		// directory is refused here, before anything is written.
 		if f.commit == "" {
-			f.commit = resp.Header.Get("X-Repo-Commit")
+			if v := resp.Header.Get("X-Repo-Commit"); v != "" {
+				if !isCommit(v) {
+					drain(resp)
+					return nil, hostileHeader(repo, rev, file, resp.StatusCode, "X-Repo-Commit", v, "is not a commit hash (40 lowercase hex digits)"), false
+				}
+				f.commit = v
+			}
 		}
 		if f.etag == "" {
-			f.etag = firstNonEmpty(resp.Header.Get("X-Linked-Etag"), resp.Header.Get("ETag"))
+			name := "X-Linked-Etag"
+			v := resp.Header.Get(name)
+			if v == "" {
+				name, v = "ETag", resp.Header.Get("ETag")
+			}
+			if v != "" {
+				if !etagIsName(v) {
+					drain(resp)
+					return nil, hostileHeader(repo, rev, file, resp.StatusCode, name, v, "could name a path, not a file"), false
+				}
+				f.etag = v
+			}
 		}
 		switch resp.StatusCode {
 		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
@@ -162,9 +182,9 @@ func (c *Client) getOnce(ctx context.Context, repo, rev, file string, rng *byteR
 				// large or mislabelled will be the same next time.
 				var bad badBody
 				if errors.As(err, &bad) {
-					return nil, &Error{Kind: ErrMalformed, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: errors.New(c.redact(err.Error()))}, false
+					return nil, &Error{Kind: ErrMalformed, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: c.outsideErr(ctx, err.Error())}, false
 				}
-				return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: errors.New(c.redact(err.Error()))}, true
+				return nil, &Error{Kind: ErrUnavailable, Repo: repo, Revision: rev, File: file, Status: resp.StatusCode, Err: c.outsideErr(ctx, err.Error())}, true
 			}
 			return f, nil, false
 		case http.StatusRequestedRangeNotSatisfiable:
@@ -226,6 +246,41 @@ func readBody(resp *http.Response, rng *byteRange, f *fetched) error {
 	}
 	f.body = b
 	return nil
+}
+
+// outsideErr is a transport or body error as text fit to print (token
+// redacted, control characters escaped; the error itself is not kept, since
+// its text may carry a signed URL or an echo), still wrapping the request
+// context's error when the request was cancelled or timed out, so callers
+// can tell a cancellation their own code caused from a Hub failure.
+func (c *Client) outsideErr(ctx context.Context, text string) error {
+	return &textError{text: c.redact(printable(c.redact(text))), cause: ctx.Err()}
+}
+
+// textError is an error's sanitised text and, possibly, its cause.
+type textError struct {
+	text  string
+	cause error
+}
+
+func (e *textError) Error() string { return e.text }
+func (e *textError) Unwrap() error { return e.cause }
+
+// hostileHeader is an answer whose header could steer a cache path: no
+// retry fixes it, and the user should know which header and value.
+func hostileHeader(repo, rev, file string, status int, header, value, why string) *Error {
+	return &Error{Kind: ErrMalformed, Repo: repo, Revision: rev, File: file, Status: status,
+		Err:  fmt.Errorf("refusing the answer: header %s %s %s", header, quoteClipped(value), why),
+		Hint: "the Hub answered what huggingface.co never does; check HF_ENDPOINT (and use https)"}
+}
+
+// quoteClipped quotes a value from outside for an error message: escaped
+// (no control character reaches the terminal) and at most 100 bytes.
+func quoteClipped(v string) string {
+	if len(v) > 100 {
+		return strconv.Quote(v[:100]) + "…"
+	}
+	return strconv.Quote(v)
 }
 
 // badBody is a response body that no retry will fix.

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/canifinetune/canifinetune/internal/localfile"
 	"github.com/canifinetune/canifinetune/internal/safetensors"
@@ -117,6 +119,9 @@ func (c *Client) Model(ctx context.Context, id, revision string) (*Model, error)
 	if m.Commit == "" {
 		m.warn("the Hub did not name the commit (no X-Repo-Commit); nothing is cached")
 	}
+	// The Hub answered, so this run writes the cache: first remove what
+	// runs killed mid-write left there.
+	cc.sweepStale(id, time.Now())
 	m.warnErr(cc.writeRef(id, revision, m.Commit))
 	m.warnErr(cc.writeFile(id, m.Commit, configFile, cfg.etag, cfg.body))
 
@@ -262,12 +267,19 @@ func (c *Client) fetchHeader(ctx context.Context, m *Model, cc cache, ref, shard
 	if err != nil {
 		return safetensors.Header{}, nil, err
 	}
+	// The file's size is what every offset in the header is checked
+	// against: an answer that hides it ("Content-Range: bytes 0-N/*", a
+	// whole body streamed without Content-Length) would let a header claim
+	// any amount of data, so it is refused rather than trusted.
+	if first.size < 0 {
+		return fail(errors.New("the answer does not give the file's total size (Content-Range \"bytes first-last/*\" or no Content-Length), so the header cannot be checked against it"))
+	}
 	n, err := safetensors.HeaderLength(first.body)
 	if err != nil {
 		return fail(err)
 	}
 	need := int64(safetensors.PrefixLength + n)
-	if first.size >= 0 && need > first.size {
+	if need > first.size {
 		return fail(fmt.Errorf("%w: header of %d bytes does not fit in a file of %d bytes", safetensors.ErrTruncated, n, first.size))
 	}
 	buf := first.body
@@ -276,16 +288,17 @@ func (c *Client) fetchHeader(ctx context.Context, m *Model, cc cache, ref, shard
 		if err != nil {
 			return safetensors.Header{}, nil, err
 		}
+		if rest.size != first.size {
+			return fail(fmt.Errorf("the file's size changed between two requests (%d, then %d bytes)", first.size, rest.size))
+		}
 		buf = append(buf, rest.body...)
 	}
 	h, err = safetensors.ParseHeader(buf)
 	if err != nil {
 		return fail(err)
 	}
-	if first.size >= 0 {
-		if err := h.CheckFileSize(uint64(first.size)); err != nil {
-			return fail(err)
-		}
+	if err := h.CheckFileSize(uint64(first.size)); err != nil {
+		return fail(err)
 	}
 	// A cache that cannot be written costs the next run a request, not this
 	// answer: the caller turns it into a warning.
@@ -351,41 +364,52 @@ type index struct {
 	WeightMap map[string]string `json:"weight_map"`
 }
 
-// useIndex reads the index into m and returns its shards, sorted and unique.
+// useIndex reads an index the Hub or the cache gave into m and returns its
+// shards, sorted and unique; a bad one is ErrMalformed.
 func (m *Model) useIndex(b []byte) ([]string, error) {
-	bad := func(format string, a ...any) error {
-		return &Error{Kind: ErrMalformed, Repo: m.ID, Revision: m.Revision, File: indexFile, Err: fmt.Errorf(format, a...)}
+	shards, total, err := parseIndex(b)
+	if err != nil {
+		return nil, &Error{Kind: ErrMalformed, Repo: m.ID, Revision: m.Revision, File: indexFile, Err: err}
 	}
+	m.TotalSizeFromIndex = total
+	return shards, nil
+}
+
+// parseIndex reads model.safetensors.index.json: its shards, sorted and
+// unique, and metadata.total_size (0 if absent). Its errors name the field,
+// not the file: the caller says whether that is a Hub answer or a local path.
+func parseIndex(b []byte) (shards []string, totalSize int64, err error) {
 	var idx index
 	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, bad("%v", err)
+		return nil, 0, err
 	}
 	if len(idx.WeightMap) == 0 {
-		return nil, bad("no weight_map")
+		return nil, 0, errors.New("no weight_map")
 	}
 	if s := idx.Metadata.TotalSize; s != "" {
 		// Some writers store total_size as a float ("1.6e10").
 		if v, err := s.Int64(); err == nil && v >= 0 {
-			m.TotalSizeFromIndex = v
+			totalSize = v
 		} else if f, err := s.Float64(); err == nil && f >= 0 && f < math.MaxInt64 && f == math.Trunc(f) {
-			m.TotalSizeFromIndex = int64(f)
+			totalSize = int64(f)
 		} else {
-			return nil, bad("metadata.total_size %q is not a byte count", s)
+			return nil, 0, fmt.Errorf("metadata.total_size %q is not a byte count", s)
 		}
 	}
-	var shards []string
 	for tensor, shard := range idx.WeightMap {
 		// Shard names become URL and cache paths: refuse any that could
-		// leave the repo ("../x", "/etc/x").
-		if !fs.ValidPath(shard) || strings.Contains(shard, `\`) || !strings.HasSuffix(shard, ".safetensors") {
-			return nil, bad("weight_map[%q] = %q is not a safetensors file in the repo", tensor, shard)
+		// leave the repo ("../x", "/etc/x"). They are printed too (progress,
+		// errors): refuse control characters, which could drive a terminal.
+		if !fs.ValidPath(shard) || strings.Contains(shard, `\`) || !strings.HasSuffix(shard, ".safetensors") ||
+			strings.ContainsFunc(shard, unprintable) || !utf8.ValidString(shard) {
+			return nil, 0, fmt.Errorf("weight_map[%q] = %q is not a safetensors file in the repo", tensor, shard)
 		}
 		if !slices.Contains(shards, shard) {
 			shards = append(shards, shard)
 		}
 	}
 	slices.Sort(shards)
-	return shards, nil
+	return shards, totalSize, nil
 }
 
 // finish sets the counts and cross-checks the index's total_size, which
@@ -426,13 +450,9 @@ func LocalModel(dir string) (*Model, error) {
 	m.ConfigJSON = cfg
 	var shards []string
 	if idx, err := localfile.ReadFile(filepath.Join(dir, indexFile), localfile.MaxJSON); err == nil {
-		if shards, err = m.useIndex(idx); err != nil {
-			// A local file, not a Hub response: name its path.
-			var he *Error
-			if errors.As(err, &he) && he.Err != nil {
-				err = he.Err
-			}
-			return nil, fmt.Errorf("%s: malformed index: %w", filepath.Join(dir, indexFile), err)
+		// A local file, named as such: not a Hub answer.
+		if shards, m.TotalSizeFromIndex, err = parseIndex(idx); err != nil {
+			return nil, fmt.Errorf("%s: not a safetensors index: %w", filepath.Join(dir, indexFile), err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -453,6 +473,13 @@ func LocalModel(dir string) (*Model, error) {
 	headers := make([]safetensors.Header, len(shards))
 	for i, shard := range shards {
 		h, _, err := readLocalHeader(filepath.Join(dir, filepath.FromSlash(shard)))
+		if errors.Is(err, fs.ErrNotExist) {
+			// The index names a shard the directory lacks: an incomplete
+			// checkpoint (a download cut short), not a mistyped path, so
+			// the error does not wrap fs.ErrNotExist, which callers read
+			// as "no such model".
+			return nil, fmt.Errorf("%s names the shard %s, which is missing from %s: the checkpoint is incomplete; download it again", indexFile, shard, dir)
+		}
 		if err != nil {
 			return nil, err
 		}
