@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/canifinetune/canifinetune/bench"
@@ -58,9 +59,16 @@ transformers/PEFT/bitsandbytes on synthetic tokens of exactly seq-len × batch f
 --updates optimizer updates and measures torch's peaks. A receipt is always
 written, also on OOM, a crash, a missing module, a timeout or Ctrl-C.
 
+Ctrl-C or SIGTERM (timeout, Slurm, docker stop) interrupts the probe: it gets
+SIGINT and 30 s to report what it measured, then its process group is killed;
+the receipt (status interrupted, naming the signal) is written and the
+temporary directory removed. The receipt path is checked before the probe
+starts: one that cannot be written is refused (exit 1) and nothing runs.
+
 Exit codes: 0 the probe succeeded (--sweep: it found the largest setting that fits);
-6 out of GPU memory (--sweep: even the smallest setting); 1 any other failure
-(the receipt says which); 2 bad flags.
+6 out of GPU memory (--sweep: even the smallest setting); 130 interrupted by
+SIGINT, 143 by SIGTERM (128 + the signal, as a shell reports it); 1 any other
+failure (the receipt says which); 2 bad flags.
 
 Receipts become measured cases for validate and calibrate with:
   canifinetune bench --to-case receipt.json >> cases.jsonl`
@@ -82,7 +90,7 @@ func (c *BenchCmd) Run(env *Env) error {
 	if receipt == "" {
 		receipt = "canifinetune-bench-" + time.Now().UTC().Format("20060102T150405Z") + ".json"
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptContext()
 	defer stop()
 	opts := bench.Options{
 		Config: cfg, Python: c.Python, ReceiptPath: receipt, Timeout: c.Timeout,
@@ -120,8 +128,15 @@ func (c *BenchCmd) config() bench.ProbeConfig {
 	if c.Method == "qlora" {
 		cfg.Quant = &bench.Quant{Scheme: "nf4", DoubleQuant: c.DoubleQuant}
 	}
+	// The probe runs in a temporary directory: a local model (bench ./my-model)
+	// and the trace are handed to it as absolute paths. A name that is not a
+	// local path is a Hub id and passes unchanged, as in resolveModel.
+	if _, err := os.Stat(c.Model); err == nil && !filepath.IsAbs(c.Model) {
+		if abs, err := filepath.Abs(c.Model); err == nil {
+			cfg.Model = abs
+		}
+	}
 	if c.Trace != "" {
-		// The probe runs in a temporary directory: give it an absolute path.
 		if abs, err := filepath.Abs(c.Trace); err == nil {
 			cfg.Trace = abs
 		}
@@ -129,14 +144,62 @@ func (c *BenchCmd) config() bench.ProbeConfig {
 	return cfg
 }
 
+// interruptContext is cancelled, with a bench.Interrupted cause naming the
+// signal, on SIGINT (Ctrl-C) or SIGTERM (timeout, Slurm, docker stop), so
+// that bench.Run interrupts the probe's process group, kills it after the
+// grace period, writes the receipt and removes its temporary directory
+// instead of dying with the probe left running. Later signals are caught
+// too, until stop: the receipt is written whatever arrives meanwhile. A
+// signal the process was started to ignore (a background job's SIGINT)
+// stays ignored.
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(&bench.Interrupted{Signal: signalName(s)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
 // statusErr maps a receipt's status to the exit code: 0 success, ExitOOM for
-// an OOM, ExitError for everything else.
+// an OOM, ExitInterrupted or ExitTerminated for a signal, ExitError for
+// everything else.
 func statusErr(r bench.Receipt, path string) error {
 	switch r.Status {
 	case bench.StatusSuccess:
 		return nil
 	case bench.StatusOOM:
 		return withCode(ExitOOM, fmt.Errorf("bench: out of memory at stage %s (receipt %s)", r.Stage, path))
+	case bench.StatusInterrupted:
+		code := ExitInterrupted
+		if r.Signal == "SIGTERM" {
+			code = ExitTerminated
+		}
+		return withCode(code, fmt.Errorf("bench: %s (receipt %s)", firstLine(r.Error), path))
 	}
 	msg := firstLine(r.Error)
 	if r.MissingModule != "" {
