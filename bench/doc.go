@@ -14,8 +14,11 @@
 // Run always writes a receipt, atomically (a temporary file in the target
 // directory, synced, then renamed): on success, on a CUDA out-of-memory error
 // (status oom, with the stage it hit), on a missing module, a crash (the tail
-// of stderr is kept), output it cannot read, a timeout, and Ctrl-C (the probe
-// gets SIGINT and a grace period to report what it measured).
+// of stderr is kept), output it cannot read, a timeout, and an interrupt
+// (Ctrl-C, or SIGTERM from timeout, Slurm or docker stop): the probe's process
+// group gets SIGINT and a grace period to report what it measured, then is
+// killed, and the temporary directory is removed. The receipt's directory is
+// checked for a writable file before the probe starts (atomicfile.CheckOutput).
 //
 // # Receipt schema (schema_version 1)
 //
@@ -24,7 +27,9 @@
 //	schema_version     1
 //	id                 bench-<UTC time>-<model>-<method>-s<seq>-b<batch>-<config hash>; the case id
 //	tool               {name, version}
-//	status             success | oom | configuration_error | dependency_error | runtime_error | not_run
+//	status             success | oom | configuration_error | dependency_error | runtime_error |
+//	                   interrupted | not_run
+//	signal             the signal that interrupted the run (SIGINT, SIGTERM), when status is interrupted
 //	stage              setup | load | forward | backward | optimizer | done: the last stage reached
 //	error, error_type  what failed; missing_module for dependency_error; stderr_tail for crashes
 //	started_at, finished_at, duration_s, python

@@ -20,7 +20,8 @@ const (
 	StatusConfigError Status = "configuration_error" // the configuration is invalid or the model rejects it
 	StatusDependency  Status = "dependency_error"    // a Python module (MissingModule) or CUDA is missing
 	StatusRuntime     Status = "runtime_error"       // the probe crashed, timed out or said nothing readable
-	StatusNotRun      Status = "not_run"             // interrupted (Ctrl-C) or never started
+	StatusInterrupted Status = "interrupted"         // a signal (Signal: SIGINT, SIGTERM) stopped the run; the probe was interrupted
+	StatusNotRun      Status = "not_run"             // the probe reported that it never started
 )
 
 // Receipt is the record of one probe: what was asked, what ran, what it measured.
@@ -37,6 +38,9 @@ type Receipt struct {
 	Error         string `json:"error,omitempty"`
 	ErrorType     string `json:"error_type,omitempty"`
 	MissingModule string `json:"missing_module,omitempty"`
+	// Signal names the signal that interrupted the run (status interrupted),
+	// when the caller said which: SIGINT, SIGTERM.
+	Signal string `json:"signal,omitempty"`
 	// StderrTail is the end of the probe's stderr, kept when the probe failed
 	// without a readable result so the user sees the traceback.
 	StderrTail string    `json:"stderr_tail,omitempty"`
@@ -292,7 +296,7 @@ func (r *Receipt) fillGB() {
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusSuccess, StatusOOM, StatusConfigError, StatusDependency, StatusRuntime, StatusNotRun:
+	case StatusSuccess, StatusOOM, StatusConfigError, StatusDependency, StatusRuntime, StatusInterrupted, StatusNotRun:
 		return true
 	}
 	return false

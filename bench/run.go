@@ -35,8 +35,10 @@ type Options struct {
 	ReceiptPath string
 	// Timeout bounds the probe; 0 means no limit beyond ctx.
 	Timeout time.Duration
-	// GracePeriod is how long the probe has after SIGINT to report before it is
-	// killed; 0 means 30 s.
+	// GracePeriod is how long the probe has after SIGINT to report before its
+	// process group is killed; 0 means 30 s. The probe gets SIGINT whatever
+	// stopped the run (Ctrl-C, SIGTERM, the timeout): Python turns it into
+	// KeyboardInterrupt and reports what it measured.
 	GracePeriod time.Duration
 	// Estimator, when set, makes the estimate recorded before the run.
 	Estimator Estimator
@@ -79,9 +81,13 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 		return r, errors.New("bench: no receipt path")
 	}
 	// Fail before a probe that may take minutes, not after it, when its
-	// receipt could not be written anyway.
+	// receipt could not be written anyway: the directory must exist and take
+	// a new file (the receipt is written beside it, then renamed).
 	if fi, err := os.Stat(filepath.Dir(opts.ReceiptPath)); err != nil || !fi.IsDir() {
 		return r, fmt.Errorf("bench: receipt %s: directory %s does not exist", opts.ReceiptPath, filepath.Dir(opts.ReceiptPath))
+	}
+	if err := atomicfile.CheckOutput(opts.ReceiptPath); err != nil {
+		return r, fmt.Errorf("bench: receipt %s cannot be written, so the probe was not started: %w", opts.ReceiptPath, err)
 	}
 	if err := ValidateConfig(opts.Config); err != nil {
 		r.Status, r.Stage, r.Error = StatusConfigError, "setup", err.Error()
@@ -97,7 +103,8 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 		}
 	}
 	if ctx.Err() != nil {
-		r.Error = "interrupted before the probe started"
+		r.Status, r.Signal = StatusInterrupted, signalOf(ctx)
+		r.Error = "interrupted" + bySignal(r.Signal) + " before the probe started"
 		return finish()
 	}
 	python := opts.Python
@@ -178,13 +185,40 @@ func Run(ctx context.Context, opts Options) (Receipt, error) {
 		r.Status = StatusRuntime
 		r.Error = strings.TrimSpace(fmt.Sprintf("probe timed out after %v at stage %s; %s", opts.Timeout, orUnknown(r.Stage), r.Error))
 	case ctx.Err() != nil:
-		r.Status = StatusNotRun
-		r.Error = strings.TrimSpace(fmt.Sprintf("interrupted at stage %s; %s", orUnknown(r.Stage), r.Error))
+		r.Status, r.Signal = StatusInterrupted, signalOf(ctx)
+		r.Error = strings.TrimSpace(fmt.Sprintf("interrupted%s at stage %s; %s", bySignal(r.Signal), orUnknown(r.Stage), r.Error))
 	}
 	if r.Status != StatusSuccess && r.Status != StatusOOM && r.Status != StatusConfigError && r.Status != StatusDependency {
 		r.StderrTail = tail.String()
 	}
 	return finish()
+}
+
+// Interrupted is the cause a caller gives when it cancels Run's context
+// because a signal asked the program to stop (context.WithCancelCause): the
+// receipt's status is then interrupted and its signal field names Signal.
+type Interrupted struct {
+	// Signal is the signal's conventional name: SIGINT, SIGTERM, …
+	Signal string
+}
+
+func (e *Interrupted) Error() string { return "interrupted by " + e.Signal }
+
+// signalOf is the signal that cancelled ctx, or "" when it was cancelled
+// without an Interrupted cause.
+func signalOf(ctx context.Context) string {
+	var in *Interrupted
+	if errors.As(context.Cause(ctx), &in) {
+		return in.Signal
+	}
+	return ""
+}
+
+func bySignal(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return " by " + sig
 }
 
 func orUnknown(s string) string {
@@ -337,7 +371,7 @@ func WriteReceipt(path string, r Receipt) error {
 		return fmt.Errorf("encode receipt %s: %w", path, err)
 	}
 	b = append(b, '\n')
-	if err := atomicfile.Write(path, b, 0o644); err != nil {
+	if err := atomicfile.WriteOutput(path, b, 0o644); err != nil {
 		return fmt.Errorf("receipt: %w", err)
 	}
 	return nil

@@ -218,7 +218,7 @@ func TestRunInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != StatusNotRun || !strings.Contains(r.Error, "interrupted at stage forward") || r.CompletedUpdates != 1 {
+	if r.Status != StatusInterrupted || r.Signal != "" || !strings.Contains(r.Error, "interrupted at stage forward") || r.CompletedUpdates != 1 {
 		t.Errorf("status %s, error %q, completed %d", r.Status, r.Error, r.CompletedUpdates)
 	}
 	if _, err := ReadReceipt(filepath.Join(dir, "r.json")); err != nil {
@@ -461,4 +461,39 @@ func TestRunRealProbeWithFakeTorch(t *testing.T) {
 		t.Errorf("status %s, stage %s, completed %d, at failure %v", r.Status, r.Stage, r.CompletedUpdates, r.Measured.AtFailureAllocatedGB)
 	}
 	assertOnlyFile(t, dir, "r.json")
+}
+
+// A receipt that cannot be written is found before the probe runs, not after
+// it (when the measurement would be lost).
+func TestRunReceiptNotWritable(t *testing.T) {
+	isDir := filepath.Join(t.TempDir(), "r.json")
+	if err := os.Mkdir(isDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(t.TempDir(), "r.json")
+	if err := os.Symlink(filepath.Join("gone", "r.json"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{"directory": isDir, "dangling symlink": dangling}
+	if runtime.GOOS != "windows" && os.Geteuid() != 0 { // root writes into a read-only directory
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(ro, 0o755) })
+		paths["read-only directory"] = filepath.Join(ro, "r.json")
+	}
+	for name, path := range paths {
+		t.Run(name, func(t *testing.T) {
+			copyDir := t.TempDir()
+			t.Setenv("FAKEPY_COPY_DIR", copyDir)
+			_, err := Run(context.Background(), Options{Config: loraConfig(), Python: fakePython(t, "copy-config"), ReceiptPath: path})
+			if err == nil || !strings.Contains(err.Error(), "cannot be written, so the probe was not started") {
+				t.Errorf("Run error = %v, want a refusal before the probe", err)
+			}
+			if ents, _ := os.ReadDir(copyDir); len(ents) != 0 {
+				t.Errorf("the probe ran although its receipt could not be written: %v", ents)
+			}
+		})
+	}
 }

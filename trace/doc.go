@@ -72,6 +72,9 @@
 // ph "X" are used. Host ops, flows and metadata are skipped without being
 // stored. A trace cut off inside its events is analysed and flagged
 // "truncated"; one cut off before any GPU op fails with ErrTruncated.
+// Analyze reads decompressed JSON; a caller that gunzips reads the stream to
+// its end, so that gzip's CRC-32 and length are checked, and reports a
+// mismatch as ErrCorrupt.
 //
 // # Memory
 //

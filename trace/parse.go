@@ -15,6 +15,11 @@ import (
 // analysed; Report.Flags then carries the "truncated" flag instead.
 var ErrTruncated = errors.New("trace is truncated")
 
+// ErrCorrupt reports a trace whose container is damaged: a gzip stream whose
+// trailer (CRC-32 and length) does not match its content, or a bad gzip header.
+// The reader (the caller's, Analyze reads decompressed JSON) wraps it.
+var ErrCorrupt = errors.New("trace is corrupt")
+
 // ErrNotTrace reports input that is not a Chrome trace (a JSON object with a
 // traceEvents array, or a bare JSON array of events).
 var ErrNotTrace = errors.New("not a Chrome trace JSON")

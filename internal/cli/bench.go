@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/canifinetune/canifinetune/bench"
@@ -26,29 +29,19 @@ var benchEstimator = probeEstimator
 type BenchCmd struct {
 	Model string `arg:"" optional:"" help:"Hugging Face id or local model directory (with --random-init, a directory or config.json is enough). With --to-case: a receipt file."`
 
-	ModelID     string        `name:"model-id" placeholder:"ORG/NAME" help:"Hugging Face id to record when MODEL is a local directory."`
-	Method      string        `default:"lora" enum:"full,lora,qlora" help:"What is trained: full, lora or qlora."`
-	Rank        int           `default:"16" help:"LoRA rank."`
-	Alpha       int           `help:"LoRA alpha (default 2×rank)."`
-	Targets     []string      `default:"q_proj,k_proj,v_proj,o_proj" help:"LoRA target modules as the model names them, or all-linear."`
-	Precision   string        `default:"bf16-true" enum:"bf16-mixed,bf16-true,fp32" help:"bf16-mixed (fp32 weights, bf16 autocast), bf16-true or fp32."`
-	DoubleQuant bool          `default:"true" negatable:"" help:"QLoRA: double-quantize the NF4 scales."`
-	Optimizer   string        `default:"adamw_torch" enum:"adamw_torch,adamw_torch_fused,sgd,adamw_8bit,paged_adamw_8bit" help:"Optimizer, named as in HF TrainingArguments."`
-	Attn        string        `default:"sdpa" enum:"sdpa,eager,flash_attention_2" help:"Attention implementation."`
-	GradCkpt    bool          `help:"Gradient checkpointing (HF, non-reentrant)."`
-	SeqLen      int           `default:"2048" help:"Tokens per sequence."`
-	Batch       int           `default:"1" help:"Micro-batch size."`
-	Updates     int           `default:"3" help:"Optimizer updates to run."`
-	GradAccum   int           `default:"1" help:"Micro-batches per update."`
-	Device      int           `default:"0" help:"CUDA device index."`
-	RandomInit  bool          `help:"Build the model from its config.json with random weights (memory does not depend on weight values)."`
-	Receipt     string        `placeholder:"FILE" help:"Receipt path (default canifinetune-bench-<UTC time>.json)."`
-	Python      string        `default:"python3" help:"Python interpreter with torch, transformers and peft."`
-	Timeout     time.Duration `default:"10m" help:"Stop the probe after this long (it still writes a receipt)."`
-	Trace       string        `placeholder:"FILE" help:"Also record a torch.profiler chrome trace of the probed steps."`
-	Sweep       string        `placeholder:"KEY=V1,V2,…" help:"Probe increasing values of batch, seq-len or rank; stop at the first OOM; report the largest that fits."`
-	JSON        bool          `name:"json" help:"Print the receipt (or the sweep) as JSON."`
-	ToCase      bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (docs/measurements-schema.md) for validate and calibrate."`
+	ModelID      string `name:"model-id" placeholder:"ORG/NAME" help:"Hugging Face id to record when MODEL is a local directory."`
+	RequestFlags `embed:""`
+	Alpha        int           `help:"LoRA alpha (default 2×rank)."`
+	Updates      int           `default:"3" help:"Optimizer updates to run."`
+	Device       int           `default:"0" help:"CUDA device index."`
+	RandomInit   bool          `help:"Build the model from its config.json with random weights (memory does not depend on weight values)."`
+	Receipt      string        `placeholder:"FILE" help:"Receipt path (default canifinetune-bench-<UTC time>.json)."`
+	Python       string        `default:"python3" help:"Python interpreter with torch, transformers and peft."`
+	Timeout      time.Duration `default:"10m" help:"Stop the probe after this long (it still writes a receipt)."`
+	Trace        string        `placeholder:"FILE" help:"Also record a torch.profiler chrome trace of the probed steps."`
+	Sweep        string        `placeholder:"KEY=V1,V2,…" help:"Probe increasing values of batch, seq-len or rank; stop at the first OOM; report the largest that fits."`
+	JSON         bool          `name:"json" help:"Print the receipt (or the sweep) as JSON."`
+	ToCase       bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (docs/measurements-schema.md) for validate and calibrate."`
 }
 
 // Help is the long help of `canifinetune bench --help`.
@@ -58,9 +51,25 @@ transformers/PEFT/bitsandbytes on synthetic tokens of exactly seq-len × batch f
 --updates optimizer updates and measures torch's peaks. A receipt is always
 written, also on OOM, a crash, a missing module, a timeout or Ctrl-C.
 
+Ctrl-C or SIGTERM (timeout, Slurm, docker stop) interrupts the probe: it gets
+SIGINT and 30 s to report what it measured, then its process group is killed;
+the receipt (status interrupted, naming the signal) is written and the
+temporary directory removed. The receipt path is checked before the probe
+starts: one that cannot be written is refused (exit 1) and nothing runs.
+
 Exit codes: 0 the probe succeeded (--sweep: it found the largest setting that fits);
-6 out of GPU memory (--sweep: even the smallest setting); 1 any other failure
-(the receipt says which); 2 bad flags.
+6 out of GPU memory (--sweep: even the smallest setting); 130 interrupted by
+SIGINT, 143 by SIGTERM (128 + the signal, as a shell reports it); 1 any other
+failure (the receipt says which); 2 bad flags.
+
+The run is described with estimate's flags (--method, --quant, --grad-ckpt,
+--precision, --optimizer, …), so a command line moves between the two. The
+probe is one stack, a plain PyTorch loop over transformers and PEFT
+(peft-accelerate): a value it cannot run (another --stack, --fused-ce,
+--dynamic-padding, --compile, --grad-ckpt unsloth, --quant fp4, …) is refused
+with exit 2. --targets attention and mlp name Llama-style modules
+(q_proj,k_proj,v_proj,o_proj; gate_proj,up_proj,down_proj); other families
+need module names or all-linear.
 
 Receipts become measured cases for validate and calibrate with:
   canifinetune bench --to-case receipt.json >> cases.jsonl`
@@ -74,15 +83,15 @@ func (c *BenchCmd) Run(env *Env) error {
 	if c.Model == "" {
 		return usageErrorf("canifinetune bench Qwen/Qwen2.5-0.5B --method lora --seq-len 1024", "bench: missing MODEL")
 	}
-	cfg := c.config()
-	if err := bench.ValidateConfig(cfg); err != nil {
-		return usageErrorf("canifinetune bench --help", "bench: %v", err)
+	cfg, err := c.config()
+	if err != nil {
+		return err
 	}
 	receipt := c.Receipt
 	if receipt == "" {
 		receipt = "canifinetune-bench-" + time.Now().UTC().Format("20060102T150405Z") + ".json"
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptContext()
 	defer stop()
 	opts := bench.Options{
 		Config: cfg, Python: c.Python, ReceiptPath: receipt, Timeout: c.Timeout,
@@ -108,35 +117,190 @@ func (c *BenchCmd) Run(env *Env) error {
 	return statusErr(r, receipt)
 }
 
-func (c *BenchCmd) config() bench.ProbeConfig {
+// config turns the flags into the probe's configuration. The request flags
+// are estimate's; a value the probe cannot run (it is one stack: a plain
+// PyTorch loop over transformers and PEFT, fixed-length synthetic tokens) is
+// a usage error naming the flag, never silently dropped.
+func (c *BenchCmd) config() (bench.ProbeConfig, error) {
+	f := c.RequestFlags
 	cfg := bench.ProbeConfig{
-		Model: c.Model, ModelID: c.ModelID, RandomInit: c.RandomInit, Method: c.Method, Precision: c.Precision,
-		Optimizer: c.Optimizer, Attn: c.Attn, GradCkpt: c.GradCkpt, SeqLen: c.SeqLen, Batch: c.Batch,
-		Updates: c.Updates, GradAccum: c.GradAccum, Device: c.Device,
+		Model: c.Model, ModelID: c.ModelID, RandomInit: c.RandomInit, Method: f.Method,
+		Precision: orDefault(f.Precision, "bf16-true"), Optimizer: orDefault(f.Optimizer, "adamw_torch"),
+		Attn: orDefault(f.Attn, "sdpa"), Updates: c.Updates, Device: c.Device,
 	}
-	if c.Method != "full" {
-		cfg.Rank, cfg.Alpha, cfg.Targets = c.Rank, c.Alpha, c.Targets
+	for _, n := range []struct {
+		flag string
+		v    int64
+		dst  *int
+	}{{"--seq-len", f.SeqLen, &cfg.SeqLen}, {"--batch", f.Batch, &cfg.Batch}, {"--grad-accum", f.GradAccum, &cfg.GradAccum}} {
+		if n.v <= 0 || n.v > math.MaxInt32 {
+			return cfg, usageErrorf("canifinetune bench --help", "bench: %s %d: want a positive integer up to %d", n.flag, n.v, math.MaxInt32)
+		}
+		*n.dst = int(n.v)
 	}
-	if c.Method == "qlora" {
-		cfg.Quant = &bench.Quant{Scheme: "nf4", DoubleQuant: c.DoubleQuant}
+	refuse := func(flag, value, runs string) error {
+		if value != "" {
+			flag += " " + value
+		}
+		return usageErrorf("canifinetune bench --help", "bench: %s: the probe runs %s", flag, runs)
+	}
+	for _, o := range []struct {
+		flag, value string
+		allowed     []string
+	}{{"--precision", cfg.Precision, bench.Precisions}, {"--optimizer", cfg.Optimizer, bench.Optimizers}, {"--attn", cfg.Attn, bench.AttnImpls}} {
+		if !slices.Contains(o.allowed, o.value) {
+			return cfg, refuse(o.flag, o.value, strings.Join(o.allowed, ", "))
+		}
+	}
+	switch f.GradCkpt {
+	case "", "none":
+	case "full":
+		cfg.GradCkpt = true
+	default:
+		return cfg, refuse("--grad-ckpt", f.GradCkpt, "none or full (transformers' non-reentrant checkpointing)")
+	}
+	switch {
+	case f.Stack != "" && f.Stack != bench.CaseFramework:
+		return cfg, refuse("--stack", f.Stack, "one stack: "+bench.CaseFramework+" (a plain PyTorch loop over transformers and PEFT)")
+	case f.FusedCE != "" && f.FusedCE != "none":
+		return cfg, refuse("--fused-ce", f.FusedCE, "transformers' own loss: none")
+	case f.Dynamic:
+		return cfg, refuse("--dynamic-padding", "", "fixed-length synthetic tokens of exactly --seq-len")
+	case f.Compile:
+		return cfg, refuse("--compile", "", "eager PyTorch, without torch.compile")
+	case f.OptimDtype != "":
+		return cfg, refuse("--optimizer-state-dtype", f.OptimDtype, "the optimizer's own state dtype (the parameters'); the receipt records what was allocated")
+	case len(f.Extra) > 0:
+		return cfg, refuse("--extra-trainable", strings.Join(f.Extra, ","), "adapters only")
+	case f.Dropout != nil && *f.Dropout != 0:
+		return cfg, refuse("--lora-dropout", strconv.FormatFloat(*f.Dropout, 'g', -1, 64), "lora_dropout 0")
+	}
+	if f.Method != "full" {
+		rank := int64(16)
+		if f.Rank != nil {
+			rank = *f.Rank
+		}
+		if rank <= 0 || rank > math.MaxInt32 {
+			return cfg, usageErrorf("--rank 16", "bench: --rank %d: a LoRA rank is a positive integer", rank)
+		}
+		cfg.Rank, cfg.Alpha, cfg.Targets = int(rank), c.Alpha, probeTargets(f.Targets)
+	}
+	if f.Method == "qlora" {
+		switch f.Quant {
+		case "", "nf4-dq":
+			cfg.Quant = &bench.Quant{Scheme: "nf4", DoubleQuant: true}
+		case "nf4":
+			cfg.Quant = &bench.Quant{Scheme: "nf4"}
+		default:
+			return cfg, refuse("--quant", f.Quant, "nf4 or nf4-dq (bitsandbytes 4-bit NF4)")
+		}
+	} else if f.Quant != "" {
+		return cfg, usageErrorf("--method qlora --quant "+f.Quant, "bench: --quant %s: only --method qlora quantizes the base model", f.Quant)
+	}
+	// The probe runs in a temporary directory: a local model (bench ./my-model)
+	// and the trace are handed to it as absolute paths. A name that is not a
+	// local path is a Hub id and passes unchanged, as in resolveModel.
+	if _, err := os.Stat(c.Model); err == nil && !filepath.IsAbs(c.Model) {
+		if abs, err := filepath.Abs(c.Model); err == nil {
+			cfg.Model = abs
+		}
 	}
 	if c.Trace != "" {
-		// The probe runs in a temporary directory: give it an absolute path.
 		if abs, err := filepath.Abs(c.Trace); err == nil {
 			cfg.Trace = abs
 		}
 	}
-	return cfg
+	if err := bench.ValidateConfig(cfg); err != nil {
+		return cfg, usageErrorf("canifinetune bench --help", "bench: %v", err)
+	}
+	return cfg, nil
+}
+
+// probeTargets turns --targets into the module names PEFT is given. The
+// scopes estimate knows become the names Llama-style models (Llama, Qwen,
+// Mistral, Gemma) use; other families need module names, or all-linear,
+// which PEFT resolves itself.
+func probeTargets(targets []string) []string {
+	if len(targets) == 0 {
+		targets = []string{"attention"}
+	}
+	var out []string
+	for _, t := range targets {
+		switch t {
+		case "attention":
+			out = append(out, "q_proj", "k_proj", "v_proj", "o_proj")
+		case "mlp":
+			out = append(out, "gate_proj", "up_proj", "down_proj")
+		default:
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// interruptContext is cancelled, with a bench.Interrupted cause naming the
+// signal, on SIGINT (Ctrl-C) or SIGTERM (timeout, Slurm, docker stop), so
+// that bench.Run interrupts the probe's process group, kills it after the
+// grace period, writes the receipt and removes its temporary directory
+// instead of dying with the probe left running. Later signals are caught
+// too, until stop: the receipt is written whatever arrives meanwhile. A
+// signal the process was started to ignore (a background job's SIGINT)
+// stays ignored.
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !signal.Ignored(s) {
+			signal.Notify(sigs, s)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(&bench.Interrupted{Signal: signalName(s)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 // statusErr maps a receipt's status to the exit code: 0 success, ExitOOM for
-// an OOM, ExitError for everything else.
+// an OOM, ExitInterrupted or ExitTerminated for a signal, ExitError for
+// everything else.
 func statusErr(r bench.Receipt, path string) error {
 	switch r.Status {
 	case bench.StatusSuccess:
 		return nil
 	case bench.StatusOOM:
 		return withCode(ExitOOM, fmt.Errorf("bench: out of memory at stage %s (receipt %s)", r.Stage, path))
+	case bench.StatusInterrupted:
+		code := ExitInterrupted
+		if r.Signal == "SIGTERM" {
+			code = ExitTerminated
+		}
+		return withCode(code, fmt.Errorf("bench: %s (receipt %s)", firstLine(r.Error), path))
 	}
 	msg := firstLine(r.Error)
 	if r.MissingModule != "" {

@@ -60,8 +60,10 @@ func estimateProbe(env *Env, cfg bench.ProbeConfig, dev *gpu.Device) (*bench.Est
 // model through the same resolver as estimate, the stack the probe runs
 // (bench.CaseFramework: torch AdamW, accelerate-style bf16 autocast, PEFT's
 // prepare_model_for_kbit_training for QLoRA), so that the estimate matches
-// what validate computes for the receipt once it is a case. Models resolve
-// without the network (catalog, local directory, Hugging Face cache).
+// what validate computes for the receipt once it is a case (evidence.RequestFor
+// on bench.ToCase; TestProbeRequestMatchesCase holds the two together). Models
+// resolve without the network (catalog, local directory, Hugging Face cache),
+// which RequestFor, catalog-only, cannot.
 func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
 	// Offline: the estimate before a probe must not wait on the network; the
 	// probe itself reads the same catalog config or Hugging Face cache.
@@ -71,7 +73,7 @@ func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
 	}
 	req := estimate.Request{
 		Model: rm.Model, Method: estimate.Method(cfg.Method), Precision: estimate.Precision(cfg.Precision),
-		SeqLen: int64(cfg.SeqLen), Batch: int64(cfg.Batch), Optimizer: cfg.Optimizer, Attn: cfg.Attn,
+		SeqLen: int64(cfg.SeqLen), Batch: int64(cfg.Batch), GradAccum: int64(cfg.GradAccum), Optimizer: cfg.Optimizer, Attn: cfg.Attn,
 		GradCkpt: "none", FusedCE: "none",
 	}
 	if cfg.GradCkpt {

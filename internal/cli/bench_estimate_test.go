@@ -5,8 +5,11 @@ import (
 
 	"github.com/canifinetune/canifinetune/bench"
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/evidence"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/hfconfig"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // The request a probe is estimated with follows the probe's configuration
@@ -106,5 +109,35 @@ func TestEstimateProbe(t *testing.T) {
 
 	if _, err := estimateProbe(&Env{}, bench.ProbeConfig{Model: "no/such-model", Method: "lora", Precision: "bf16-true", SeqLen: 1, Batch: 1}, nil); err == nil {
 		t.Error("an unknown model gave an estimate")
+	}
+}
+
+// The estimate a receipt records before its run is the one validate makes
+// for the case the receipt becomes: probeRequest and evidence.RequestFor
+// build the same request from the same probe.
+func TestProbeRequestMatchesCase(t *testing.T) {
+	peak := int64(6 << 30)
+	for _, cfg := range []bench.ProbeConfig{
+		{Model: "Qwen/Qwen2.5-0.5B", Method: "lora", Rank: 16, Targets: []string{"q_proj", "v_proj"}, Precision: "bf16-true",
+			Optimizer: "adamw_torch", Attn: "sdpa", SeqLen: 1024, Batch: 2, Updates: 3, GradAccum: 4},
+		{Model: "Qwen/Qwen2.5-1.5B", Method: "qlora", Rank: 8, Targets: []string{"all-linear"}, Precision: "bf16-true",
+			Quant: &bench.Quant{Scheme: "nf4", DoubleQuant: true}, Optimizer: "paged_adamw_8bit", Attn: "eager", GradCkpt: true, SeqLen: 512, Batch: 4, Updates: 3, GradAccum: 1},
+		{Model: "Qwen/Qwen2.5-0.5B", Method: "full", Precision: "bf16-mixed", Optimizer: "adamw_torch_fused", Attn: "sdpa", SeqLen: 2048, Batch: 1, Updates: 3, GradAccum: 2},
+	} {
+		got, err := probeRequest(&Env{}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := bench.ToCase(bench.Receipt{ID: "bench-x", Status: bench.StatusSuccess, Config: cfg, Measured: bench.Measured{PeakReservedBytes: &peak}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, skip := evidence.RequestFor(c)
+		if skip != "" {
+			t.Fatalf("RequestFor skips the case: %s", skip)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(hfconfig.Model{}), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s %s: probeRequest differs from the case's request (-case +probe):\n%s", cfg.Model, cfg.Method, diff)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func (c *CalibrateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(c.Output, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteOutput(c.Output, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	var cv *evidence.CrossValidation

@@ -19,6 +19,10 @@ const (
 	ExitNoFit    = 4 // estimate: verdict no (ratio > 0.97)
 	ExitNoGPU    = 5 // doctor: no GPU found on this machine
 	ExitOOM      = 6 // bench: the probe ran out of GPU memory (the setting does not fit, measured)
+	// bench stopped by a signal, the receipt written: 128 + the signal's
+	// number, the code a shell reports for a process the signal killed.
+	ExitInterrupted = 130 // SIGINT (Ctrl-C)
+	ExitTerminated  = 143 // SIGTERM (timeout, Slurm, docker stop)
 )
 
 // Env carries everything a command needs from the outside world, so a test can

@@ -17,7 +17,12 @@ import (
 )
 
 // TestMain lets txtar scripts run the real command as `canifinetune`.
+// With CANIFINETUNE_TEST_MAIN=1 the test binary is the command itself, for
+// tests that signal a real process (bench_signal_test.go).
 func TestMain(m *testing.M) {
+	if os.Getenv("CANIFINETUNE_TEST_MAIN") == "1" {
+		os.Exit(Main(os.Args[1:], OSEnv()))
+	}
 	testscript.Main(m, map[string]func(){
 		"canifinetune": func() { os.Exit(Main(os.Args[1:], OSEnv())) },
 	})

@@ -80,7 +80,7 @@ func (c *TraceCmd) Run(env *Env) error {
 		for _, fl := range r.Flags {
 			if fl.Code == "truncated" {
 				// Said on stderr too, so a script reading --json cannot miss it.
-				fmt.Fprintf(env.Stderr, "canifinetune: warning: %s: %s; %s\n", f, fl.Detail, fl.BlastRadius)
+				fmt.Fprintf(&controlEscaper{w: env.Stderr}, "canifinetune: warning: %s: %s; %s\n", f, fl.Detail, fl.BlastRadius)
 			}
 		}
 	}
@@ -89,7 +89,7 @@ func (c *TraceCmd) Run(env *Env) error {
 		if c.JSON {
 			return writeJSON(env.Stdout, cmp)
 		}
-		writeTraceComparison(env.Stdout, cmp)
+		writeTraceComparison(&controlEscaper{w: env.Stdout}, cmp)
 		return nil
 	}
 	r := reports[0]
@@ -100,8 +100,12 @@ func (c *TraceCmd) Run(env *Env) error {
 	if c.JSON {
 		return writeJSON(env.Stdout, traceJSON{Report: r, WhatIf: ps})
 	}
-	writeTraceReport(env.Stdout, r, c.Top)
-	writeTraceWhatIf(env.Stdout, ps)
+	// Kernel, label and step names come from the trace: a name holding a
+	// terminal escape sequence must not reach the terminal as one. --json
+	// keeps them, escaped by the JSON encoder.
+	out := &controlEscaper{w: env.Stdout}
+	writeTraceReport(out, r, c.Top)
+	writeTraceWhatIf(out, ps)
 	return nil
 }
 
@@ -126,7 +130,7 @@ func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpR
 			return nil, fmt.Errorf("read trace %s: gzip header: %w", name, err)
 		}
 		defer zr.Close()
-		r = zr
+		r = gzipChecked{zr}
 	}
 	// MkdirTemp makes the directory 0700: the runs hold the trace's
 	// timings and are nobody else's business.
@@ -144,8 +148,29 @@ func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpR
 	if err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", name, err)
 	}
+	if _, ok := r.(gzipChecked); ok {
+		// The analysis stops at the JSON's closing bracket; gzip checks the
+		// member's CRC-32 and length only at its end, so read on to it. A
+		// stream cut short there was already flagged truncated, or lost
+		// nothing but its trailer.
+		if _, err := io.Copy(io.Discard, r); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("read trace %s: %w", name, err)
+		}
+	}
 	rep.Source = name
 	return rep, nil
+}
+
+// gzipChecked marks a damaged gzip stream (a trailer that does not match the
+// content, a bad member header) with trace.ErrCorrupt.
+type gzipChecked struct{ r io.Reader }
+
+func (g gzipChecked) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
+		err = fmt.Errorf("%w: %w", trace.ErrCorrupt, err)
+	}
+	return n, err
 }
 
 // errInterrupted reports an analysis stopped by Ctrl-C or SIGTERM.
