@@ -113,6 +113,10 @@ func set(xs ...string) map[string]bool {
 	return m
 }
 
+// maxCaseLine bounds one line of a cases file: a case is a few KiB, and the
+// bound keeps a file without newlines from growing the buffer without end.
+const maxCaseLine = 16 << 20
+
 // ReadCases reads JSON Lines cases from r. name is used in error messages
 // (usually the file name). Blank lines are skipped. The first invalid line stops
 // the read with an error that names the file, line, case id, field and value.
@@ -120,7 +124,7 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 	var cases []Case
 	seen := map[string]int{}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxCaseLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -133,6 +137,11 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 		if err := dec.Decode(&c); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, ErrInvalidCase, err)
 		}
+		// One case a line: a second value on the same line was once
+		// dropped without a word.
+		if off := dec.InputOffset(); dec.More() || int(off) < len(b) && len(bytes.TrimSpace(b[off:])) > 0 {
+			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, ErrInvalidCase)
+		}
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
@@ -143,6 +152,9 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 		cases = append(cases, c)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, ErrInvalidCase, maxCaseLine>>20)
+		}
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return cases, nil

@@ -57,6 +57,9 @@ func TestReadCasesErrors(t *testing.T) {
 		{"grad_accum 0", strings.Replace(good, `"measured"`, `"grad_accum":0,"measured"`, 1), `field grad_accum: bad value 0`},
 		{"gpu count 0", strings.Replace(good, `"measured"`, `"gpu":{"count":0},"measured"`, 1), `field gpu.count: bad value 0`},
 		{"vram tiny", strings.Replace(good, `"measured"`, `"gpu":{"vram_gib":1e-9},"measured"`, 1), `field gpu.vram_gib: bad value 1e-09`},
+		{"two values on a line", good + " " + strings.Replace(good, `"a"`, `"b"`, 1), `x.jsonl:1: invalid case: more than one JSON value on the line`},
+		{"trailing garbage", good + " x", `x.jsonl:1: invalid case`},
+		{"line over 16 MiB", good + "\n" + strings.Replace(good, `"id":"a"`, `"id":"b","notes":"`+strings.Repeat("x", 17<<20)+`"`, 1), `x.jsonl:2: invalid case: line longer than 16 MiB`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
