@@ -199,7 +199,7 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 	}
 	// The probe runs in a temporary directory: a local model (bench ./my-model)
 	// and the trace are handed to it as absolute paths. A name that is not a
-	// local path is a Hub id and passes unchanged, as in resolveModel.
+	// local path is a Hub id and passes unchanged, as in modelsource.Resolve.
 	if _, err := os.Stat(c.Model); err == nil && !filepath.IsAbs(c.Model) {
 		if abs, err := filepath.Abs(c.Model); err == nil {
 			cfg.Model = abs
