@@ -12,13 +12,14 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/gpu/probe"
 	"github.com/canifinetune/canifinetune/placement"
 )
 
 // autoDetectTimeout bounds the GPU probe of `estimate`. A healthy nvidia-smi
 // answers in well under a second; an estimate is a planning question that
 // must not wait on a wedged driver (doctor, which exists to diagnose one,
-// waits longer: gpu.DefaultProbeTimeout).
+// waits longer: probe.DefaultTimeout).
 const autoDetectTimeout = 3 * time.Second
 
 // Budget sources, the stable values of the JSON field gpu.budget_source.
@@ -116,7 +117,7 @@ func detect(env *Env, s *gpuSetup) (gpu.Inventory, error) {
 		}
 	case errors.Is(err, gpu.ErrNoGPU):
 		d.Status, d.Message = "none", err.Error()
-	case errors.Is(err, gpu.ErrProbeTimeout):
+	case errors.Is(err, probe.ErrProbeTimeout):
 		d.Status, d.Message = "timeout", fmt.Sprintf("no answer within %s: %v", autoDetectTimeout, err)
 	default:
 		d.Status, d.Message = "failed", err.Error()
