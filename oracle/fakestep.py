@@ -315,7 +315,11 @@ def build(config_dir: str, req: Request):
         with torch.device("meta"):
             model = get_peft_model(model, lc)
     if req.grad_ckpt == "full":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # As the Trainer enables it (use_reentrant False is the default too).
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
     model.train()
     return model, targets
