@@ -27,7 +27,7 @@ pins() { grep -v '^\s*\(#\|$\)' "$1" | tr 'A-Z_' 'a-z-' | sort; }
 
 matches_lock() { # $1: venv dir
 	local got
-	got=$("$1/bin/python" -m pip freeze --all 2>/dev/null | grep -v '^\(pip\|setuptools\|wheel\)==' | tr 'A-Z_' 'a-z-' | sort) || return 1
+	got=$("$1/bin/python" -m pip freeze --all 2>/dev/null | grep -v '^\(pip\|wheel\)==' | tr 'A-Z_' 'a-z-' | sort) || return 1
 	diff <(pins "$lock") <(printf '%s\n' "$got") >&2
 }
 
