@@ -46,6 +46,13 @@ type Case struct {
 	Sharding            Sharding `json:"sharding"`
 	Measured            Measured `json:"measured"`
 	Notes               string   `json:"notes"`
+	// Simulated marks a row computed by the fake-tensor oracle (oracle/),
+	// not measured on a GPU: the training code ran on tensors without
+	// storage and Measured is its peak of live tensor bytes. Such rows have
+	// ids starting "oracle-". Fit and CrossValidate leave them out, so
+	// published measurements alone set the fitted coefficients; validate
+	// scores them like any other row.
+	Simulated bool `json:"simulated,omitempty"`
 }
 
 // Quant is the quantization of a frozen base model.

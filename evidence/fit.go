@@ -144,13 +144,14 @@ func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
 }
 
 // Fit fits the default estimator's coefficients on the high- and
-// medium-trust, supported, non-OOM cases: Gauss–Newton steps solved by
+// medium-trust, supported, non-OOM measured cases (simulated rows are left
+// out): Gauss–Newton steps solved by
 // non-negative least squares on relative errors, reweighted with Huber
 // weights. It is deterministic: the same cases give the same coefficients.
 func Fit(cases []Case, cohort string) (*Calibration, error) {
 	var rows []fitRow
 	for _, c := range cases {
-		if c.Trust == "low" || c.Measured.OOM || c.Measured.GiB == nil || c.Measured.Kind == KindProcess {
+		if c.Simulated || c.Trust == "low" || c.Measured.OOM || c.Measured.GiB == nil || c.Measured.Kind == KindProcess {
 			continue
 		}
 		req, _, why := RequestFor(c)
