@@ -73,7 +73,7 @@ func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
 	}
 	req := estimate.Request{
 		Model: rm.Model, Method: estimate.Method(cfg.Method), Precision: estimate.Precision(cfg.Precision),
-		SeqLen: int64(cfg.SeqLen), Batch: int64(cfg.Batch), GradAccum: int64(cfg.GradAccum), Optimizer: cfg.Optimizer, Attn: cfg.Attn,
+		SeqLen: int64(cfg.SeqLen), Batch: int64(cfg.Batch), GradAccum: int64(cfg.GradAccum), Optimizer: estimate.Optimizer(cfg.Optimizer), Attn: estimate.Attention(cfg.Attn),
 		GradCkpt: "none", FusedCE: "none",
 	}
 	if cfg.GradCkpt {
@@ -83,7 +83,7 @@ func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
 		req.LoRARank, req.LoRATargets = int64(cfg.Rank), cfg.Targets
 	}
 	if q := cfg.Quant; q != nil {
-		req.Quant = q.Scheme
+		req.Quant = estimate.Quant(q.Scheme)
 		if q.Scheme == "nf4" && q.DoubleQuant {
 			req.Quant = "nf4-dq"
 		}
