@@ -58,7 +58,7 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 	if !slices.Contains(d.Methods, m) {
 		return false, fmt.Sprintf("method %s is not among the fitted %v", m, d.Methods)
 	}
-	if r.Stack != "" && !slices.Contains(d.Stacks, r.Stack) {
+	if r.Stack != "" && !slices.Contains(d.Stacks, string(r.Stack)) {
 		return false, fmt.Sprintf("stack %s is not among the fitted %v", r.Stack, d.Stacks)
 	}
 	if r.GPUTotal > 0 {
@@ -278,7 +278,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		results = append(results, CaseResult{ID: r.c.ID, Status: StatusOK, ErrorPct: &ep, MeasuredGiB: &m})
 		dom["types"][r.req.Model.ModelType] = true
 		dom["methods"][string(r.req.Method)] = true
-		dom["stacks"][r.req.Stack] = true
+		dom["stacks"][string(r.req.Stack)] = true
 		if r.req.GPUTotal > 0 {
 			g := float64(r.req.GPUTotal) / estimate.GiB
 			gmin, gmax = math.Min(gmin, g), math.Max(gmax, g)

@@ -84,7 +84,7 @@ func TestCalibratedDomain(t *testing.T) {
 	}
 	k := estimate.DefaultCoefficients
 	k.ReservedConstGiB += 10
-	cal := &Calibration{Coefficients: k, Domain: Domain{ModelTypes: []string{req.Model.ModelType}, Methods: []string{string(req.Method)}, Stacks: []string{req.Stack}, GPUMemGiB: [2]float64{1, 200}}}
+	cal := &Calibration{Coefficients: k, Domain: Domain{ModelTypes: []string{req.Model.ModelType}, Methods: []string{string(req.Method)}, Stacks: []string{string(req.Stack)}, GPUMemGiB: [2]float64{1, 200}}}
 	in, err := Calibrated{Cal: cal, File: "c.json"}.Estimate(req)
 	if err != nil {
 		t.Fatal(err)

@@ -98,17 +98,17 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	if c.Quant != nil {
 		switch c.Quant.Scheme {
 		case "nf4", "fp4":
-			r.Quant = c.Quant.Scheme
+			r.Quant = estimate.Quant(c.Quant.Scheme)
 			if c.Quant.DoubleQuant != nil && *c.Quant.DoubleQuant && c.Quant.Scheme == "nf4" {
-				r.Quant = "nf4-dq"
+				r.Quant = estimate.NF4DQ
 			}
 		case "int8":
-			r.Quant = "int8"
+			r.Quant = estimate.Int8
 		default:
 			return r, nil, fmt.Sprintf("quant scheme %q is not modelled", c.Quant.Scheme)
 		}
 		if c.Quant.StorageDtype != nil {
-			r.QuantStorage = *c.Quant.StorageDtype
+			r.QuantStorage = estimate.Dtype(*c.Quant.StorageDtype)
 		}
 		if c.Method != "qlora" {
 			return r, nil, "a quantized frozen base outside qlora is not modelled"
@@ -127,7 +127,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		r.GradAccum = int64(*c.GradAccum)
 	}
 	if c.GradCkpt != nil {
-		r.GradCkpt = *c.GradCkpt
+		r.GradCkpt = estimate.Checkpointing(*c.GradCkpt)
 	} else {
 		assumed = append(assumed, "grad_ckpt")
 	}
@@ -137,15 +137,15 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		assumed = append(assumed, "optimizer")
 	}
 	if c.OptimizerStateDtype != nil {
-		r.OptimizerStateDtype = *c.OptimizerStateDtype
+		r.OptimizerStateDtype = estimate.Dtype(*c.OptimizerStateDtype)
 	}
 	if c.Attn != nil {
-		r.Attn = *c.Attn
+		r.Attn = estimate.Attention(*c.Attn)
 	} else {
 		assumed = append(assumed, "attn")
 	}
 	if c.FusedCE != nil {
-		r.FusedCE = *c.FusedCE
+		r.FusedCE = estimate.LossKernel(*c.FusedCE)
 	}
 	if st, err := estimate.StackByName(c.Framework); err == nil {
 		st.Apply(&r)
@@ -155,7 +155,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		st.Apply(&r)
 	}
 	if r.GradCkpt == "" {
-		r.GradCkpt = "none"
+		r.GradCkpt = estimate.CkptNone
 	}
 	// GPU: the card's own memory when it is in the table, else the stated size.
 	if c.GPU.Name != nil {
@@ -174,18 +174,19 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		if n < 2 && c.Sharding.Strategy != "ddp" {
 			return r, assumed, fmt.Sprintf("sharding %s without a GPU count", c.Sharding.Strategy)
 		}
-		r.Sharding = estimate.Sharding{Strategy: c.Sharding.Strategy, GPUs: n, CPUOffload: c.Sharding.CPUOffload}
+		r.Sharding = estimate.Sharding{Strategy: estimate.Strategy(c.Sharding.Strategy), GPUs: n, CPUOffload: estimate.Offload(c.Sharding.CPUOffload)}
 	}
 	return r, assumed, ""
 }
 
-// normalizeOptimizer maps optimizer names that behave alike onto the names
-// the estimators know.
-func normalizeOptimizer(name string) string {
+// normalizeOptimizer maps optimizer names that measurement sources use and
+// behave alike onto the names the estimators know (estimate.Optimizers;
+// Normalize reads their own aliases).
+func normalizeOptimizer(name string) estimate.Optimizer {
 	name = strings.ToLower(name)
 	switch name {
-	case "adamw_hf", "adamw", "adam":
-		return "adamw_torch" // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
+	case "adamw_hf", "adam":
+		return estimate.AdamWTorch // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
 	}
-	return name
+	return estimate.Optimizer(name)
 }

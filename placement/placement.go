@@ -106,7 +106,7 @@ func Evaluate(est estimate.Estimator, r estimate.Request, g GPUs) (*Plan, error)
 	return plan, nil
 }
 
-func sharded(st string) bool { return st != "" && st != "none" }
+func sharded(st estimate.Strategy) bool { return st.Spec().DataParallel }
 
 // Place is the model-parallel placement: without a data-parallel strategy,
 // a run that does not fit its budget card is split across GPUs (accelerate
@@ -270,7 +270,7 @@ func (g GPUs) budgetFor(q, base estimate.Request, n int64) estimate.Request {
 
 // DataParallel is the per-GPU view of a sharded run.
 type DataParallel struct {
-	Strategy    string
+	Strategy    estimate.Strategy
 	Nodes       int64
 	GPUsPerNode int64
 	WorldSize   int64
@@ -279,7 +279,7 @@ type DataParallel struct {
 	ShardGroup int64
 	// Offload is the CPU offload; HostPerGPU and HostPerNode the host memory
 	// it takes.
-	Offload                 string
+	Offload                 estimate.Offload
 	HostPerGPU, HostPerNode int64
 	// Scaling says what changes with the node count.
 	Scaling string
@@ -294,7 +294,7 @@ func (g GPUs) DataParallel(r estimate.Request, e *estimate.Estimate) *DataParall
 	nodes, perNode, world := g.Nodes, g.GPUsPerNode, g.WorldSize()
 	d := &DataParallel{Strategy: st, Nodes: nodes, GPUsPerNode: perNode, WorldSize: world, ShardGroup: r.Sharding.GPUs,
 		Offload: r.Sharding.CPUOffload, HostPerGPU: e.HostOffload, HostPerNode: e.HostOffload * perNode}
-	if st == "ddp" || st == "fsdp_no_shard" {
+	if st.Spec().Shards == estimate.ShardNothing {
 		d.ShardGroup = 1
 	}
 	switch st {
@@ -322,7 +322,7 @@ func (g GPUs) DataParallel(r estimate.Request, e *estimate.Estimate) *DataParall
 // allgather_bucket_size default to 5e8 elements, stage3_max_live_parameters
 // to 1e9), and NCCL's environment documentation (NCCL_BUFFSIZE defaults to
 // 4 MiB per channel and peer).
-func CommBuffers(st string, e *estimate.Estimate) []string {
+func CommBuffers(st estimate.Strategy, e *estimate.Estimate) []string {
 	nccl := "NCCL's own buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer by default) grow with the peers and are not in the total"
 	switch st {
 	case "ddp", "fsdp_no_shard":

@@ -103,7 +103,7 @@ func TestPlaceExplicitAndSharded(t *testing.T) {
 func TestDataParallel(t *testing.T) {
 	e := &estimate.Estimate{HostOffload: 3 * gib, TrainableParams: 1e9}
 	for _, tt := range []struct {
-		st                     string
+		st                     estimate.Strategy
 		perNode, nodes, shards int64
 		wantGroup, wantWorld   int64
 		scaling                string
@@ -165,7 +165,7 @@ func TestEvaluateChangesOnPlacement(t *testing.T) {
 		{3, "", "--grad-ckpt full", estimate.FitNo, 0.6, 0.72, false},
 	} {
 		devs, card := a100s(t, tt.gpus)
-		r := estimate.Request{Model: m, Method: estimate.LoRA, SeqLen: 2048, Batch: 1, GradCkpt: tt.ckpt, GPUTotal: card.MemoryBytes()}
+		r := estimate.Request{Model: m, Method: estimate.LoRA, SeqLen: 2048, Batch: 1, GradCkpt: estimate.Checkpointing(tt.ckpt), GPUTotal: card.MemoryBytes()}
 		plan, err := Evaluate(est, r, GPUs{Devices: devs, Positional: true, GPUsPerNode: 1, Nodes: 1})
 		if err != nil {
 			t.Fatal(err)

@@ -279,12 +279,12 @@ func (c *EstimateCmd) fromCardList(req *estimate.Request, s *gpuSetup) error {
 // detected GPUs) times --nodes. fsdp_hybrid_shard shards within a node and
 // replicates across nodes, so its shard group is one node's GPUs.
 func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
-	sharded := c.Strategy != "none"
+	sharded := c.Strategy.Spec().DataParallel
 	if !sharded && c.Nodes > 1 {
 		return usageErrorf("--strategy fsdp_full_shard --nodes 2 --num-gpus 8", "--nodes %d needs a data-parallel --strategy: without one every GPU holds the whole run", c.Nodes)
 	}
 	if !sharded && c.Offload != "none" {
-		return usageErrorf("--strategy zero3 --offload "+c.Offload, "--offload %s needs a --strategy: CPU offload is part of FSDP or DeepSpeed ZeRO", c.Offload)
+		return usageErrorf("--strategy zero3 --offload "+string(c.Offload), "--offload %s needs a --strategy: CPU offload is part of FSDP or DeepSpeed ZeRO", c.Offload)
 	}
 	perNode := c.NumGPUs
 	switch {
@@ -307,10 +307,10 @@ func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
 	}
 	s.perNode, s.world = perNode, perNode*c.Nodes
 	if sharded && s.world < 2 {
-		return usageErrorf("--strategy "+c.Strategy+" --num-gpus 4  (or --gpus 4xA100-80GB, --nodes 2)", "--strategy %s needs at least 2 GPUs in all; have %d", c.Strategy, s.world)
+		return usageErrorf("--strategy "+string(c.Strategy)+" --num-gpus 4  (or --gpus 4xA100-80GB, --nodes 2)", "--strategy %s needs at least 2 GPUs in all; have %d", c.Strategy, s.world)
 	}
 	switch {
-	case c.Strategy == "fsdp_hybrid_shard":
+	case c.Strategy.Spec().PerNode:
 		req.Sharding.GPUs = perNode
 	case sharded:
 		req.Sharding.GPUs = s.world
@@ -404,16 +404,16 @@ type placementJSON struct {
 
 // dataParallelJSON is the per-GPU view of a sharded run.
 type dataParallelJSON struct {
-	Strategy    string `json:"strategy"`
-	Nodes       int64  `json:"nodes"`
-	GPUsPerNode int64  `json:"gpus_per_node"`
-	WorldSize   int64  `json:"world_size"`
+	Strategy    estimate.Strategy `json:"strategy"`
+	Nodes       int64             `json:"nodes"`
+	GPUsPerNode int64             `json:"gpus_per_node"`
+	WorldSize   int64             `json:"world_size"`
 	// ShardGroup is how many GPUs the sharded state is divided by (the world
 	// size; one node's GPUs for fsdp_hybrid_shard; 1 for ddp / no_shard).
-	ShardGroup    int64   `json:"shard_group"`
-	Offload       string  `json:"cpu_offload"`
-	HostPerGPUGB  float64 `json:"host_offload_per_gpu_gb"`
-	HostPerNodeGB float64 `json:"host_offload_per_node_gb"`
+	ShardGroup    int64            `json:"shard_group"`
+	Offload       estimate.Offload `json:"cpu_offload"`
+	HostPerGPUGB  float64          `json:"host_offload_per_gpu_gb"`
+	HostPerNodeGB float64          `json:"host_offload_per_node_gb"`
 	// Scaling says what changes with the node count.
 	Scaling string `json:"scaling"`
 	// CommBuffers are the communication buffers assumed, and whether the

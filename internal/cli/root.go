@@ -115,6 +115,7 @@ func Main(args []string, env Env) (code int) {
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(kongExit(c)) }),
 		kong.Vars{"version": versionLine()},
+		vocabularyVars(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
 	parser, err := kong.New(&root, opts...)
