@@ -348,6 +348,22 @@ type deviceAnalysis struct {
 	hostUnlab   int64 // busy time of ops without a launch, for the host label table
 	gapLens     *sorter[gapRec]
 	gaps        Gaps
+	untaggedGap int64 // gaps ended by ops in no step
+
+	// Category unions: how many ops of each category run at the current
+	// instant, device-wide and per step, and the time at least one did.
+	activeCat    [numCategories]int32
+	catUnion     [numCategories]int64
+	tailUnion    [numCategories]int64 // since the last gap the host caused
+	activeStep   []stepCat            // (step, category) pairs running now
+	stepCatUnion [][numCategories]int64
+}
+
+// stepCat counts the running ops of one step and category.
+type stepCat struct {
+	step int32
+	cat  Category
+	n    int32
 }
 
 // slot is a running op with its exclusive time so far.
@@ -384,6 +400,7 @@ func (a *deviceAnalysis) run(p *peeker[jop]) (Device, error) {
 	a.byName = map[int32]*acc{}
 	n := len(a.steps)
 	a.stepRows = make([]Step, n)
+	a.stepCatUnion = make([][numCategories]int64, n)
 	a.gpuFirst = make([]int64, n)
 	a.gpuLast = make([]int64, n)
 	for k, s := range a.steps {
@@ -583,6 +600,7 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 			a.ends.remove(a.slots[x].endPos)
 			a.owner.remove(a.slots[x].ownPos)
 			s := &a.slots[x]
+			a.running(&s.j, -1)
 			if err := a.retire(&s.j, s.seq, s.excl); err != nil {
 				return st, err
 			}
@@ -596,6 +614,7 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 			next = p.cur.Start
 		}
 		a.slots[a.owner.top()].excl += next - t
+		a.unions(next - t)
 		t = next
 	}
 	if p.it.err != nil {
@@ -625,6 +644,43 @@ func (a *deviceAnalysis) start(o jop) {
 	a.slots[x] = slot{j: o, seq: a.seq, prio: a.cats[o.Name].priority()}
 	a.ends.push(x)
 	a.owner.push(x)
+	a.running(&o, 1)
+}
+
+// running counts op o in (delta 1) or out (-1) of the ops running now, by
+// category and by step and category.
+func (a *deviceAnalysis) running(o *jop, delta int32) {
+	c := a.cats[o.Name]
+	a.activeCat[c] += delta
+	if o.Step < 0 {
+		return
+	}
+	for i := range a.activeStep {
+		e := &a.activeStep[i]
+		if e.step == o.Step && e.cat == c {
+			if e.n += delta; e.n == 0 {
+				a.activeStep[i] = a.activeStep[len(a.activeStep)-1]
+				a.activeStep = a.activeStep[:len(a.activeStep)-1]
+			}
+			return
+		}
+	}
+	a.activeStep = append(a.activeStep, stepCat{step: o.Step, cat: c, n: delta})
+}
+
+// unions adds dt of running time to every category, and every step's
+// category, with an op running now. The (step, category) pairs running at
+// one instant are few: the ops running at one instant are.
+func (a *deviceAnalysis) unions(dt int64) {
+	for c, n := range a.activeCat {
+		if n > 0 {
+			a.catUnion[c] += dt
+			a.tailUnion[c] += dt
+		}
+	}
+	for _, e := range a.activeStep {
+		a.stepCatUnion[e.step][e.cat] += dt
+	}
 }
 
 // retire books a finished op's exclusive time into every table.
@@ -688,6 +744,13 @@ func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
 		g.HostLate = ls - start
 		g.Launch = le - ls
 		g.Queued = end - le
+		if g.HostLate+g.Launch > 0 {
+			// The GPU went idle before the launch call of the op that ends
+			// the gap returned: with the host's launch times fixed, nothing
+			// before the gap can make that op, or any after it, start
+			// earlier, so the tail starts again here (see WhatIf).
+			a.tailUnion = [numCategories]int64{}
+		}
 	} else {
 		g.Unattributed = end - start
 	}
@@ -700,6 +763,9 @@ func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
 	if k := next.Step; k >= 0 {
 		a.stepRows[k].GapCount++
 		a.stepRows[k].GapNS += end - start
+		a.stepRows[k].HostWaitNS += g.HostLate + g.Launch
+	} else {
+		a.untaggedGap += end - start
 	}
 	if a.opts.onGap != nil {
 		a.opts.onGap(int(a.dev), g)
@@ -781,8 +847,9 @@ func shareOf(x, busy int64) float64 {
 func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	for c := range numCategories {
 		x := a.byCat[c]
+		u, tail := a.catUnion[c], a.tailUnion[c]
 		cats = append(cats, Row{Name: c.String(), Ops: x.ops, SumDurNS: x.sum, ExclusiveNS: x.ex,
-			Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ)})
+			Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ), UnionNS: &u, TailUnionNS: &tail})
 	}
 	for name, x := range a.byName {
 		kernels = append(kernels, Row{Name: a.t.Names[name], Category: a.cats[name].String(), Ops: x.ops,
@@ -797,50 +864,52 @@ func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	return cats, kernels
 }
 
-// stepFigures finishes the per-step table and the typical medians.
+// stepFigures finishes the per-step table and picks the typical step.
 func (a *deviceAnalysis) stepFigures() Steps {
 	n := len(a.steps)
-	out := Steps{Steps: []Step{}, UntaggedBusyNS: a.untagged}
+	out := Steps{Steps: []Step{}, UntaggedBusyNS: a.untagged, UntaggedGapNS: a.untaggedGap}
 	if n == 0 {
 		return out
 	}
 	out.Steps = a.stepRows
 	for k := range out.Steps {
+		s := &out.Steps[k]
 		if a.gpuFirst[k] >= 0 {
-			out.Steps[k].GPUSpanNS = a.gpuLast[k] - a.gpuFirst[k]
+			s.GPUSpanNS = a.gpuLast[k] - a.gpuFirst[k]
 		}
+		s.GPUTimeNS = s.BusyNS + s.GapNS
 	}
 	if n >= 3 && !a.opts.AllSteps {
 		out.Steps[0].Note = "first step: warm-up, excluded from typical figures"
 		out.Steps[n-1].Note = "last step: may be cut by the profiler window, excluded from typical figures"
 	}
-	var spans, busy, gaps []int64
-	var fracs []float64
-	for _, s := range out.Steps {
-		if !s.Typical {
-			continue
-		}
-		spans = append(spans, s.SpanNS)
-		busy = append(busy, s.BusyNS)
-		gaps = append(gaps, s.GapNS)
-		if s.SpanNS > 0 {
-			fracs = append(fracs, float64(s.BusyNS)/float64(s.SpanNS))
+	// The typical step is one step, so that its figures agree with each
+	// other: medians taken figure by figure can pair one step's busy time
+	// with another's span.
+	var typical []int
+	for k, s := range out.Steps {
+		if s.Typical {
+			typical = append(typical, k)
 		}
 	}
-	out.Typical = Typical{Steps: len(spans), SpanNS: median(spans), BusyNS: median(busy), GapNS: median(gaps),
-		BusyFraction: median(fracs)}
+	if len(typical) == 0 {
+		return out
+	}
+	slices.SortStableFunc(typical, func(x, y int) int { return cmp.Compare(out.Steps[x].SpanNS, out.Steps[y].SpanNS) })
+	k := typical[(len(typical)-1)/2]
+	s := out.Steps[k]
+	t := Typical{Steps: len(typical), Step: s.Name, SpanNS: s.SpanNS, GPUTimeNS: s.GPUTimeNS, BusyNS: s.BusyNS, GapNS: s.GapNS,
+		HostWaitNS: s.HostWaitNS, CategoryUnionNS: map[string]int64{}}
+	if s.GPUTimeNS > 0 {
+		t.BusyFraction = float64(s.BusyNS) / float64(s.GPUTimeNS)
+	}
+	for c, u := range a.stepCatUnion[k] {
+		if u > 0 {
+			t.CategoryUnionNS[Category(c).String()] = u
+		}
+	}
+	out.Typical = t
 	return out
-}
-
-// median is the lower median: an observed value, never an average of two;
-// 0 for no values. It sorts v.
-func median[T cmp.Ordered](v []T) T {
-	if len(v) == 0 {
-		var zero T
-		return zero
-	}
-	slices.Sort(v)
-	return v[(len(v)-1)/2]
 }
 
 // slotHeap is a binary min-heap of slot indices that keeps each slot's

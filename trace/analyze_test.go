@@ -407,6 +407,36 @@ func checkInvariants(t *testing.T, d Device) {
 	if d.BusyNS+d.Gaps.TotalNS != d.SpanNS {
 		t.Errorf("busy %d + gaps %d != span %d", d.BusyNS, d.Gaps.TotalNS, d.SpanNS)
 	}
+	// Per step as at device level: busy + gaps = the step's GPU time, and
+	// the steps' GPU times with the untagged parts fill the span.
+	parts := d.Steps.UntaggedBusyNS + d.Steps.UntaggedGapNS
+	for _, s := range d.Steps.Steps {
+		if s.BusyNS+s.GapNS != s.GPUTimeNS {
+			t.Errorf("%s: busy %d + gaps %d != GPU time %d", s.Name, s.BusyNS, s.GapNS, s.GPUTimeNS)
+		}
+		parts += s.GPUTimeNS
+	}
+	if parts != d.SpanNS {
+		t.Errorf("steps' GPU time and untagged busy and gaps sum to %d, span is %d", parts, d.SpanNS)
+	}
+	ty := d.Steps.Typical
+	if ty.BusyNS+ty.GapNS != ty.GPUTimeNS || ty.BusyNS > ty.GPUTimeNS {
+		t.Errorf("typical step: busy %d + gaps %d vs GPU time %d", ty.BusyNS, ty.GapNS, ty.GPUTimeNS)
+	}
+	for _, f := range []float64{d.BusyFraction, ty.BusyFraction} {
+		if f < 0 || f > 1 {
+			t.Errorf("busy fraction %v outside [0, 1]", f)
+		}
+	}
+	for _, c := range d.Categories {
+		u := *c.UnionNS
+		if u < c.ExclusiveNS || u > c.SumDurNS || u > d.BusyNS || *c.TailUnionNS > u {
+			t.Errorf("category %s: union %d, tail %d, exclusive %d, Σdur %d, busy %d", c.Name, u, *c.TailUnionNS, c.ExclusiveNS, c.SumDurNS, d.BusyNS)
+		}
+		if ty.CategoryUnionNS[c.Name] > u {
+			t.Errorf("category %s: typical step's union %d > device's %d", c.Name, ty.CategoryUnionNS[c.Name], u)
+		}
+	}
 	g := d.Gaps
 	if g.HostLateNS+g.LaunchNS+g.QueuedNS+g.UnattributedNS != g.TotalNS {
 		t.Errorf("gap parts %d+%d+%d+%d != total %d", g.HostLateNS, g.LaunchNS, g.QueuedNS, g.UnattributedNS, g.TotalNS)
@@ -476,5 +506,32 @@ func TestStepFlags(t *testing.T) {
 	}
 	if u := r.Devices[0].Steps.UntaggedBusyNS; u != 2000 {
 		t.Errorf("untagged busy = %d, want 2000 (the early op)", u)
+	}
+}
+
+// TestTypicalIsOneStep: the typical figures are the median step's (by host
+// span), not medians taken figure by figure, which paired one step's busy
+// time with another's span and gave busy fractions above 1.
+func TestTypicalIsOneStep(t *testing.T) {
+	step := func(n int, ts, dur string) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": %s}`, n, ts, dur)
+	}
+	// Host spans 10, 20 and 30 µs; step 2 launches 30 µs of GPU work, the
+	// others 1 and 2 µs.
+	in := traceJSON(step(1, "100", "10"), step(2, "110", "20"), step(3, "130", "30"),
+		launch("101", "1", 1), kernel("k1", 7, "102", "1", 1),
+		launch("111", "1", 2), kernel("k2", 7, "112", "30", 2),
+		launch("131", "1", 3), kernel("k3", 7, "150", "2", 3))
+	r := analyzeString(t, in, Options{AllSteps: true})
+	d := r.Devices[0]
+	checkInvariants(t, d)
+	// Step 2's GPU time: its 30 µs of work and the 9 µs gap before it.
+	want := Typical{Steps: 3, Step: "ProfilerStep#2", SpanNS: 20000, GPUTimeNS: 39000, BusyNS: 30000, GapNS: 9000,
+		HostWaitNS: 9000, BusyFraction: 30.0 / 39, CategoryUnionNS: map[string]int64{Categorize(KindKernel, "k2").String(): 30000}}
+	if diff := cmp.Diff(want, d.Steps.Typical); diff != "" {
+		t.Errorf("typical step (-want +got):\n%s", diff)
+	}
+	if got := []int64{d.Steps.Steps[0].GPUTimeNS, d.Steps.Steps[2].GPUTimeNS}; got[0] != 1000 || got[1] != 10000 {
+		t.Errorf("GPU time of steps 1 and 3 = %v, want [1000 10000]", got)
 	}
 }
