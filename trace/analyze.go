@@ -163,6 +163,11 @@ func (t *Trace) report(opts Options) (_ *Report, err error) {
 	if err := a.join(ops, launches, byTime, joins); err != nil {
 		return nil, fmt.Errorf("join ops to launches: %w", err)
 	}
+	if a.orphans > 0 {
+		r.Flags = append(r.Flags, Flag{Code: "gpu_ops_missing", Count: a.orphans,
+			Detail:      fmt.Sprintf("%d kernel launches have no GPU op with their correlation id: the trace lost those GPU records (a full CUPTI buffer, or the profiler stopped before they ran)", a.orphans),
+			BlastRadius: "the lost ops are missing from every figure: busy time, categories, kernels and steps are low, gaps high; if they ran on other GPUs, those GPUs' figures"})
+	}
 	// The joined records carry what the sweep needs of the launches.
 	if err := errors.Join(ops.close(), launches.close()); err != nil {
 		return nil, fmt.Errorf("release scratch: %w", err)
@@ -268,13 +273,14 @@ type analysis struct {
 	rank     []int32
 	cats     []Category // per name, decided by the first op seen in time order
 	catSeen  []bool
+	orphans  int64 // launches whose correlation id no GPU op has
 
 	gpuLabels, hostLabels *sorted[Label]
 }
 
 // joinStats are one device's join and step-tagging counts.
 type joinStats struct {
-	noCorr, noLaunch, before int64
+	noCorr, noLaunch, before, beforeLaunch int64
 }
 
 // join reads ops and launches, both sorted by correlation id, and writes
@@ -284,6 +290,21 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 	lp := newPeeker(launches.iter())
 	oi := ops.iter()
 	steps := a.steps
+	// A kernel launch whose correlation id no op has is a GPU record the
+	// trace lost (CUPTI's buffer full, the profiler stopped early):
+	// counted once per id, however many launches share it.
+	matched, lastCounted := false, uint32(0)
+	skip := func() {
+		c := lp.cur.Corr
+		if !matched && c != lastCounted && lp.cur.Kernel {
+			a.orphans++
+			lastCounted = c
+		}
+		lp.advance()
+		if lp.ok && lp.cur.Corr != c {
+			matched = false
+		}
+	}
 	var o Op
 	for oi.next(&o) {
 		st := stats[o.Device]
@@ -296,10 +317,18 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 			st.noCorr++
 		} else {
 			for lp.ok && lp.cur.Corr < o.Corr {
-				lp.advance()
+				skip()
 			}
 			if lp.ok && lp.cur.Corr == o.Corr {
+				matched = true
 				j.LStart, j.LEnd, j.Thread, j.HasLaunch = lp.cur.Start, lp.cur.End, lp.cur.Thread, true
+				if o.Start < j.LStart {
+					// The GPU cannot run an op before the host asks for
+					// it: one of the two timestamps is corrupt, and the op
+					// cannot be placed on the timeline.
+					st.beforeLaunch++
+					continue
+				}
 			} else {
 				st.noLaunch++
 			}
@@ -318,6 +347,9 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 		if err := out.add(j); err != nil {
 			return err
 		}
+	}
+	for lp.ok {
+		skip()
 	}
 	return errors.Join(oi.err, lp.it.err)
 }
@@ -461,6 +493,10 @@ func (a *deviceAnalysis) joinFlags() {
 	}
 	if a.js.noLaunch > 0 {
 		a.flag("no_launch", a.js.noLaunch, fmt.Sprintf("%d ops have a correlation id with no cuda_runtime/cuda_driver launch in the trace", a.js.noLaunch), blast)
+	}
+	if a.js.beforeLaunch > 0 {
+		a.flag("starts_before_launch", a.js.beforeLaunch, fmt.Sprintf("%d ops start before their own launch call: a corrupt GPU or host timestamp", a.js.beforeLaunch),
+			"they are left out of every figure (ops, busy time, span, breakdowns, steps, gaps) rather than stretch the span")
 	}
 }
 

@@ -84,7 +84,7 @@
 // # Memory
 //
 // The analysis is a pipeline of sorts over compact fixed-size records:
-// GPU ops (31 bytes) and launches (24) by correlation id for the join, the
+// GPU ops (31 bytes) and launches (25) by correlation id for the join, the
 // joined ops (56) by time for the sweep, label points (29) by track for the
 // label tables, and gap lengths (12) for exact percentiles. Given
 // Options.Scratch (the CLI gives it temporary files), each sort holds at
