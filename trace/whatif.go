@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -163,16 +164,25 @@ const PointEstimateWarning = "each side is one run: these deltas are point estim
 
 // Comparison sets two reports side by side.
 type Comparison struct {
-	SchemaVersion int           `json:"schema_version"`
-	Before        string        `json:"before"`
-	After         string        `json:"after"`
-	Warning       string        `json:"warning"`
-	Devices       []DeviceDelta `json:"devices"`
+	SchemaVersion int    `json:"schema_version"`
+	Before        string `json:"before"`
+	After         string `json:"after"`
+	Warning       string `json:"warning"`
+	// Pairing is how devices are paired: "device_id" when both traces have
+	// the same device ids, else "position" (the first device of one with
+	// the first of the other, and so on, in id order: a run moved to other
+	// GPUs, or two ranks of one job). Note says so, and names devices left
+	// without a partner.
+	Pairing string        `json:"pairing"`
+	Note    string        `json:"note,omitempty"`
+	Devices []DeviceDelta `json:"devices"`
 }
 
-// DeviceDelta compares one device present in both traces.
+// DeviceDelta compares one device of the first trace with its partner in
+// the second.
 type DeviceDelta struct {
-	Device int `json:"device"`
+	Device      int `json:"device"`
+	AfterDevice int `json:"after_device"`
 	// Basis says what the absolute figures are: "per_step" (means over
 	// typical steps, when both traces have steps) or "total".
 	Basis       string     `json:"basis"`
@@ -183,7 +193,11 @@ type DeviceDelta struct {
 	Categories  []RowDelta `json:"categories"`
 }
 
-// Side is one trace's headline figures in a comparison.
+// Side is one trace's headline figures in a comparison. On the per_step
+// basis they are means over the typical steps, as the category rows are:
+// BusyNS is Σ of the rows' per_step_ns, StepNS the mean host span, and
+// BusyFraction the mean busy time over the mean GPU time. On the total
+// basis they are the device's busy_ns, span_ns and busy_fraction.
 type Side struct {
 	BusyNS       int64   `json:"busy_ns"`
 	StepNS       int64   `json:"step_ns"`
@@ -209,30 +223,71 @@ type RowDelta struct {
 	WithinNoise bool `json:"within_noise"`
 }
 
-// Compare matches devices by id and reports category deltas.
+// Compare pairs the devices of two reports (see Comparison.Pairing) and
+// reports category deltas.
 func Compare(before, after *Report) *Comparison {
 	c := &Comparison{SchemaVersion: SchemaVersion, Before: before.Source, After: after.Source,
-		Warning: PointEstimateWarning, Devices: []DeviceDelta{}}
-	for _, a := range before.Devices {
-		for _, b := range after.Devices {
-			if a.Device == b.Device {
-				c.Devices = append(c.Devices, compareDevice(a, b))
-			}
+		Warning: PointEstimateWarning, Pairing: "device_id", Devices: []DeviceDelta{}}
+	ids := func(r *Report) []int {
+		v := make([]int, len(r.Devices))
+		for i, d := range r.Devices {
+			v[i] = d.Device
 		}
+		return v
+	}
+	a, b := ids(before), ids(after)
+	if slices.Equal(a, b) {
+		for i := range before.Devices {
+			c.Devices = append(c.Devices, compareDevice(before.Devices[i], after.Devices[i]))
+		}
+		return c
+	}
+	c.Pairing = "position"
+	n := min(len(a), len(b))
+	c.Note = fmt.Sprintf("the traces are on different GPUs (before: %s; after: %s), so devices are compared by position in id order", idList(a), idList(b))
+	if len(a) > n {
+		c.Note += fmt.Sprintf("; before's %s have no partner", idList(a[n:]))
+	}
+	if len(b) > n {
+		c.Note += fmt.Sprintf("; after's %s have no partner", idList(b[n:]))
+	}
+	for i := range n {
+		c.Devices = append(c.Devices, compareDevice(before.Devices[i], after.Devices[i]))
 	}
 	return c
 }
 
+func idList(ids []int) string {
+	if len(ids) == 0 {
+		return "no GPU"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = "GPU " + strconv.Itoa(id)
+	}
+	return strings.Join(s, ", ")
+}
+
 func compareDevice(a, b Device) DeviceDelta {
 	perStep := a.Steps.Typical.Steps > 0 && b.Steps.Typical.Steps > 0
-	dd := DeviceDelta{Device: a.Device, Basis: "total"}
+	dd := DeviceDelta{Device: a.Device, AfterDevice: b.Device, Basis: "total"}
 	side := func(d Device) Side {
 		s := Side{BusyNS: d.BusyNS, StepNS: d.SpanNS, BusyFraction: d.BusyFraction}
 		if perStep {
-			s.StepNS = d.Steps.Typical.SpanNS
 			s.BusyNS = 0
 			for _, c := range d.Categories {
 				s.BusyNS += *c.PerStepNS
+			}
+			var span, busy, gpu, n int64
+			for _, st := range d.Steps.Steps {
+				if st.Typical {
+					span, busy, gpu, n = span+st.SpanNS, busy+st.BusyNS, gpu+st.GPUTimeNS, n+1
+				}
+			}
+			s.StepNS = span / n
+			s.BusyFraction = 0
+			if gpu > 0 {
+				s.BusyFraction = float64(busy) / float64(gpu)
 			}
 		}
 		return s

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -254,5 +255,27 @@ func TestCompare(t *testing.T) {
 	// Including the short warm-up step lowers the mean busy time per step.
 	if c.BusyDeltaNS >= 0 {
 		t.Errorf("busy delta %d, want < 0 once the warm-up step is included", c.BusyDeltaNS)
+	}
+}
+
+// TestCompareByRole: the same work on GPU 0 before and GPU 1 after is
+// compared, with a note, instead of yielding no devices at all.
+func TestCompareByRole(t *testing.T) {
+	on := func(dev int) *Report {
+		k := func(name, ts string, corr int) string {
+			return fmt.Sprintf(`{"ph": "X", "cat": "kernel", "name": %q, "pid": %d, "tid": 7, "ts": %s, "dur": 10, "args": {"device": %d, "stream": 7, "correlation": %d}}`,
+				name, dev, ts, dev, corr)
+		}
+		return analyzeString(t, traceJSON(k("sm80_gemm", "100", 1), k("flash_fwd", "120", 2)), Options{})
+	}
+	c := Compare(on(0), on(1))
+	if c.Pairing != "position" || !strings.Contains(c.Note, "before: GPU 0; after: GPU 1") {
+		t.Errorf("pairing %q, note %q", c.Pairing, c.Note)
+	}
+	if len(c.Devices) != 1 || c.Devices[0].Device != 0 || c.Devices[0].AfterDevice != 1 || c.Devices[0].BusyDeltaNS != 0 {
+		t.Fatalf("devices = %+v", c.Devices)
+	}
+	if same := Compare(on(1), on(1)); same.Pairing != "device_id" || same.Note != "" || len(same.Devices) != 1 {
+		t.Errorf("same ids: pairing %q, note %q, %d devices", same.Pairing, same.Note, len(same.Devices))
 	}
 }

@@ -391,8 +391,15 @@ func writeTraceWhatIf(out io.Writer, ps []trace.Projection) {
 
 func writeTraceComparison(out io.Writer, c *trace.Comparison) {
 	fmt.Fprintf(out, "before %s\nafter  %s\n", c.Before, c.After)
+	if c.Note != "" {
+		fmt.Fprintf(out, "note: %s\n", c.Note)
+	}
 	for _, d := range c.Devices {
-		fmt.Fprintf(out, "\nGPU %d (%s): busy %s → %s (%s), step %s → %s (%s), busy fraction %s → %s\n", d.Device, strings.ReplaceAll(d.Basis, "_", " "),
+		gpu := fmt.Sprintf("GPU %d", d.Device)
+		if d.AfterDevice != d.Device {
+			gpu = fmt.Sprintf("GPU %d → GPU %d", d.Device, d.AfterDevice)
+		}
+		fmt.Fprintf(out, "\n%s (%s): busy %s → %s (%s), step %s → %s (%s), busy fraction %s → %s\n", gpu, strings.ReplaceAll(d.Basis, "_", " "),
 			fmtNS(d.Before.BusyNS), fmtNS(d.After.BusyNS), fmtNS(d.BusyDeltaNS), fmtNS(d.Before.StepNS), fmtNS(d.After.StepNS), fmtNS(d.StepDeltaNS),
 			tracePct(d.Before.BusyFraction), tracePct(d.After.BusyFraction))
 		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
