@@ -20,7 +20,7 @@ import (
 // TraceCmd reports where a training step's GPU time goes, from PyTorch
 // profiler (Kineto) traces.
 type TraceCmd struct {
-	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped. Two files: compare before and after."`
+	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped; - reads standard input. Two files: compare before and after."`
 	JSON     bool     `help:"Print the report as JSON (schema: docs/trace-json.md)."`
 	WhatIf   []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Amdahl bound on wall-clock if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
 	Top      int      `default:"10" help:"Kernel names to list in the table (all are in --json)."`
@@ -43,6 +43,9 @@ type traceJSON struct {
 func (c *TraceCmd) Run(env *Env) error {
 	if len(c.Files) > 2 {
 		return usageErrorf("canifinetune trace BEFORE.json.gz AFTER.json.gz", "trace takes one file, or two to compare; got %d", len(c.Files))
+	}
+	if len(c.Files) == 2 && c.Files[0] == "-" && c.Files[1] == "-" {
+		return usageErrorf("canifinetune trace - AFTER.json.gz < BEFORE.json.gz", "standard input can be only one of the two traces")
 	}
 	if c.Top < 0 {
 		return usageErrorf("canifinetune trace --top 10 FILE", "--top must be ≥ 0, got %d", c.Top)
@@ -72,7 +75,7 @@ func (c *TraceCmd) Run(env *Env) error {
 	defer stop()
 	reports := make([]*trace.Report, len(c.Files))
 	for i, f := range c.Files {
-		r, err := analyzeTraceFile(ctx, f, trace.Options{AllSteps: c.AllSteps}, "")
+		r, err := analyzeTraceFile(ctx, f, env.Stdin, trace.Options{AllSteps: c.AllSteps}, "")
 		if err != nil {
 			return err
 		}
@@ -105,17 +108,32 @@ func (c *TraceCmd) Run(env *Env) error {
 	return nil
 }
 
-// analyzeTraceFile opens a trace, gunzipping it when it starts with the gzip
-// magic (whatever its name), and analyses it with its sorted runs spilled to
-// a private directory under tmpRoot ("" is the system's temporary
-// directory), removed before it returns, whatever happens.
-func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+// stdinName is the name "-" stands for in messages and in the report.
+const stdinName = "stdin"
+
+// analyzeTraceFile opens a trace ("-" is stdin), gunzipping it when it
+// starts with the gzip magic (whatever its name), and analyses it with its
+// sorted runs spilled to a private directory under tmpRoot ("" is the
+// system's temporary directory). The directory is made only when a run
+// first spills, so a trace that fits in memory needs no writable temporary
+// directory, and it is removed before analyzeTraceFile returns, whatever
+// happens.
+func analyzeTraceFile(ctx context.Context, name string, stdin io.Reader, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
+	var in io.Reader
+	if name == "-" {
+		if stdin == nil {
+			return nil, errors.New("open trace: no standard input")
+		}
+		in, name = stdin, stdinName
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("open trace: %w", err)
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
+	br := bufio.NewReaderSize(ctxReader{ctx, in}, 64<<10)
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -128,18 +146,13 @@ func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpR
 		defer zr.Close()
 		r = zr
 	}
-	// MkdirTemp makes the directory 0700: the runs hold the trace's
-	// timings and are nobody else's business.
-	dir, err := os.MkdirTemp(tmpRoot, "canifinetune-trace-")
-	if err != nil {
-		return nil, fmt.Errorf("trace scratch directory: %w", err)
-	}
+	scratch := &traceScratch{ctx: ctx, root: tmpRoot}
 	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+		if rerr := scratch.remove(); rerr != nil && err == nil {
 			err = fmt.Errorf("remove trace scratch directory: %w", rerr)
 		}
 	}()
-	opts.Scratch = &traceScratch{ctx: ctx, dir: dir}
+	opts.Scratch = scratch
 	rep, err := trace.Analyze(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", name, err)
@@ -164,22 +177,41 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// traceScratch keeps the analysis's sorted runs as files in dir. Each file
-// is removed when the analysis closes it; dir itself by analyzeTraceFile.
+// traceScratch keeps the analysis's sorted runs as files in a directory
+// under root, made by the first Create. Each file is removed when the
+// analysis closes it; the directory by remove.
 type traceScratch struct {
-	ctx context.Context
-	dir string
+	ctx  context.Context
+	root string
+	dir  string
 }
 
 func (s *traceScratch) Create() (trace.ScratchFile, error) {
 	if s.ctx.Err() != nil {
 		return nil, errInterrupted
 	}
+	if s.dir == "" {
+		// MkdirTemp makes the directory 0700: the runs hold the trace's
+		// timings and are nobody else's business.
+		dir, err := os.MkdirTemp(s.root, "canifinetune-trace-")
+		if err != nil {
+			return nil, fmt.Errorf("trace scratch directory (the trace is too large to sort in memory; set TMPDIR to a writable directory): %w", err)
+		}
+		s.dir = dir
+	}
 	f, err := os.CreateTemp(s.dir, "run-")
 	if err != nil {
 		return nil, err
 	}
 	return &scratchFile{ctx: s.ctx, File: f}, nil
+}
+
+// remove removes the directory, if Create made one.
+func (s *traceScratch) remove() error {
+	if s.dir == "" {
+		return nil
+	}
+	return os.RemoveAll(s.dir)
 }
 
 type scratchFile struct {
