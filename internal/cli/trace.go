@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/canifinetune/canifinetune/trace"
 )
@@ -260,20 +261,81 @@ func tracePerStep(p *int64) string {
 }
 
 // shortKernel keeps a kernel's name readable in a table: C++ signatures make
-// them hundreds of characters long. The argument list goes; the template
-// arguments stay as far as they fit, since they tell cutlass::Kernel<…>
-// instances apart.
+// them hundreds of characters long. The argument list goes; a name still
+// longer than n runes loses its middle, not its end, since the end is what
+// tells cutlass::Kernel<…_nn_align4> from cutlass::Kernel<…_tn_align4>.
 func shortKernel(s string, n int) string {
+	return cutMiddle(stripSignature(s), n)
+}
+
+// stripSignature drops "void " and the parameter list.
+func stripSignature(s string) string {
 	s = strings.TrimPrefix(s, "void ")
 	if i := strings.LastIndex(s, ">("); i > 0 {
 		s = s[:i+1]
 	} else if i := strings.IndexByte(s, '('); i > 0 {
 		s = s[:i]
 	}
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
 	return s
+}
+
+// cutMiddle shortens s to n runes, keeping its head and tail around "…".
+func cutMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 3 {
+		return s
+	}
+	head := (n - 1) / 2
+	tail := n - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
+}
+
+// shortNames shortens the names of one table's rows with shortKernel, then
+// widens those that came out equal although the names differ (by 16 runes
+// at a time, then with the parameter list kept) until they differ: two
+// rows of a table never look like the same kernel.
+func shortNames(names []string, n int) []string {
+	out := make([]string, len(names))
+	width := make([]int, len(names))
+	full := make([]bool, len(names))
+	for i, name := range names {
+		out[i], width[i] = shortKernel(name, n), n
+	}
+	for {
+		byShort := map[string][]int{}
+		for i, s := range out {
+			byShort[s] = append(byShort[s], i)
+		}
+		changed := false
+		for _, rows := range byShort {
+			distinct := false
+			for _, i := range rows[1:] {
+				distinct = distinct || names[i] != names[rows[0]]
+			}
+			if !distinct {
+				continue
+			}
+			for _, i := range rows {
+				switch {
+				case !full[i] && width[i] < utf8.RuneCountInString(stripSignature(names[i])):
+					width[i] += 16
+					out[i] = shortKernel(names[i], width[i])
+				case !full[i]:
+					full[i] = true
+					out[i] = cutMiddle(names[i], width[i])
+				case width[i] < utf8.RuneCountInString(names[i]):
+					width[i] += 16
+					out[i] = cutMiddle(names[i], width[i])
+				default:
+					continue
+				}
+				changed = true
+			}
+		}
+		if !changed {
+			return out
+		}
+	}
 }
 
 func writeTraceReport(out io.Writer, r *trace.Report, top int) {
@@ -303,11 +365,14 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		fmt.Fprintf(out, "\n  top kernels (%d names)\n", len(d.Kernels))
 		tw = tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  kernel\tcategory\tops\texclusive\tshare\tper step")
-		for i, k := range d.Kernels {
-			if i >= top {
-				break
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", shortKernel(k.Name, 48), k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS))
+		shown := d.Kernels[:min(top, len(d.Kernels))]
+		names := make([]string, len(shown))
+		for i, k := range shown {
+			names[i] = k.Name
+		}
+		short := shortNames(names, 48)
+		for i, k := range shown {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", short[i], k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS))
 		}
 		tw.Flush()
 
@@ -350,8 +415,13 @@ func writeTraceLabels(out io.Writer, lt trace.LabelTable) {
 	fmt.Fprintf(out, "\n  %s labels (innermost label; rows sum to busy)\n", lt.Kind)
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  label\tn\texclusive\tshare\tper step\tinclusive")
-	for _, l := range lt.Rows {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", shortKernel(l.Name, 48), l.Instances, fmtNS(l.ExclusiveNS), tracePct(l.Share), tracePerStep(l.PerStepNS), fmtNS(l.InclusiveNS))
+	names := make([]string, len(lt.Rows))
+	for i, l := range lt.Rows {
+		names[i] = l.Name
+	}
+	short := shortNames(names, 48)
+	for i, l := range lt.Rows {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", short[i], l.Instances, fmtNS(l.ExclusiveNS), tracePct(l.Share), tracePerStep(l.PerStepNS), fmtNS(l.InclusiveNS))
 	}
 	tw.Flush()
 	for _, a := range lt.Aggregates {
