@@ -71,6 +71,14 @@
 //	                range to_dense quantize fp8
 //	other           everything else
 //
+// Where the trace links a kernel to its launching host op (the kernel's
+// "External id"), the host op can move the kernel out of elementwise,
+// reduction_norm or other: aten::_fused_adam*, _fused_sgd, _fused_adagrad
+// and aten::_foreach_* ops, and every host op inside an Optimizer.step#…
+// span on the same thread, make it optimizer; nccl:*, c10d::* and
+// record_param_comms make it communication. Such a kernel has a row of its
+// own in the kernel table, beside the same name launched elsewhere.
+//
 // testdata/kernel_labels.tsv holds real kernel names from public traces
 // with the category a person gave each; a test checks every row.
 //
