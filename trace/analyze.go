@@ -222,6 +222,11 @@ func (t *Trace) traceFlags() []Flag {
 				t.namesMerged, maxNames, maxNameBytes>>20, OtherNames+" …)"),
 			BlastRadius: "kernel and label tables have merged rows (one per category for kernels, so category figures are exact); busy time, categories, steps and gaps are unaffected"})
 	}
+	if t.hintsDropped > 0 {
+		fs = append(fs, Flag{Code: "host_hints_dropped", Count: t.hintsDropped,
+			Detail:      fmt.Sprintf("%d optimizer or communication host ops came after the first %d and were not remembered", t.hintsDropped, maxHints),
+			BlastRadius: "kernels they launched are categorised by their names alone (optimizer and communication may be low, elementwise high)"})
+	}
 	reasons := make([]string, 0, len(t.Dropped))
 	for k := range t.Dropped {
 		reasons = append(reasons, k)
@@ -255,7 +260,9 @@ func (t *Trace) nameRanks() []int32 {
 	for i := range ids {
 		ids[i] = int32(i)
 	}
-	slices.SortFunc(ids, func(a, b int32) int { return cmp.Compare(t.Names[a], t.Names[b]) })
+	// A kernel name launched under a host op's hint has a second entry
+	// (see internHinted): equal names rank by id.
+	slices.SortFunc(ids, func(a, b int32) int { return cmp.Or(cmp.Compare(t.Names[a], t.Names[b]), cmp.Compare(a, b)) })
 	rank := make([]int32, len(ids))
 	for r, id := range ids {
 		rank[id] = int32(r)

@@ -24,7 +24,14 @@ func TestCategorize(t *testing.T) {
 		{KindKernel, "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", CatElementwise},
 		{KindKernel, "triton_poi_fused_add_0", CatElementwise},
 		{KindKernel, "fbgemm_gpu::permute_2D_data_kernel<false, int, long>", CatElementwise}, // fbgemm is not GEMM
-		{KindKernel, "cudnn::ops::nchwToNhwcKernel", CatOther},
+		{KindKernel, "cudnn::ops::nchwToNhwcKernel", CatElementwise},                         // a layout transpose
+		// The functor's lambda must not read as the LAMB optimizer.
+		{KindKernel, "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)", CatElementwise},
+		{KindKernel, "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4>)", CatReduction},
+		{KindKernel, "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, false, true, false, false, 7, cublasGemvParams<cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float> >(cublasGemvParams<cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>)", CatGEMM}, // a return type before the name
+		{KindKernel, "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<cutlass::gemm::collective::CollectiveMainloop>>>(Params)", CatAttention}, // the wrapper's argument names the work
+		{KindKernel, "lamb_update_kernel", CatOptimizer},
+		{KindKernel, "void permute_pooled_embs_kernel<float>(float const*, long const*, long const*, long const*, float*, long, long, long)", CatElementwise}, // "pooled" is not pooling
 		{KindKernel, "Memcpy DtoD (Device -> Device)", CatMemory},
 		{KindMemset, "anything", CatMemory},
 		{KindMemcpy, "ncclKernel", CatMemory}, // the event category wins over the name

@@ -53,24 +53,46 @@
 //
 // # Categories
 //
-// Memcpy and memset events are memcpy_memset. Kernels are matched on the
-// lower-cased name (with "fbgemm" masked, a library name and not a GEMM);
-// the first rule with a matching substring wins:
+// Memcpy and memset events are memcpy_memset. A kernel is matched on its
+// own identifier: the lower-cased qualified name without "void " or another
+// return type, template arguments and parameter list, so that the functor
+// inside at::native::vectorized_elementwise_kernel<4, …{lambda()#1}…> does
+// not decide its category ("lambda" is not LAMB). A generic wrapper
+// (cutlass::Kernel<X>, cutlass::device_kernel<X>) is matched with X's name.
+// "fbgemm" is masked (a library name, not a GEMM). The first rule with a
+// matching substring wins; "sgd" and "lamb" count only as whole words:
 //
-//	communication   nccl allreduce all_reduce allgather all_gather reducescatter reduce_scatter
-//	                alltoall all_to_all sendrecv broadcast_kernel c10d rccl
+//	communication   nccl rccl allreduce all_reduce allgather all_gather reducescatter
+//	                reduce_scatter alltoall all_to_all sendrecv broadcast_kernel c10d
 //	attention       flash fmha attention attn sdpa mha_fwd mha_bwd
-//	optimizer       adam sgd lamb adagrad rmsprop momentum multi_tensor_apply optimizer fused_optim
-//	gemm            gemm cublas cutlass xmma matmul wgmma hmma cudnn::detail::implicit conv
-//	                winograd cask_cudnn dgrad wgrad fprop bmm   (convolutions run as implicit GEMMs)
-//	reduction_norm  reduce norm softmax bn_fw bn_bw welford cross_entropy nll_loss argmax argmin
-//	                cumsum scan triton_red triton_per topk sort
-//	elementwise     elementwise pointwise triton_poi vectorized unrolled copy fill cat index gather
-//	                scatter where clamp relu gelu silu dropout add mul div cast transpose permute
+//	optimizer       multi_tensor_apply adam adagrad rmsprop optimizer fused_optim sgd lamb
+//	gemm            gemm gemv cublas cutlass xmma matmul wgmma hmma bmm cijk_ splitkreduce
+//	                epilogue::impl:: scudnn implicit conv winograd fft2d cask_cudnn dgrad
+//	                wgrad fprop igemm   (convolutions run as implicit GEMMs; cijk_ is
+//	                rocBLAS/Tensile, splitkreduce and epilogue::impl:: are cuBLAS's)
+//	reduction_norm  reduce norm softmax bn_fw bn_bw welford moments gammabeta cross_entropy
+//	                nll argmax argmin cumsum scan topk sort max_pool avg_pool average_pool
+//	                pooling cub::device triton_red triton_per
+//	elementwise     elementwise pointwise triton_poi vectorized unrolled copy fill cat index
+//	                indices gather scatter where clamp relu gelu silu dropout add mul div
+//	                cast transpose permute nchwtonhwc nhwctonchw scal embedding bucketize
+//	                range to_dense quantize fp8
 //	other           everything else
 //
+// Where the trace links a kernel to its launching host op (the kernel's
+// "External id"), the host op can move the kernel out of elementwise,
+// reduction_norm or other: aten::_fused_adam*, _fused_sgd, _fused_adagrad
+// and aten::_foreach_* ops, and every host op inside an Optimizer.step#…
+// span on the same thread, make it optimizer; nccl:*, c10d::* and
+// record_param_comms make it communication. Such a kernel has a row of its
+// own in the kernel table, beside the same name launched elsewhere.
+//
+// testdata/kernel_labels.tsv holds real kernel names from public traces
+// with the category a person gave each; a test checks every row.
+//
 // The order matters: NCCL kernels contain "reduce", flash attention uses
-// cutlass, and fused optimizers are elementwise kernels by shape.
+// cutlass, fused optimizers are elementwise kernels by shape, and FBGEMM's
+// embedding backward kernels fuse the optimizer update into a scatter.
 //
 // # Input
 //

@@ -20,6 +20,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"Kernel","name":"\ud83d","pid":0,"tid":7,"ts":"1","dur":[[[[{}]]]]}]}`))
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":99999999999999999999999,"dur":1}]}`))
 	f.Add([]byte(`{"traceEvents":[` + kernel("k", 7, "1", "2", 1)))
+	// Host ops whose hints recategorise the kernels they launch.
+	f.Add([]byte(traceJSON(hostOp("user_annotation", "Optimizer.step#SGD.step", 11, "0", "9", 1),
+		hostOp("cpu_op", "aten::mul_", 11, "1", "1", 2), hostOp("cpu_op", "nccl:all_reduce", 11, "3", "1", 3),
+		launch("1.2", "0.2", 2), launch("3.2", "0.2", 3),
+		kernelExt("vectorized_elementwise_kernel<4, MulFunctor>", "5", "1", 2, 2), kernelExt("CatArrayBatchedCopy", "7", "1", 3, 3))))
 	f.Add([]byte("hello"))
 	f.Add([]byte(""))
 	// The opening of a real trace: metadata, deviceProperties, first events.

@@ -117,7 +117,9 @@ type Trace struct {
 
 	nameBytes   int64              // Σ len(Names)
 	namesMerged int64              // events whose new name found the table full
-	forcedCat   map[int32]Category // categories of the merged op rows
+	forcedCat   map[int32]Category // categories of the merged op rows and of hinted kernels
+
+	hostHints // categories that host ops give the kernels they launch
 }
 
 // threadKey identifies a host thread. Kineto writes pid/tid as numbers, but
@@ -194,6 +196,8 @@ type event struct {
 	corr, stream, dev int64
 	corrOK, streamOK  bool
 	devOK             bool
+	ext               int64 // args["External id"]: the launching host op
+	extOK             bool
 	bad               string // why the event cannot be used, if anything
 	num, key, str     []byte
 }
@@ -425,6 +429,27 @@ func (t *Trace) readNum(s *scanner, e *event, shift int, field string) (int64, b
 	return v, true, nil
 }
 
+// readOptInt reads an optional integer that the analysis can do without:
+// any other type or value is skipped and leaves the event usable.
+func (t *Trace) readOptInt(s *scanner, e *event) (int64, bool, error) {
+	c, err := s.peek()
+	if err != nil {
+		return 0, false, err
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return 0, false, s.skipValue()
+	}
+	e.num, err = s.readNumber(e.num[:0])
+	if errors.Is(err, errNumberTooLong) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := parseInt(e.num)
+	return v, err == nil, nil
+}
+
 // readID reads pid or tid: a number, or a string (hashed) as in the
 // profiler's own "Spans" rows.
 func (t *Trace) readID(s *scanner, e *event) (int64, bool, error) {
@@ -474,6 +499,8 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 			e.stream, e.streamOK, err = t.readIntOrString(s, e, "args.stream")
 		case "device":
 			e.dev, e.devOK, err = t.readIntOrString(s, e, "args.device")
+		case "External id":
+			e.ext, e.extOK, err = t.readOptInt(s, e)
 		default:
 			err = s.skipValue()
 		}
@@ -553,6 +580,9 @@ func (t *Trace) use(e *event) {
 	isLabel := catIs(e.cat, "user_annotation")
 	isStep := !isGPU && !isGPULabel && bytes.HasPrefix(e.name, []byte(stepPrefix))
 	isSpan := catIs(e.cat, "Trace")
+	if (isLabel || catIs(e.cat, "cpu_op")) && e.bad == "" && e.tsOK && e.durOK {
+		t.noteHostOp(e)
+	}
 	if !isGPU && !isRuntime && !isGPULabel && !isLabel && !isStep && !isSpan {
 		return
 	}
@@ -597,7 +627,13 @@ func (t *Trace) use(e *event) {
 			t.drop("GPU op device or stream out of range")
 			return
 		}
-		op := Op{Start: e.ts, Dur: e.dur, Name: t.internCapped(e.name, true, gpuKind), Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
+		var name int32
+		if h, ok := t.hintFor(e, gpuKind); ok {
+			name = t.internHinted(e.name, h)
+		} else {
+			name = t.internCapped(e.name, true, gpuKind)
+		}
+		op := Op{Start: e.ts, Dur: e.dur, Name: name, Stream: int32(stream), Device: int16(dev), Kind: gpuKind}
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 {
 			op.Corr = uint32(e.corr)
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/canifinetune/canifinetune/trace"
 )
@@ -20,7 +21,7 @@ import (
 // TraceCmd reports where a training step's GPU time goes, from PyTorch
 // profiler (Kineto) traces.
 type TraceCmd struct {
-	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped. Two files: compare before and after."`
+	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped; - reads standard input. Two files: compare before and after."`
 	JSON     bool     `help:"Print the report as JSON (schema: docs/trace-json.md)."`
 	WhatIf   []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Bound on how much shorter the GPU timeline gets if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
 	Top      int      `default:"10" help:"Kernel names to list in the table (all are in --json)."`
@@ -43,6 +44,9 @@ type traceJSON struct {
 func (c *TraceCmd) Run(env *Env) error {
 	if len(c.Files) > 2 {
 		return usageErrorf("canifinetune trace BEFORE.json.gz AFTER.json.gz", "trace takes one file, or two to compare; got %d", len(c.Files))
+	}
+	if len(c.Files) == 2 && c.Files[0] == "-" && c.Files[1] == "-" {
+		return usageErrorf("canifinetune trace - AFTER.json.gz < BEFORE.json.gz", "standard input can be only one of the two traces")
 	}
 	if c.Top < 0 {
 		return usageErrorf("canifinetune trace --top 10 FILE", "--top must be ≥ 0, got %d", c.Top)
@@ -72,7 +76,7 @@ func (c *TraceCmd) Run(env *Env) error {
 	defer stop()
 	reports := make([]*trace.Report, len(c.Files))
 	for i, f := range c.Files {
-		r, err := analyzeTraceFile(ctx, f, trace.Options{AllSteps: c.AllSteps}, "")
+		r, err := analyzeTraceFile(ctx, f, env.Stdin, trace.Options{AllSteps: c.AllSteps}, "")
 		if err != nil {
 			return err
 		}
@@ -109,17 +113,32 @@ func (c *TraceCmd) Run(env *Env) error {
 	return nil
 }
 
-// analyzeTraceFile opens a trace, gunzipping it when it starts with the gzip
-// magic (whatever its name), and analyses it with its sorted runs spilled to
-// a private directory under tmpRoot ("" is the system's temporary
-// directory), removed before it returns, whatever happens.
-func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+// stdinName is the name "-" stands for in messages and in the report.
+const stdinName = "stdin"
+
+// analyzeTraceFile opens a trace ("-" is stdin), gunzipping it when it
+// starts with the gzip magic (whatever its name), and analyses it with its
+// sorted runs spilled to a private directory under tmpRoot ("" is the
+// system's temporary directory). The directory is made only when a run
+// first spills, so a trace that fits in memory needs no writable temporary
+// directory, and it is removed before analyzeTraceFile returns, whatever
+// happens.
+func analyzeTraceFile(ctx context.Context, name string, stdin io.Reader, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
+	var in io.Reader
+	if name == "-" {
+		if stdin == nil {
+			return nil, errors.New("open trace: no standard input")
+		}
+		in, name = stdin, stdinName
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("open trace: %w", err)
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
+	br := bufio.NewReaderSize(ctxReader{ctx, in}, 64<<10)
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -132,18 +151,13 @@ func analyzeTraceFile(ctx context.Context, name string, opts trace.Options, tmpR
 		defer zr.Close()
 		r = gzipChecked{zr}
 	}
-	// MkdirTemp makes the directory 0700: the runs hold the trace's
-	// timings and are nobody else's business.
-	dir, err := os.MkdirTemp(tmpRoot, "canifinetune-trace-")
-	if err != nil {
-		return nil, fmt.Errorf("trace scratch directory: %w", err)
-	}
+	scratch := &traceScratch{ctx: ctx, root: tmpRoot}
 	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+		if rerr := scratch.remove(); rerr != nil && err == nil {
 			err = fmt.Errorf("remove trace scratch directory: %w", rerr)
 		}
 	}()
-	opts.Scratch = &traceScratch{ctx: ctx, dir: dir}
+	opts.Scratch = scratch
 	rep, err := trace.Analyze(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("read trace %s: %w", name, err)
@@ -189,22 +203,41 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// traceScratch keeps the analysis's sorted runs as files in dir. Each file
-// is removed when the analysis closes it; dir itself by analyzeTraceFile.
+// traceScratch keeps the analysis's sorted runs as files in a directory
+// under root, made by the first Create. Each file is removed when the
+// analysis closes it; the directory by remove.
 type traceScratch struct {
-	ctx context.Context
-	dir string
+	ctx  context.Context
+	root string
+	dir  string
 }
 
 func (s *traceScratch) Create() (trace.ScratchFile, error) {
 	if s.ctx.Err() != nil {
 		return nil, errInterrupted
 	}
+	if s.dir == "" {
+		// MkdirTemp makes the directory 0700: the runs hold the trace's
+		// timings and are nobody else's business.
+		dir, err := os.MkdirTemp(s.root, "canifinetune-trace-")
+		if err != nil {
+			return nil, fmt.Errorf("trace scratch directory (the trace is too large to sort in memory; set TMPDIR to a writable directory): %w", err)
+		}
+		s.dir = dir
+	}
 	f, err := os.CreateTemp(s.dir, "run-")
 	if err != nil {
 		return nil, err
 	}
 	return &scratchFile{ctx: s.ctx, File: f}, nil
+}
+
+// remove removes the directory, if Create made one.
+func (s *traceScratch) remove() error {
+	if s.dir == "" {
+		return nil
+	}
+	return os.RemoveAll(s.dir)
 }
 
 type scratchFile struct {
@@ -253,20 +286,81 @@ func tracePerStep(p *int64) string {
 }
 
 // shortKernel keeps a kernel's name readable in a table: C++ signatures make
-// them hundreds of characters long. The argument list goes; the template
-// arguments stay as far as they fit, since they tell cutlass::Kernel<…>
-// instances apart.
+// them hundreds of characters long. The argument list goes; a name still
+// longer than n runes loses its middle, not its end, since the end is what
+// tells cutlass::Kernel<…_nn_align4> from cutlass::Kernel<…_tn_align4>.
 func shortKernel(s string, n int) string {
+	return cutMiddle(stripSignature(s), n)
+}
+
+// stripSignature drops "void " and the parameter list.
+func stripSignature(s string) string {
 	s = strings.TrimPrefix(s, "void ")
 	if i := strings.LastIndex(s, ">("); i > 0 {
 		s = s[:i+1]
 	} else if i := strings.IndexByte(s, '('); i > 0 {
 		s = s[:i]
 	}
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
 	return s
+}
+
+// cutMiddle shortens s to n runes, keeping its head and tail around "…".
+func cutMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 3 {
+		return s
+	}
+	head := (n - 1) / 2
+	tail := n - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
+}
+
+// shortNames shortens the names of one table's rows with shortKernel, then
+// widens those that came out equal although the names differ (by 16 runes
+// at a time, then with the parameter list kept) until they differ: two
+// rows of a table never look like the same kernel.
+func shortNames(names []string, n int) []string {
+	out := make([]string, len(names))
+	width := make([]int, len(names))
+	full := make([]bool, len(names))
+	for i, name := range names {
+		out[i], width[i] = shortKernel(name, n), n
+	}
+	for {
+		byShort := map[string][]int{}
+		for i, s := range out {
+			byShort[s] = append(byShort[s], i)
+		}
+		changed := false
+		for _, rows := range byShort {
+			distinct := false
+			for _, i := range rows[1:] {
+				distinct = distinct || names[i] != names[rows[0]]
+			}
+			if !distinct {
+				continue
+			}
+			for _, i := range rows {
+				switch {
+				case !full[i] && width[i] < utf8.RuneCountInString(stripSignature(names[i])):
+					width[i] += 16
+					out[i] = shortKernel(names[i], width[i])
+				case !full[i]:
+					full[i] = true
+					out[i] = cutMiddle(names[i], width[i])
+				case width[i] < utf8.RuneCountInString(names[i]):
+					width[i] += 16
+					out[i] = cutMiddle(names[i], width[i])
+				default:
+					continue
+				}
+				changed = true
+			}
+		}
+		if !changed {
+			return out
+		}
+	}
 }
 
 func writeTraceReport(out io.Writer, r *trace.Report, top int) {
@@ -296,11 +390,14 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		fmt.Fprintf(out, "\n  top kernels (%d names)\n", len(d.Kernels))
 		tw = tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  kernel\tcategory\tops\texclusive\tshare\tper step")
-		for i, k := range d.Kernels {
-			if i >= top {
-				break
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", shortKernel(k.Name, 48), k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS))
+		shown := d.Kernels[:min(top, len(d.Kernels))]
+		names := make([]string, len(shown))
+		for i, k := range shown {
+			names[i] = k.Name
+		}
+		short := shortNames(names, 48)
+		for i, k := range shown {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", short[i], k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS))
 		}
 		tw.Flush()
 
@@ -343,8 +440,13 @@ func writeTraceLabels(out io.Writer, lt trace.LabelTable) {
 	fmt.Fprintf(out, "\n  %s labels (innermost label; rows sum to busy)\n", lt.Kind)
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  label\tn\texclusive\tshare\tper step\tinclusive")
-	for _, l := range lt.Rows {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", shortKernel(l.Name, 48), l.Instances, fmtNS(l.ExclusiveNS), tracePct(l.Share), tracePerStep(l.PerStepNS), fmtNS(l.InclusiveNS))
+	names := make([]string, len(lt.Rows))
+	for i, l := range lt.Rows {
+		names[i] = l.Name
+	}
+	short := shortNames(names, 48)
+	for i, l := range lt.Rows {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", short[i], l.Instances, fmtNS(l.ExclusiveNS), tracePct(l.Share), tracePerStep(l.PerStepNS), fmtNS(l.InclusiveNS))
 	}
 	tw.Flush()
 	for _, a := range lt.Aggregates {

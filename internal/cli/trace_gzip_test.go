@@ -19,7 +19,7 @@ func TestTraceGzipTrailerChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := analyzeTraceFile(context.Background(), scratchTestTrace, trace.Options{}, t.TempDir()); err != nil {
+	if _, err := analyzeTraceFile(context.Background(), scratchTestTrace, nil, trace.Options{}, t.TempDir()); err != nil {
 		t.Fatalf("the intact trace: %v", err)
 	}
 	for _, tt := range []struct {
@@ -34,7 +34,7 @@ func TestTraceGzipTrailerChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := t.TempDir()
-			_, err := analyzeTraceFile(context.Background(), path, trace.Options{}, root)
+			_, err := analyzeTraceFile(context.Background(), path, nil, trace.Options{}, root)
 			if !errors.Is(err, trace.ErrCorrupt) || !strings.Contains(err.Error(), path) {
 				t.Errorf("analyzeTraceFile = %v, want trace.ErrCorrupt naming %s", err, path)
 			}
