@@ -30,7 +30,7 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 							r.LoRARank = 0 // no adapters to rank
 						}
 						st.Apply(&r)
-						est, err := Canifinetune{Coef: DefaultCoefficients}.Estimate(r)
+						est, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
 						if err != nil {
 							t.Fatalf("%s %s %s %s %v: %v", e.ID, st.Name, method, ck, sh, err)
 						}

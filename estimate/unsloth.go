@@ -12,7 +12,7 @@ import (
 
 // Unsloth is Unsloth Studio's training VRAM estimator (unslothai/unsloth,
 // studio/backend/utils/hardware/VRAM_ESTIMATION.md), reproduced term by term
-// as a second reference beside Seed000:
+// as a second reference beside the Reference model:
 //
 //	total = weights + LoRA adapters + optimizer + gradients + activations + 1.4 GiB
 //

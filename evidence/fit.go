@@ -157,7 +157,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		if why != "" {
 			continue
 		}
-		if _, err := (estimate.Canifinetune{Coef: FitStart}).Estimate(req); err != nil {
+		if _, err := (estimate.PhasePeak{Coef: FitStart}).Estimate(req); err != nil {
 			continue
 		}
 		req.Terse = true // the fit reads levels only
@@ -172,7 +172,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		weights[i] = 1
 	}
 	predict := func(k estimate.Coefficients, r fitRow) float64 {
-		e, err := (estimate.Canifinetune{Coef: k}).Estimate(r.req)
+		e, err := (estimate.PhasePeak{Coef: k}).Estimate(r.req)
 		if err != nil {
 			return math.NaN()
 		}
@@ -259,7 +259,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		*fp.get(&k) = roundSig(*fp.get(&k), 4)
 	}
 	cal := &Calibration{
-		SchemaVersion: 1, Estimator: "canifinetune", EstimatorVersion: estimate.Canifinetune{}.Version(),
+		SchemaVersion: 1, Estimator: "canifinetune", EstimatorVersion: estimate.PhasePeak{}.Version(),
 		Cohort: cohort, Coefficients: k,
 		Method: "Gauss–Newton on relative error, each step a non-negative least-squares solve, Huber reweighting (k = 10 %); trust high+medium, supported, non-OOM rows; context_gib fixed",
 	}
@@ -324,7 +324,7 @@ type Calibrated struct {
 func (c Calibrated) Name() string { return "canifinetune" }
 
 // Version implements estimate.Estimator.
-func (c Calibrated) Version() string { return estimate.Canifinetune{}.Version() + "+calibrated" }
+func (c Calibrated) Version() string { return estimate.PhasePeak{}.Version() + "+calibrated" }
 
 // Describe implements estimate.Estimator.
 func (c Calibrated) Describe() string {
@@ -334,13 +334,13 @@ func (c Calibrated) Describe() string {
 // Estimate implements estimate.Estimator.
 func (c Calibrated) Estimate(r estimate.Request) (*estimate.Estimate, error) {
 	if ok, why := c.Cal.Domain.Contains(r); !ok {
-		e, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}.Estimate(r)
+		e, err := estimate.PhasePeak{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}.Estimate(r)
 		if err == nil {
 			e.Assumptions = append(e.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.File, why))
 		}
 		return e, err
 	}
-	e, err := estimate.Canifinetune{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}.Estimate(r)
+	e, err := estimate.PhasePeak{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}.Estimate(r)
 	if err == nil {
 		e.Version = c.Version()
 		e.Assumptions = append(e.Assumptions, "coefficients from calibration "+c.File)

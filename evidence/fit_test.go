@@ -86,7 +86,7 @@ func TestCalibratedDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients}.Estimate(req)
+	base, err := estimate.PhasePeak{Coef: estimate.DefaultCoefficients}.Estimate(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,47 +7,48 @@ import (
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
-// Seed000 is the reference memory model (docs/memory-model.md), every
+// Reference is the reference memory model (docs/memory-model.md), every
 // component summed term by term. It is kept intact so other estimators are
 // compared against it; "reference" is another name for it.
-type Seed000 struct{}
+type Reference struct{}
 
-func init() { register(Seed000{}) }
+func init() { register(Reference{}) }
 
 // Name implements Estimator.
-func (Seed000) Name() string { return "seed000" }
+func (Reference) Name() string { return "seed000" }
 
 // Version implements Estimator.
-func (Seed000) Version() string { return "0.4.0" }
+func (Reference) Version() string { return "0.4.0" }
 
 // Describe implements Estimator.
-func (Seed000) Describe() string {
+func (Reference) Describe() string {
 	return "reference: the memory model of docs/memory-model.md, term by term (sum of all components, flat 8 % CUDA overhead, 5 % safety)"
 }
 
-// Seed 000 coefficients.
+// The reference model's coefficients; § numbers are the sections of its
+// specification, which docs/memory-model.md follows.
 const (
-	seedOverheadFraction = 0.08 // §7: flat fraction of total VRAM for context, workspaces, fragmentation
-	seedSafetyFraction   = 0.05 // §8: held back so the estimator never recommends the brink
-	seedAttnTensors      = 9.0  // §5: 9·h·act_bytes per token per layer (Korthikanti-shaped, refitted)
-	seedGatedMLPTensors  = 4.5  // §5: SwiGLU families
-	seedClassicMLPTensor = 2.8  // §5: two-matmul MLPs (gpt2, phi, …)
-	seedEagerScoreCoef   = 5.0  // §5: 5·a·s² per layer with --attn eager (Korthikanti)
-	seedLogitsExtra      = 12   // §6: fp32 upcast 4 B + log-softmax 4 B + fp32 grad 4 B per logit
-	seedQLoRAMLPBytes    = 4    // §5: kbit intermediates held in fp32
-	seedAdapterBytes     = 4    // §1: PEFT keeps adapters in fp32
-	seed8bitOptimBytes   = 2.5  // §4: 8-bit/paged AdamW heuristic per parameter
+	refOverheadFraction = 0.08 // §7: flat fraction of total VRAM for context, workspaces, fragmentation
+	refSafetyFraction   = 0.05 // §8: held back so the estimator never recommends the brink
+	refAttnTensors      = 9.0  // §5: 9·h·act_bytes per token per layer (Korthikanti-shaped, refitted)
+	refGatedMLPTensors  = 4.5  // §5: SwiGLU families
+	refClassicMLPTensor = 2.8  // §5: two-matmul MLPs (gpt2, phi, …)
+	refEagerScoreCoef   = 5.0  // §5: 5·a·s² per layer with --attn eager (Korthikanti)
+	refLogitsExtra      = 12   // §6: fp32 upcast 4 B + log-softmax 4 B + fp32 grad 4 B per logit
+	refQLoRAMLPBytes    = 4    // §5: kbit intermediates held in fp32
+	refAdapterBytes     = 4    // §1: PEFT keeps adapters in fp32
+	ref8bitOptimBytes   = 2.5  // §4: 8-bit/paged AdamW heuristic per parameter
 )
 
 // Estimate implements Estimator.
-func (Seed000) Estimate(req Request) (*Estimate, error) {
+func (Reference) Estimate(req Request) (*Estimate, error) {
 	r, err := req.Normalize()
 	if err != nil {
 		return nil, err
 	}
 	r.UpcastFrozen = nil // seed 000 always upcasts frozen embeddings and norms (§1)
 	m := r.Model
-	e := &Estimate{Estimator: "seed000", Version: Seed000{}.Version(), Params: m.Params()}
+	e := &Estimate{Estimator: Reference{}.Name(), Version: Reference{}.Version(), Params: m.Params()}
 	add := func(name string, b int64, src string) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b, Source: src})
 	}
@@ -75,12 +76,12 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	if r.Method == Full {
 		trainable = m.Params()
 	} else {
-		add(CAdapters, (adapters+extra)*seedAdapterBytes, "rank·(in+out) per targeted Linear per layer, fp32 (docs/memory-model.md#lora-adapters)")
+		add(CAdapters, (adapters+extra)*refAdapterBytes, "rank·(in+out) per targeted Linear per layer, fp32 (docs/memory-model.md#lora-adapters)")
 	}
 	e.TrainableParams = trainable
 
 	// §3 Gradients.
-	gradBytes := int64(seedAdapterBytes)
+	gradBytes := int64(refAdapterBytes)
 	if r.Method == Full {
 		gradBytes = r.paramBytes()
 	}
@@ -93,7 +94,7 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	case "sgd":
 		optimSrc = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
 	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
-		optim = int64(float64(trainable) * seed8bitOptimBytes)
+		optim = int64(float64(trainable) * ref8bitOptimBytes)
 		optimSrc = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
 	case "adamw_torch_fused":
 		optim = 2 * trainable * gradBytes
@@ -106,16 +107,16 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 
 	// §5 Activations.
 	s, b, h := r.SeqLen, r.Batch, m.Hidden
-	mlpT, mlpBytes := seedGatedMLPTensors, float64(act)
+	mlpT, mlpBytes := refGatedMLPTensors, float64(act)
 	if m.MLP == hfconfig.MLPClassic {
-		mlpT = seedClassicMLPTensor
+		mlpT = refClassicMLPTensor
 	}
 	if r.Method == QLoRA {
-		mlpBytes = seedQLoRAMLPBytes
+		mlpBytes = refQLoRAMLPBytes
 	}
-	perLayer := float64(s*b) * (seedAttnTensors*float64(h*act) + mlpT*float64(m.ActiveFFN())*mlpBytes)
+	perLayer := float64(s*b) * (refAttnTensors*float64(h*act) + mlpT*float64(m.ActiveFFN())*mlpBytes)
 	if r.Attn == "eager" {
-		perLayer += seedEagerScoreCoef * float64(m.Heads*s*s*b)
+		perLayer += refEagerScoreCoef * float64(m.Heads*s*s*b)
 	}
 	L := float64(m.NumLayers)
 	var acts float64
@@ -130,14 +131,14 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 	if fusedCE(r) {
 		add(CLogits, 0, "a fused cross-entropy removes the logits chain (docs/memory-model.md#logits-and-loss-chain)")
 	} else {
-		add(CLogits, s*b*m.Vocab*(act+seedLogitsExtra), "s·b·vocab·(act_bytes + 12) (docs/memory-model.md#logits-and-loss-chain)")
+		add(CLogits, s*b*m.Vocab*(act+refLogitsExtra), "s·b·vocab·(act_bytes + 12) (docs/memory-model.md#logits-and-loss-chain)")
 	}
 
 	applySharding(e, r)
 	tensors := e.componentSum()
 
 	// §7, §8 overhead and safety from the card's total memory.
-	overF, safeF := seedOverheadFraction, seedSafetyFraction
+	overF, safeF := refOverheadFraction, refSafetyFraction
 	if r.OverheadFraction > 0 {
 		overF = r.OverheadFraction
 	}
@@ -162,7 +163,7 @@ func (Seed000) Estimate(req Request) (*Estimate, error) {
 		e.Assumptions = append(e.Assumptions, "no GPU given: CUDA overhead and safety margin (fractions of the card) are not included and there is no verdict")
 	}
 	e.Verdict = verdict(e.Total, r)
-	e.Assumptions = append(e.Assumptions, seedAssumptions(r)...)
+	e.Assumptions = append(e.Assumptions, requestAssumptions(r)...)
 	e.Confidence = confidence(r, "seed000")
 	return finish(e, r)
 }
@@ -180,7 +181,7 @@ func verdict(total int64, r Request) Verdict {
 	return v
 }
 
-func seedAssumptions(r Request) []string {
+func requestAssumptions(r Request) []string {
 	var a []string
 	m := r.Model
 	a = append(a, fmt.Sprintf("%s, %s, seq %d × batch %d, optimizer %s, attention %s, checkpointing %s",

@@ -51,24 +51,24 @@ type Coefficients struct {
 	ContextGiB float64 `json:"context_gib"`
 }
 
-// Canifinetune is the default estimator: seed 000's components, combined as the
+// PhasePeak is the default estimator: seed 000's components, combined as the
 // peak over the phases of a step rather than their sum, with allocated,
 // reserved and device levels predicted separately and coefficients fitted on
 // measured runs.
-type Canifinetune struct {
+type PhasePeak struct {
 	Coef Coefficients
 	// CoefSource names where Coef came from (embedded default or a calibration file).
 	CoefSource string
 }
 
 // Name implements Estimator.
-func (Canifinetune) Name() string { return "canifinetune" }
+func (PhasePeak) Name() string { return "canifinetune" }
 
 // Version implements Estimator.
-func (Canifinetune) Version() string { return "1.0.0" }
+func (PhasePeak) Version() string { return "1.0.0" }
 
 // Describe implements Estimator.
-func (Canifinetune) Describe() string {
+func (PhasePeak) Describe() string {
 	return "default: phase-peak model (forward/loss vs backward-end/optimizer step), separate allocated/reserved/process levels, coefficients fitted on evidence/dev.jsonl"
 }
 
@@ -130,11 +130,11 @@ type terms struct {
 }
 
 func init() {
-	register(Canifinetune{Coef: DefaultCoefficients, CoefSource: "embedded (fitted on evidence/dev.jsonl)"})
+	register(PhasePeak{Coef: DefaultCoefficients, CoefSource: "embedded (fitted on evidence/dev.jsonl)"})
 }
 
 // terms computes the first-principles pieces of a request.
-func (c Canifinetune) terms(req Request) (terms, Request, error) {
+func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	r, err := req.Normalize()
 	if err != nil {
 		return terms{}, r, err
@@ -244,16 +244,16 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
 	act := float64(residualBytes(r))
-	mlpT, mlpBytes := seedGatedMLPTensors, act
+	mlpT, mlpBytes := refGatedMLPTensors, act
 	if m.MLP == hfconfig.MLPClassic {
-		mlpT = seedClassicMLPTensor
+		mlpT = refClassicMLPTensor
 	}
 	if r.Method == QLoRA {
-		mlpBytes = seedQLoRAMLPBytes
+		mlpBytes = refQLoRAMLPBytes
 	}
-	perLayer := s * b * (seedAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
+	perLayer := s * b * (refAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
 	if r.Attn == "eager" {
-		t.Eager = seedEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
+		t.Eager = refEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
 	}
 	L := float64(m.NumLayers)
 	t.AdapterAct = adapterActivations(r, act)
@@ -288,7 +288,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 }
 
 // Estimate implements Estimator.
-func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
+func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	t, r, err := c.terms(req)
 	if err != nil {
 		return nil, err
@@ -422,7 +422,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
 	e.TrainableParams = t.Trainable
 	var safe int64
-	safeF := seedSafetyFraction
+	safeF := refSafetyFraction
 	if r.SafetyFraction > 0 {
 		safeF = r.SafetyFraction
 	}
@@ -440,14 +440,14 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		if r.GPUTotal > 0 {
 			e.Components[n-1].Source = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
 		}
-		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
+		e.Assumptions = append(requestAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
 		e.Confidence = confidence(r, c.Name())
 	}
 	return finish(e, r)
 }
 
 // describe fills the sources of the step's components (not for terse requests).
-func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
+func (c PhasePeak) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
 	for i := range e.Components {
 		comp := &e.Components[i]
 		// Sharding has already noted how it divided the component: keep it
