@@ -10,7 +10,6 @@ import (
 
 func est(t *testing.T, r Request) *Estimate {
 	t.Helper()
-	r.Terse = true
 	e, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
 	if err != nil {
 		t.Fatal(err)
@@ -18,7 +17,7 @@ func est(t *testing.T, r Request) *Estimate {
 	return e
 }
 
-func component(e *Estimate, name string) int64 {
+func component(e *Estimate, name ComponentID) int64 {
 	b, _ := e.Component(name)
 	return b
 }

@@ -40,17 +40,24 @@ const (
 	ref8bitOptimBytes   = 2.5  // §4: 8-bit/paged AdamW heuristic per parameter
 )
 
-// Estimate implements Estimator.
-func (Reference) Estimate(req Request) (*Estimate, error) {
+// normalize is Request.Normalize with the reference's own reading: it
+// always upcasts frozen embeddings and norms (§1).
+func (Reference) normalize(req Request) (Request, error) {
 	r, err := req.Normalize()
+	r.UpcastFrozen = nil
+	return r, err
+}
+
+// Estimate implements Estimator.
+func (ref Reference) Estimate(req Request) (*Estimate, error) {
+	r, err := ref.normalize(req)
 	if err != nil {
 		return nil, err
 	}
-	r.UpcastFrozen = nil // seed 000 always upcasts frozen embeddings and norms (§1)
 	m := r.Model
-	e := &Estimate{Estimator: Reference{}.Name(), Version: Reference{}.Version(), Params: m.Params()}
-	add := func(name string, b int64, src string) {
-		e.Components = append(e.Components, Component{Name: name, Bytes: b, Source: src})
+	e := &Estimate{Estimator: ref.Name(), Version: ref.Version(), Params: m.Params()}
+	add := func(name ComponentID, b int64) {
+		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
 	act := r.actBytes()
 
@@ -59,14 +66,12 @@ func (Reference) Estimate(req Request) (*Estimate, error) {
 	case QLoRA:
 		linear := m.LinearParams()
 		rest := m.Params() - linear // embeddings, lm_head, norms (and a frozen tower)
-		add(CWeights, int64(float64(linear)*quantBytesPerParam(r.Quant))+rest*4,
-			"quantized Linear layers packed + embeddings/norms upcast to fp32 by prepare_model_for_kbit_training (docs/memory-model.md#weights)")
-		add(CQuantOverhead, int64(float64(linear)*quantMetaBytesPerParam(r.Quant))+dequantWorkspace(m),
-			fmt.Sprintf("%s absmax metadata %.4g B/param + dequant workspace 2·h·ffn·2 B (docs/memory-model.md#quantization-state)", r.Quant, quantMetaBytesPerParam(r.Quant)))
+		add(CWeights, int64(float64(linear)*quantBytesPerParam(r.Quant))+rest*4)
+		add(CQuantOverhead, int64(float64(linear)*quantMetaBytesPerParam(r.Quant))+dequantWorkspace(m))
 	case LoRA:
-		add(CWeights, m.Params()*r.frozenBytes(), fmt.Sprintf("%d B/param frozen base (docs/memory-model.md#weights)", r.frozenBytes()))
+		add(CWeights, m.Params()*r.frozenBytes())
 	case Full:
-		add(CWeights, m.Params()*r.paramBytes(), fmt.Sprintf("%d B/param (docs/memory-model.md#weights)", r.paramBytes()))
+		add(CWeights, m.Params()*r.paramBytes())
 	}
 
 	// §2 Trainable parameters.
@@ -76,34 +81,26 @@ func (Reference) Estimate(req Request) (*Estimate, error) {
 	if r.Method == Full {
 		trainable = m.Params()
 	} else {
-		add(CAdapters, (adapters+extra)*refAdapterBytes, "rank·(in+out) per targeted Linear per layer, fp32 (docs/memory-model.md#lora-adapters)")
+		add(CAdapters, (adapters+extra)*refAdapterBytes)
 	}
 	e.TrainableParams = trainable
 
 	// §3 Gradients.
-	gradBytes := int64(refAdapterBytes)
-	if r.Method == Full {
-		gradBytes = r.paramBytes()
-	}
-	add(CGradients, trainable*gradBytes, fmt.Sprintf("trainable params × %d B (docs/memory-model.md#gradients)", gradBytes))
+	gradBytes := refGradBytes(r)
+	add(CGradients, trainable*gradBytes)
 
 	// §4 Optimizer states.
 	var optim int64
-	var optimSrc string
 	switch r.Optimizer {
 	case "sgd":
-		optimSrc = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
 	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
 		optim = int64(float64(trainable) * ref8bitOptimBytes)
-		optimSrc = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
 	case "adamw_torch_fused":
 		optim = 2 * trainable * gradBytes
-		optimSrc = "fused AdamW, two states in parameter dtype (docs/memory-model.md#optimizer-states)"
 	default:
 		optim = 3 * trainable * gradBytes
-		optimSrc = "foreach AdamW, two states + a tensor-sized workspace in parameter dtype (docs/memory-model.md#optimizer-states)"
 	}
-	add(COptimizer, optim, optimSrc)
+	add(COptimizer, optim)
 
 	// §5 Activations.
 	s, b, h := r.SeqLen, r.Batch, m.Hidden
@@ -125,32 +122,26 @@ func (Reference) Estimate(req Request) (*Estimate, error) {
 	} else {
 		acts = L * perLayer
 	}
-	add(CActivations, int64(acts), "s·b·(9·h·act + k·ffn·mlp_bytes) per layer"+map[bool]string{true: "; checkpointing keeps block inputs + one layer", false: ""}[ckptOn(r)]+" (docs/memory-model.md#activations)")
+	add(CActivations, int64(acts))
 
 	// §6 Logits chain.
 	if fusedCE(r) {
-		add(CLogits, 0, "a fused cross-entropy removes the logits chain (docs/memory-model.md#logits-and-loss-chain)")
+		add(CLogits, 0)
 	} else {
-		add(CLogits, s*b*m.Vocab*(act+refLogitsExtra), "s·b·vocab·(act_bytes + 12) (docs/memory-model.md#logits-and-loss-chain)")
+		add(CLogits, s*b*m.Vocab*(act+refLogitsExtra))
 	}
 
 	applySharding(e, r)
 	tensors := e.componentSum()
 
 	// §7, §8 overhead and safety from the card's total memory.
-	overF, safeF := refOverheadFraction, refSafetyFraction
-	if r.OverheadFraction > 0 {
-		overF = r.OverheadFraction
-	}
-	if r.SafetyFraction > 0 {
-		safeF = r.SafetyFraction
-	}
+	overF, safeF := refFractions(r)
 	e.Levels.Allocated = tensors
 	if r.GPUTotal > 0 {
 		over := frac(r.GPUTotal, overF)
 		safe := frac(r.GPUTotal, safeF)
-		add(COverhead, over, fmt.Sprintf("%.0f %% of total VRAM (docs/memory-model.md#cuda-overhead)", overF*100))
-		add(CSafety, safe, fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100))
+		add(COverhead, over)
+		add(CSafety, safe)
 		e.Total = tensors + over + safe
 		e.PlanningProxy = e.Total - safe
 		e.Levels.Reserved = e.PlanningProxy
@@ -160,12 +151,98 @@ func (Reference) Estimate(req Request) (*Estimate, error) {
 		e.PlanningProxy = tensors
 		e.Levels.Reserved = tensors
 		e.Levels.Process = tensors
-		e.Assumptions = append(e.Assumptions, "no GPU given: CUDA overhead and safety margin (fractions of the card) are not included and there is no verdict")
 	}
 	e.Verdict = verdict(e.Total, r)
-	e.Assumptions = append(e.Assumptions, requestAssumptions(r)...)
-	e.Confidence = confidence(r, "seed000")
 	return finish(e, r)
+}
+
+// refGradBytes is the gradient dtype: the adapters' fp32 (§1), or the
+// trained weights' own in a full fine-tune.
+func refGradBytes(r Request) int64 {
+	if r.Method == Full {
+		return r.paramBytes()
+	}
+	return refAdapterBytes
+}
+
+// refFractions are the CUDA overhead and safety fractions of the card,
+// the request's own where it gives them.
+func refFractions(r Request) (overhead, safety float64) {
+	overhead, safety = refOverheadFraction, refSafetyFraction
+	if r.OverheadFraction > 0 {
+		overhead = r.OverheadFraction
+	}
+	if r.SafetyFraction > 0 {
+		safety = r.SafetyFraction
+	}
+	return overhead, safety
+}
+
+// Explain implements Estimator: each component's section of
+// docs/memory-model.md, with how sharding divided it.
+func (ref Reference) Explain(req Request, e *Estimate) (Explanation, error) {
+	r, err := ref.normalize(req)
+	if err != nil {
+		return Explanation{}, err
+	}
+	overF, safeF := refFractions(r)
+	x := Explanation{Sources: make(map[ComponentID]string, len(e.Components))}
+	for _, c := range e.Components {
+		var src string
+		switch c.Name {
+		case CWeights:
+			switch r.Method {
+			case QLoRA:
+				src = "quantized Linear layers packed + embeddings/norms upcast to fp32 by prepare_model_for_kbit_training (docs/memory-model.md#weights)"
+			case LoRA:
+				src = fmt.Sprintf("%d B/param frozen base (docs/memory-model.md#weights)", r.frozenBytes())
+			default:
+				src = fmt.Sprintf("%d B/param (docs/memory-model.md#weights)", r.paramBytes())
+			}
+		case CQuantOverhead:
+			src = fmt.Sprintf("%s absmax metadata %.4g B/param + dequant workspace 2·h·ffn·2 B (docs/memory-model.md#quantization-state)", r.Quant, quantMetaBytesPerParam(r.Quant))
+		case CAdapters:
+			src = "rank·(in+out) per targeted Linear per layer, fp32 (docs/memory-model.md#lora-adapters)"
+		case CGradients:
+			src = fmt.Sprintf("trainable params × %d B (docs/memory-model.md#gradients)", refGradBytes(r))
+		case COptimizer:
+			switch r.Optimizer {
+			case "sgd":
+				src = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
+			case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
+				src = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
+			case "adamw_torch_fused":
+				src = "fused AdamW, two states in parameter dtype (docs/memory-model.md#optimizer-states)"
+			default:
+				src = "foreach AdamW, two states + a tensor-sized workspace in parameter dtype (docs/memory-model.md#optimizer-states)"
+			}
+		case CActivations:
+			src = "s·b·(9·h·act + k·ffn·mlp_bytes) per layer"
+			if ckptOn(r) {
+				src += "; checkpointing keeps block inputs + one layer"
+			}
+			src += " (docs/memory-model.md#activations)"
+		case CLogits:
+			src = "s·b·vocab·(act_bytes + 12) (docs/memory-model.md#logits-and-loss-chain)"
+			if fusedCE(r) {
+				src = "a fused cross-entropy removes the logits chain (docs/memory-model.md#logits-and-loss-chain)"
+			}
+		case COverhead:
+			src = fmt.Sprintf("%.0f %% of total VRAM (docs/memory-model.md#cuda-overhead)", overF*100)
+		case CSafety:
+			src = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
+		}
+		x.Sources[c.Name] = src + shardingNote(r, c.Name)
+	}
+	if a := replicaAssumption(r); a != "" {
+		x.Assumptions = append(x.Assumptions, a)
+	}
+	if r.GPUTotal <= 0 {
+		x.Assumptions = append(x.Assumptions, "no GPU given: CUDA overhead and safety margin (fractions of the card) are not included and there is no verdict")
+	}
+	x.Assumptions = append(x.Assumptions, requestAssumptions(r)...)
+	x.Confidence = confidence(r, ref.Name())
+	return x, nil
 }
 
 // verdict compares the total with the free memory if given, else the card.

@@ -73,9 +73,9 @@ func TestReferenceComponents(t *testing.T) {
 	tests := []struct {
 		name string
 		req  Request
-		want map[string]int64
+		want map[ComponentID]int64
 	}{
-		{"lora bf16 foreach adamw", Request{Method: LoRA, LoRARank: 8, SeqLen: s, Batch: b, GPUTotal: gpuTotal}, map[string]int64{
+		{"lora bf16 foreach adamw", Request{Method: LoRA, LoRARank: 8, SeqLen: s, Batch: b, GPUTotal: gpuTotal}, map[ComponentID]int64{
 			CWeights:     P * 2,
 			CAdapters:    adapters * 4,
 			CGradients:   adapters * 4,
@@ -85,7 +85,7 @@ func TestReferenceComponents(t *testing.T) {
 			COverhead:    int64(float64(gpuTotal) * 0.08),
 			CSafety:      int64(float64(gpuTotal) * 0.05),
 		}},
-		{"qlora nf4 fused, checkpointing", Request{Method: QLoRA, Quant: "nf4", LoRARank: 8, SeqLen: s, Batch: b, GradCkpt: "full", Optimizer: "adamw_torch_fused"}, map[string]int64{
+		{"qlora nf4 fused, checkpointing", Request{Method: QLoRA, Quant: "nf4", LoRARank: 8, SeqLen: s, Batch: b, GradCkpt: "full", Optimizer: "adamw_torch_fused"}, map[ComponentID]int64{
 			CWeights:       lin/2 + (P-lin)*4,
 			CQuantOverhead: int64(float64(lin)*0.0625) + 2*64*128*2,
 			CAdapters:      adapters * 4,
@@ -94,14 +94,14 @@ func TestReferenceComponents(t *testing.T) {
 			CActivations:   2*(2*s*b*64*2) + int64(float64(s*b)*(9*64*2+4.5*128*4)),
 			CLogits:        s * b * 1000 * 14,
 		}},
-		{"full fp32 sgd eager fused-ce", Request{Method: Full, Precision: FP32, SeqLen: s, Batch: b, Optimizer: "sgd", Attn: "eager", FusedCE: "liger"}, map[string]int64{
+		{"full fp32 sgd eager fused-ce", Request{Method: Full, Precision: FP32, SeqLen: s, Batch: b, Optimizer: "sgd", Attn: "eager", FusedCE: "liger"}, map[ComponentID]int64{
 			CWeights:     P * 4,
 			CGradients:   P * 4,
 			COptimizer:   0,
 			CActivations: int64(2 * (float64(s*b)*(9*64*4+4.5*128*4) + 5*4*s*s*b)),
 			CLogits:      0,
 		}},
-		{"full bf16 8-bit adam", Request{Method: Full, SeqLen: s, Batch: b, Optimizer: "paged_adamw_8bit"}, map[string]int64{
+		{"full bf16 8-bit adam", Request{Method: Full, SeqLen: s, Batch: b, Optimizer: "paged_adamw_8bit"}, map[ComponentID]int64{
 			CWeights:   P * 2,
 			CGradients: P * 2,
 			COptimizer: int64(float64(P) * 2.5),
@@ -182,12 +182,12 @@ func TestShardingDividesState(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		strategy string
-		divided  []string
-		whole    []string
+		divided  []ComponentID
+		whole    []ComponentID
 	}{
-		{"zero1", []string{COptimizer}, []string{CWeights, CGradients}},
-		{"zero2", []string{COptimizer, CGradients}, []string{CWeights}},
-		{"fsdp_full_shard", []string{COptimizer, CGradients}, nil},
+		{"zero1", []ComponentID{COptimizer}, []ComponentID{CWeights, CGradients}},
+		{"zero2", []ComponentID{COptimizer, CGradients}, []ComponentID{CWeights}},
+		{"fsdp_full_shard", []ComponentID{COptimizer, CGradients}, nil},
 	} {
 		e, err := Reference{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: tt.strategy, GPUs: 4}})
 		if err != nil {

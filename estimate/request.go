@@ -105,11 +105,6 @@ type Request struct {
 	// card (nil: unknown, nothing checked). FlashAttention-2 on a card
 	// without it is an error; bf16 without native support a warning.
 	Card *CardFeatures
-
-	// Terse asks for the numbers only: no component sources, assumptions or
-	// confidence text. Searches over many requests (Changes, calibration,
-	// GPU selection) set it; the figures are identical.
-	Terse bool
 }
 
 // Sharding spreads training state over data-parallel GPUs.

@@ -122,13 +122,13 @@ func Changes(est Estimator, r Request, current Verdict, space SearchSpace) []Cha
 			return e, e.Verdict, nil
 		}
 	}
-	baseEst, _, err := judge(terse(r))
+	baseEst, _, err := judge(detached(r))
 	if err != nil {
 		return nil
 	}
 	edits := leverEdits(base, space)
 	try := func(eds ...Edit) (Change, bool) {
-		q := terse(r)
+		q := detached(r)
 		for _, ed := range eds {
 			ed.apply(&q)
 		}
@@ -189,8 +189,9 @@ func compareChanges(a, b Change) int {
 	)
 }
 
-func terse(r Request) Request {
-	r.Terse = true // only the totals are used
+// detached copies a request with slices of its own, so that an edit to a
+// candidate cannot change the request it came from.
+func detached(r Request) Request {
 	r.LoRATargets = slices.Clone(r.LoRATargets)
 	r.ExtraTrainable = slices.Clone(r.ExtraTrainable)
 	return r

@@ -160,7 +160,6 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		if _, err := (estimate.PhasePeak{Coef: FitStart}).Estimate(req); err != nil {
 			continue
 		}
-		req.Terse = true // the fit reads levels only
 		rows = append(rows, fitRow{c: c, req: req, y: *c.Measured.GiB * estimate.GiB})
 	}
 	if len(rows) < len(fitParams)+2 {
@@ -331,19 +330,38 @@ func (c Calibrated) Describe() string {
 	return "the default estimator with coefficients from " + c.File
 }
 
+// inner is the default estimator a request is estimated with: the
+// calibration's coefficients inside its domain, the embedded ones outside
+// it (why says why, "" inside).
+func (c Calibrated) inner(r estimate.Request) (est estimate.PhasePeak, why string) {
+	if ok, why := c.Cal.Domain.Contains(r); !ok {
+		return estimate.PhasePeak{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}, why
+	}
+	return estimate.PhasePeak{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}, ""
+}
+
 // Estimate implements estimate.Estimator.
 func (c Calibrated) Estimate(r estimate.Request) (*estimate.Estimate, error) {
-	if ok, why := c.Cal.Domain.Contains(r); !ok {
-		e, err := estimate.PhasePeak{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}.Estimate(r)
-		if err == nil {
-			e.Assumptions = append(e.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.File, why))
-		}
-		return e, err
-	}
-	e, err := estimate.PhasePeak{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}.Estimate(r)
-	if err == nil {
+	est, why := c.inner(r)
+	e, err := est.Estimate(r)
+	if err == nil && why == "" {
 		e.Version = c.Version()
-		e.Assumptions = append(e.Assumptions, "coefficients from calibration "+c.File)
 	}
 	return e, err
+}
+
+// Explain implements estimate.Estimator: the default estimator's
+// explanation, saying which coefficients it used.
+func (c Calibrated) Explain(r estimate.Request, e *estimate.Estimate) (estimate.Explanation, error) {
+	est, why := c.inner(r)
+	x, err := est.Explain(r, e)
+	if err != nil {
+		return x, err
+	}
+	if why != "" {
+		x.Assumptions = append(x.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.File, why))
+	} else {
+		x.Assumptions = append(x.Assumptions, "coefficients from calibration "+c.File)
+	}
+	return x, nil
 }

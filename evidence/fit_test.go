@@ -98,8 +98,12 @@ func TestCalibratedDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Levels.Reserved != base.Levels.Reserved || !strings.Contains(strings.Join(out.Assumptions, ";"), "not applied") {
-		t.Errorf("outside the domain: reserved %d (default %d), assumptions %v", out.Levels.Reserved, base.Levels.Reserved, out.Assumptions)
+	x, err := Calibrated{Cal: cal, File: "c.json"}.Explain(req, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Levels.Reserved != base.Levels.Reserved || !strings.Contains(strings.Join(x.Assumptions, ";"), "not applied") {
+		t.Errorf("outside the domain: reserved %d (default %d), assumptions %v", out.Levels.Reserved, base.Levels.Reserved, x.Assumptions)
 	}
 }
 

@@ -100,7 +100,7 @@ func ScoreCase(c Case, p Prediction) CaseResult {
 	r.Verdict = string(p.Estimate.Verdict.Fit)
 	r.Components = map[string]float64{}
 	for _, comp := range p.Estimate.Components {
-		r.Components[comp.Name] = round3(float64(comp.Bytes) / estimate.GiB)
+		r.Components[string(comp.Name)] = round3(float64(comp.Bytes) / estimate.GiB)
 	}
 	if c.Measured.OOM {
 		r.Status = StatusOOM

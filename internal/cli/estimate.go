@@ -148,7 +148,11 @@ func (c *EstimateCmd) Run(env *Env) error {
 		}
 		return err
 	}
-	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, plan.Changes)
+	x, err := est.Explain(req, plan.Estimate)
+	if err != nil {
+		return err
+	}
+	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, x, plan.Changes)
 	gs.annotate(&out, plan)
 	if c.JSON {
 		if err := writeJSON(env.Stdout, out); err != nil {
@@ -342,7 +346,7 @@ type changeJSON struct {
 	CostNotes     []string `json:"cost_notes"`
 }
 
-func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e *estimate.Estimate, changes []estimate.Change) EstimateJSON {
+func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e *estimate.Estimate, x estimate.Explanation, changes []estimate.Change) EstimateJSON {
 	n, _ := req.Normalize()
 	out := EstimateJSON{
 		SchemaVersion: 1,
@@ -362,9 +366,9 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: round(gib(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
 		HostOffloadGB: round(gib(e.HostOffload), 3),
 		PerGPU:        e.PerGPU,
-		Assumptions:   e.Assumptions,
+		Assumptions:   x.Assumptions,
 		Warnings:      e.Warnings,
-		Confidence:    confidenceJSON{string(e.Confidence.Grade), e.Confidence.Reason},
+		Confidence:    confidenceJSON{string(x.Confidence.Grade), x.Confidence.Reason},
 		Changes:       []changeJSON{},
 	}
 	if n.Method != estimate.Full {
@@ -389,7 +393,7 @@ func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e 
 		if e.Total > 0 {
 			share = float64(c.Bytes) / float64(e.Total)
 		}
-		out.Components = append(out.Components, componentJSON{c.Name, c.Bytes, round(gib(c.Bytes), 3), round(share, 4), c.Source})
+		out.Components = append(out.Components, componentJSON{string(c.Name), c.Bytes, round(gib(c.Bytes), 3), round(share, 4), x.Source(c.Name)})
 	}
 	for _, ch := range changes {
 		cj := changeJSON{Change: ch.What, TotalGB: round(gib(ch.Estimate.Total), 3), Ratio: round(ch.Verdict.Ratio, 4), SavesGB: round(gib(ch.Saves), 3),
