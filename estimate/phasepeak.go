@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -492,7 +493,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			}
 		case COverhead:
 			src = fmt.Sprintf("caching-allocator fragmentation %.3g·allocated + %.2f GiB and the CUDA context %.2f GiB (%s); on a card with room to spare the allocator also keeps %.2f GiB of released blocks cached (levels.reserved)",
-				k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, float64(cached)/GiB)
+				k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, bytesize.InGiB(cached))
 		case CSafety:
 			src = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
 		}

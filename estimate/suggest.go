@@ -3,6 +3,7 @@ package estimate
 import (
 	"cmp"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"slices"
 	"strings"
 )
@@ -351,7 +352,7 @@ func costOf(a, b Request, e *Estimate) Cost {
 			// The 16-bit weights come in for the forward and again for the backward.
 			c.OffloadBytes += 2 * 2 * e.Params / n
 		}
-		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.2f GiB per step and GPU over the host link", float64(c.OffloadBytes)/GiB))
+		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.2f GiB per step and GPU over the host link", bytesize.InGiB(c.OffloadBytes)))
 	}
 	return c
 }

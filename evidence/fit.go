@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // Calibration is the default estimator's coefficients fitted on a cohort,
@@ -62,7 +63,7 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 		return false, fmt.Sprintf("stack %s is not among the fitted %v", r.Stack, d.Stacks)
 	}
 	if r.GPUTotal > 0 {
-		g := float64(r.GPUTotal) / estimate.GiB
+		g := bytesize.InGiB(r.GPUTotal)
 		if g < d.GPUMemGiB[0]*0.95 || g > d.GPUMemGiB[1]*1.05 {
 			return false, fmt.Sprintf("GPU memory %.0f GiB is outside the fitted %.0f–%.0f GiB", g, d.GPUMemGiB[0], d.GPUMemGiB[1])
 		}
@@ -278,7 +279,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		dom["methods"][string(r.req.Method)] = true
 		dom["stacks"][r.req.Stack] = true
 		if r.req.GPUTotal > 0 {
-			g := float64(r.req.GPUTotal) / estimate.GiB
+			g := bytesize.InGiB(r.req.GPUTotal)
 			gmin, gmax = math.Min(gmin, g), math.Max(gmax, g)
 		}
 	}
