@@ -55,8 +55,9 @@ var unsupportedKernels = []string{"optimizer-in-backward", "activation-offload",
 // RequestFor turns a case into an estimate request, filling the fields the
 // source leaves null from the framework's preset (and saying which). It
 // returns a reason when the case needs something the model does not cover.
+// The model comes from the embedded catalog; RequestForModel takes one
+// already resolved.
 func RequestFor(c Case) (estimate.Request, []string, string) {
-	var assumed []string
 	e, err := catalog.Lookup(c.Model)
 	if err != nil {
 		return estimate.Request{}, nil, fmt.Sprintf("model %s is not in the catalog", c.Model)
@@ -65,6 +66,17 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 	if err != nil {
 		return estimate.Request{}, nil, err.Error()
 	}
+	return RequestForModel(m, c)
+}
+
+// RequestForModel is RequestFor with the case's model already parsed (from a
+// local directory, the Hub cache or the catalog): the one mapping from a
+// case's configuration to an estimate request, which bench also uses for the
+// estimate a receipt records before its run (on bench.ConfigCase), so that
+// the estimate recorded and the one validate makes for the finished case
+// cannot drift apart.
+func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, string) {
+	var assumed []string
 	if c.SeqLen == nil {
 		return estimate.Request{}, nil, "seq_len unknown (the source does not state the padded length)"
 	}

@@ -188,6 +188,27 @@ func eligible(devices []gpu.Device) []gpu.Device {
 	return el
 }
 
+// DataParallelRanks chooses the detected GPUs a data-parallel run of n ranks
+// per node uses: the n usable ones (not MIG, with memory readings) with the
+// most free memory, most free first, so the last bounds every rank — DDP,
+// FSDP and ZeRO keep ranks in lockstep, and the rank with the least free
+// memory is the first to run out. n = 0 asks for every usable GPU. It
+// returns the chosen GPUs and how many were usable; when fewer than n are,
+// it returns them all.
+func DataParallelRanks(devices []gpu.Device, n int) (ranks []gpu.Device, usable int) {
+	var el []gpu.Device
+	for _, d := range devices {
+		if !d.MIG && d.FreeMiB >= 0 && d.TotalMiB > 0 {
+			el = append(el, d)
+		}
+	}
+	sort.SliceStable(el, func(a, b int) bool { return el[a].FreeMiB > el[b].FreeMiB })
+	if n <= 0 || n > len(el) {
+		n = len(el)
+	}
+	return el[:n], len(el)
+}
+
 // available is how many GPUs a data-parallel strategy could spread over per
 // node: the run's own when it has a strategy, else the GPUs it may use.
 func (g GPUs) available(r estimate.Request) int64 {

@@ -183,7 +183,7 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		if rank <= 0 || rank > math.MaxInt32 {
 			return cfg, usageErrorf("--rank 16", "bench: --rank %d: a LoRA rank is a positive integer", rank)
 		}
-		cfg.Rank, cfg.Alpha, cfg.Targets = int(rank), c.Alpha, probeTargets(f.Targets)
+		cfg.Rank, cfg.Alpha, cfg.Targets = int(rank), c.Alpha, bench.PEFTTargets(f.Targets)
 	}
 	if f.Method == "qlora" {
 		switch f.Quant {
@@ -199,7 +199,7 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 	}
 	// The probe runs in a temporary directory: a local model (bench ./my-model)
 	// and the trace are handed to it as absolute paths. A name that is not a
-	// local path is a Hub id and passes unchanged, as in resolveModel.
+	// local path is a Hub id and passes unchanged, as in modelsource.Resolve.
 	if _, err := os.Stat(c.Model); err == nil && !filepath.IsAbs(c.Model) {
 		if abs, err := filepath.Abs(c.Model); err == nil {
 			cfg.Model = abs
@@ -214,28 +214,6 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, usageErrorf("canifinetune bench --help", "bench: %v", err)
 	}
 	return cfg, nil
-}
-
-// probeTargets turns --targets into the module names PEFT is given. The
-// scopes estimate knows become the names Llama-style models (Llama, Qwen,
-// Mistral, Gemma) use; other families need module names, or all-linear,
-// which PEFT resolves itself.
-func probeTargets(targets []string) []string {
-	if len(targets) == 0 {
-		targets = []string{"attention"}
-	}
-	var out []string
-	for _, t := range targets {
-		switch t {
-		case "attention":
-			out = append(out, "q_proj", "k_proj", "v_proj", "o_proj")
-		case "mlp":
-			out = append(out, "gate_proj", "up_proj", "down_proj")
-		default:
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 func orDefault(s, def string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/placement"
 )
 
@@ -339,12 +340,12 @@ type changeJSON struct {
 	CostNotes     []string `json:"cost_notes"`
 }
 
-func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e *estimate.Estimate, x estimate.Explanation, changes []estimate.Change) EstimateJSON {
+func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request, e *estimate.Estimate, x estimate.Explanation, changes []estimate.Change) EstimateJSON {
 	n, _ := req.Normalize()
 	out := EstimateJSON{
 		SchemaVersion: 1,
 		Estimator:     estimatorJSON{e.Estimator, e.Version},
-		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: rm.Where, CatalogEntry: rm.Entry, Source: rm.Source,
+		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: string(rm.From), CatalogEntry: rm.Entry, Source: rm.Source,
 			Revision: rm.Revision, Commit: rm.Commit, ModelType: rm.Model.ModelType, Params: e.Params,
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
@@ -495,7 +496,7 @@ func costWords(ch changeJSON) string {
 // paramsLine says which parameter count the estimate used and where it came
 // from, so a reader knows whether it is exact.
 func paramsLine(m modelJSON) string {
-	if m.ParamsSource == paramsFromSafetensors {
+	if m.ParamsSource == modelsource.ParamsFromSafetensors {
 		shards := "1 shard"
 		if m.Shards != 1 {
 			shards = fmt.Sprintf("%d shards", m.Shards)

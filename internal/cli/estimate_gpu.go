@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/gpu/probe"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/placement"
 )
@@ -19,7 +19,7 @@ import (
 // autoDetectTimeout bounds the GPU probe of `estimate`. A healthy nvidia-smi
 // answers in well under a second; an estimate is a planning question that
 // must not wait on a wedged driver (doctor, which exists to diagnose one,
-// waits longer: gpu.DefaultProbeTimeout).
+// waits longer: probe.DefaultTimeout).
 const autoDetectTimeout = 3 * time.Second
 
 // Budget sources, the stable values of the JSON field gpu.budget_source.
@@ -117,7 +117,7 @@ func detect(env *Env, s *gpuSetup) (gpu.Inventory, error) {
 		}
 	case errors.Is(err, gpu.ErrNoGPU):
 		d.Status, d.Message = "none", err.Error()
-	case errors.Is(err, gpu.ErrProbeTimeout):
+	case errors.Is(err, probe.ErrProbeTimeout):
 		d.Status, d.Message = "timeout", fmt.Sprintf("no answer within %s: %v", autoDetectTimeout, err)
 	default:
 		d.Status, d.Message = "failed", err.Error()
@@ -331,21 +331,14 @@ func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
 // with the most free memory (all eligible when n is 0); the one with the
 // least free among them bounds every rank.
 func (s *gpuSetup) dataParallelOnDetected(req *estimate.Request, n int64) error {
-	var el []gpu.Device
-	for _, d := range s.devices {
-		if !d.MIG && d.FreeMiB >= 0 && d.TotalMiB > 0 {
-			el = append(el, d)
-		}
-	}
-	sort.SliceStable(el, func(a, b int) bool { return el[a].FreeMiB > el[b].FreeMiB })
+	use, usable := placement.DataParallelRanks(s.devices, int(n))
 	if n == 0 {
-		n = int64(len(el))
+		n = int64(usable)
 	}
-	if n < 2 || len(el) == 0 {
+	if n < 2 || usable == 0 {
 		s.perNode = n
 		return nil
 	}
-	use := el[:min(int(n), len(el))]
 	bound := use[len(use)-1]
 	if err := s.useDevice(req, bound, budgetDetectedFree); err != nil {
 		return err
@@ -362,8 +355,8 @@ func (s *gpuSetup) dataParallelOnDetected(req *estimate.Request, n int64) error 
 	if others := slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return i == bound.Index }); len(others) >= 2 {
 		msg += fmt.Sprintf(" (--gpus %s leaves it out)", joinIndex(others))
 	}
-	if int(n) > len(el) {
-		msg = fmt.Sprintf("%d GPUs asked for, %d detected can be used: the others are assumed to match GPU %d", n, len(el), bound.Index)
+	if int(n) > usable {
+		msg = fmt.Sprintf("%d GPUs asked for, %d detected can be used: the others are assumed to match GPU %d", n, usable, bound.Index)
 	}
 	s.notes = append(s.notes, msg)
 	return nil

@@ -1,0 +1,78 @@
+package evidence
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func readCasesFile(t *testing.T, name string) []Case {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cases, err := ReadCases(f, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// TestCuratedCohort loads the curated rows and holds them to the rules of
+// curated-SOURCES.md: ids unique and disjoint from the development cohort,
+// every source family documented there, every row with a source and an
+// original figure to check its conversion against.
+func TestCuratedCohort(t *testing.T) {
+	curated := readCasesFile(t, "curated.jsonl")
+	if len(curated) == 0 {
+		t.Fatal("curated.jsonl holds no cases")
+	}
+	devIDs := map[string]bool{}
+	for _, c := range readCasesFile(t, "dev.jsonl") {
+		devIDs[c.ID] = true
+	}
+	doc, err := os.ReadFile("curated-SOURCES.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range curated {
+		if seen[c.ID] {
+			t.Errorf("id %s used twice", c.ID)
+		}
+		seen[c.ID] = true
+		if devIDs[c.ID] {
+			t.Errorf("id %s is also a dev.jsonl id", c.ID)
+		}
+		fam := Family(c.ID)
+		if fam == c.ID || fam == "" {
+			t.Errorf("id %s has no numbered source-family prefix", c.ID)
+		}
+		if !strings.Contains(string(doc), "`"+fam+"`") {
+			t.Errorf("source family %s (of %s) is not described in curated-SOURCES.md", fam, c.ID)
+		}
+		if strings.TrimSpace(c.Source) == "" || strings.TrimSpace(c.Measured.Original) == "" {
+			t.Errorf("%s: source and measured.original must be filled", c.ID)
+		}
+		if c.Trust == "" {
+			t.Errorf("%s: trust must be graded", c.ID)
+		}
+	}
+	for fam := range familiesOf(readCasesFile(t, "dev.jsonl")) {
+		for _, c := range curated {
+			if Family(c.ID) == fam {
+				t.Errorf("%s belongs to family %s, which dev.jsonl already uses", c.ID, fam)
+			}
+		}
+	}
+}
+
+func familiesOf(cases []Case) map[string]bool {
+	m := map[string]bool{}
+	for _, c := range cases {
+		m[Family(c.ID)] = true
+	}
+	return m
+}
