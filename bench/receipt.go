@@ -2,7 +2,7 @@ package bench
 
 import (
 	"fmt"
-	"math"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"time"
 )
 
@@ -243,7 +243,7 @@ type Estimator func(cfg ProbeConfig) (*EstimateRecord, error)
 
 // GiB converts bytes to GiB (2^30 bytes), rounded to 4 decimals (~0.1 MiB).
 func GiB(bytes int64) float64 {
-	return math.Round(float64(bytes)/(1<<30)*1e4) / 1e4
+	return bytesize.RoundedGiB(bytes, 4)
 }
 
 func gibOf(b *int64) *float64 {

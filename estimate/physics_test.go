@@ -10,15 +10,14 @@ import (
 
 func est(t *testing.T, r Request) *Estimate {
 	t.Helper()
-	r.Terse = true
-	e, err := Canifinetune{Coef: DefaultCoefficients}.Estimate(r)
+	e, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func component(e *Estimate, name string) int64 {
+func component(e *Estimate, name ComponentID) int64 {
 	b, _ := e.Component(name)
 	return b
 }
@@ -35,7 +34,7 @@ func TestFSDPWholeUnitAndNoSyncGradients(t *testing.T) {
 	base := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
 		SeqLen: 1024, Batch: 1, GradCkpt: "full", Stack: "litgpt",
 		Sharding: Sharding{Strategy: "fsdp_full_shard", GPUs: 2}}
-	tb, _, err := Canifinetune{Coef: DefaultCoefficients}.terms(base)
+	tb, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestAccumulatedGradientsResident(t *testing.T) {
 // adapter reads; litgpt's fused qkv adapter reads one dropout for q and v.
 func TestLoRADropoutActivations(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
-	c := Canifinetune{Coef: DefaultCoefficients}
+	c := PhasePeak{Coef: DefaultCoefficients}
 	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
 		SeqLen: 1000, Batch: 2, Stack: "litgpt", LoRADropout: ptr(0.05)}
 	tl, _, err := c.terms(r)
@@ -121,7 +120,7 @@ func TestLoRADropoutActivations(t *testing.T) {
 func TestFrozenFP32WeightsCastPerMatmul(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
 	r := Request{Model: m, Method: LoRA, Precision: BF16Mixed, LoRARank: 8, SeqLen: 512, Batch: 1, Stack: "litgpt"}
-	tm, _, err := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	tm, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +128,7 @@ func TestFrozenFP32WeightsCastPerMatmul(t *testing.T) {
 		t.Errorf("frozen casts %g, want 2 B per Linear weight %g", tm.FrozenCast, want)
 	}
 	r.Precision = BF16True
-	tb, _, _ := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	tb, _, _ := PhasePeak{Coef: DefaultCoefficients}.terms(r)
 	if tb.FrozenCast != 0 {
 		t.Errorf("bf16-true has no casts, got %g", tb.FrozenCast)
 	}
@@ -139,7 +138,7 @@ func TestFrozenFP32WeightsCastPerMatmul(t *testing.T) {
 // dequantizes it whole.
 func TestLitGPTQuantizesOutputLayer(t *testing.T) {
 	m := catalogModel(t, "google/gemma-2-9b")
-	c := Canifinetune{Coef: DefaultCoefficients}
+	c := PhasePeak{Coef: DefaultCoefficients}
 	r := Request{Model: m, Method: QLoRA, Precision: BF16True, Quant: "nf4", LoRARank: 16, SeqLen: 512, Batch: 1}
 	hf, _, _ := c.terms(Request{Model: m, Method: QLoRA, Precision: BF16True, Quant: "nf4", LoRARank: 16, SeqLen: 512, Batch: 1, Stack: "torchtune"})
 	r.Stack = "litgpt"
@@ -188,7 +187,7 @@ func TestDynamicShapesReserved(t *testing.T) {
 	largest := 4 * 2048 * float64(m.Vocab) // fp32 logits of the stock loss
 	// the forward phase holds the shape-dependent transient plus the
 	// fixed-size fp32 head cast; nothing accumulates at GA 1.
-	tr, _, _ := Canifinetune{Coef: k}.terms(r)
+	tr, _, _ := PhasePeak{Coef: k}.terms(r)
 	transient := float64(dyn.Phases.Forward) - tr.HeadCast
 	want := int64(k.ReservedDynamic*transient) - int64(k.ReservedLargest*largest)
 	if d := dyn.Levels.Reserved - fixed.Levels.Reserved; math.Abs(float64(d-want)) > 4 {
@@ -200,7 +199,7 @@ func TestDynamicShapesReserved(t *testing.T) {
 // its input's dtype: a checkpointed block keeps an fp32 input.
 func TestQLoRAUpcastResidualStream(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
-	c := Canifinetune{Coef: DefaultCoefficients}
+	c := PhasePeak{Coef: DefaultCoefficients}
 	r := Request{Model: m, Method: QLoRA, Precision: BF16Mixed, Quant: "nf4", LoRARank: 8, SeqLen: 1024, Batch: 1, GradCkpt: "full", Stack: "hf-trainer"}
 	up, _, _ := c.terms(r)
 	r.Stack = "torchtune" // embeddings and norms stay bf16
@@ -221,7 +220,7 @@ func TestLitGPTUntiesTheHead(t *testing.T) {
 	if m.LMHeadParams != 0 {
 		t.Fatalf("Llama 3.2 1B is tied in its config; LMHeadParams = %d", m.LMHeadParams)
 	}
-	c := Canifinetune{Coef: DefaultCoefficients}
+	c := PhasePeak{Coef: DefaultCoefficients}
 	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, SeqLen: 512, Batch: 1, Stack: "litgpt"}
 	lg, _, _ := c.terms(r)
 	r.Stack = "torchtune"
@@ -240,7 +239,7 @@ func TestLitGPTUntiesTheHead(t *testing.T) {
 // or selected by a scope.
 func TestLitGPTSharedQKVDropoutByScope(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
-	c := Canifinetune{Coef: DefaultCoefficients}
+	c := PhasePeak{Coef: DefaultCoefficients}
 	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, SeqLen: 100, Batch: 1, Stack: "litgpt", LoRADropout: ptr(0.05)}
 	r.LoRATargets = []string{"attention"} // q, k, v, o
 	scope, _, _ := c.terms(r)
@@ -257,7 +256,7 @@ func TestLitGPTSharedQKVDropoutByScope(t *testing.T) {
 // not, since the head sits outside the blocks.
 func TestFrozenHeadCastUnderAutocast(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-7B")
-	c := Canifinetune{Coef: DefaultCoefficients}
+	c := PhasePeak{Coef: DefaultCoefficients}
 	r := Request{Model: m, Method: QLoRA, Quant: "nf4", LoRARank: 8, SeqLen: 1024, Batch: 1, GradCkpt: "full", Stack: "hf-trainer"}
 	st, _ := StackByName("hf-trainer")
 	st.Apply(&r)
@@ -307,7 +306,7 @@ func TestStepPhaseReusesForwardCache(t *testing.T) {
 func TestTrainedLinearInputs(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
 	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 100, Batch: 2}
-	tf, _, err := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	tf, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +317,7 @@ func TestTrainedLinearInputs(t *testing.T) {
 		t.Errorf("trained inputs %g bytes, want %g", tf.TrainedInputs, want)
 	}
 	r.Method, r.LoRARank = LoRA, 8
-	tl, _, _ := Canifinetune{Coef: DefaultCoefficients}.terms(r)
+	tl, _, _ := PhasePeak{Coef: DefaultCoefficients}.terms(r)
 	if tl.TrainedInputs != 0 {
 		t.Errorf("a frozen base keeps %g bytes of trained inputs", tl.TrainedInputs)
 	}

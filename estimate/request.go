@@ -3,14 +3,16 @@ package estimate
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
+
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
-// GiB is 2^30 bytes; every *_gb field of the project means GiB.
-const GiB = 1 << 30
+// GiB is 2^30 bytes; every *_gb field of the project means GiB. It is
+// bytesize.GiB, named here for callers of this package outside the module.
+const GiB = bytesize.GiB
 
 // Method is what a run trains.
 type Method string
@@ -104,11 +106,6 @@ type Request struct {
 	// card (nil: unknown, nothing checked). FlashAttention-2 on a card
 	// without it is an error; bf16 without native support a warning.
 	Card *CardFeatures
-
-	// Terse asks for the numbers only: no component sources, assumptions or
-	// confidence text. Searches over many requests (Changes, calibration,
-	// GPU selection) set it; the figures are identical.
-	Terse bool
 }
 
 // Sharding spreads training state over data-parallel GPUs.
@@ -208,10 +205,11 @@ func intIn(field string, v, lo, hi int64) error {
 // are refused with an error naming field: a NaN converted to int64 is
 // whatever the CPU makes of it, and 0 would read as "not given".
 func GiBBytes(field string, gib float64) (int64, error) {
-	if math.IsNaN(gib) || gib < float64(MinGPUMemory)/GiB || gib > float64(MaxGPUMemory)/GiB {
-		return 0, fieldErr(field, gib, "a size in GiB from %g to %d", float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+	b, err := bytesize.FromGiB(gib)
+	if err != nil || gib < bytesize.InGiB(MinGPUMemory) || gib > bytesize.InGiB(MaxGPUMemory) {
+		return 0, fieldErr(field, gib, "a size in GiB from %g to %d", bytesize.InGiB(MinGPUMemory), MaxGPUMemory/GiB)
 	}
-	return int64(gib * GiB), nil
+	return b, nil
 }
 
 // Normalize fills defaults (seed 000's HF-Trainer path) and validates. It
@@ -354,15 +352,15 @@ func (r Request) checkNumbers() error {
 	if err := intIn("num_gpus", r.Sharding.GPUs, 1, MaxGPUs); err != nil {
 		return err
 	}
-	gibOf := func(b int64) string { return fmt.Sprintf("%.4g GiB", float64(b)/GiB) }
+	gibOf := func(b int64) string { return fmt.Sprintf("%.4g GiB", bytesize.InGiB(b)) }
 	const memWant = "a size in GiB from %g to %d"
 	if r.GPUTotal != 0 && (r.GPUTotal < MinGPUMemory || r.GPUTotal > MaxGPUMemory) {
-		return fieldErr("gpu_vram_gb", gibOf(r.GPUTotal), memWant, float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+		return fieldErr("gpu_vram_gb", gibOf(r.GPUTotal), memWant, bytesize.InGiB(MinGPUMemory), MaxGPUMemory/GiB)
 	}
 	// A full card's budget is 1 byte, not 0 ("not given"): the lower bound
 	// of Available is the byte.
 	if r.Available < 0 || r.Available > MaxGPUMemory {
-		return fieldErr("available_vram_gb", gibOf(r.Available), memWant, float64(MinGPUMemory)/GiB, MaxGPUMemory/GiB)
+		return fieldErr("available_vram_gb", gibOf(r.Available), memWant, bytesize.InGiB(MinGPUMemory), MaxGPUMemory/GiB)
 	}
 	if r.Available > 0 && r.GPUTotal > 0 && r.Available > r.GPUTotal {
 		return fieldErr("available_vram_gb", gibOf(r.Available), "at most the card's %s", gibOf(r.GPUTotal))

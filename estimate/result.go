@@ -5,24 +5,28 @@ import (
 	"sort"
 )
 
-// Component names, stable in JSON output.
+// ComponentID names a term of the footprint. An estimate holds each at most
+// once, so an Explanation keys its sources by it.
+type ComponentID string
+
+// Component IDs, stable in JSON output.
 const (
-	CWeights       = "weights"
-	CQuantOverhead = "quant_overhead"
-	CAdapters      = "lora_adapters"
-	CGradients     = "gradients"
-	COptimizer     = "optimizer_states"
-	CActivations   = "activations"
-	CLogits        = "logits_chain"
-	COverhead      = "cuda_overhead"
-	CSafety        = "safety_margin"
+	CWeights       ComponentID = "weights"
+	CQuantOverhead ComponentID = "quant_overhead"
+	CAdapters      ComponentID = "lora_adapters"
+	CGradients     ComponentID = "gradients"
+	COptimizer     ComponentID = "optimizer_states"
+	CActivations   ComponentID = "activations"
+	CLogits        ComponentID = "logits_chain"
+	COverhead      ComponentID = "cuda_overhead"
+	CSafety        ComponentID = "safety_margin"
 )
 
-// Component is one term of the footprint, with where its formula comes from.
+// Component is one term of the footprint: its bytes, per GPU when the
+// estimate is. Where its formula comes from is in the Explanation.
 type Component struct {
-	Name   string
-	Bytes  int64
-	Source string
+	Name  ComponentID
+	Bytes int64
 }
 
 // Phases are a step's transient peaks: the forward/loss phase (saved
@@ -31,6 +35,9 @@ type Component struct {
 type Phases struct {
 	Forward int64
 	Step    int64
+	// ForwardPeak is true when the forward/loss phase is the larger (ties
+	// included): the components then hold its parts.
+	ForwardPeak bool
 }
 
 // Levels are the peaks each kind of measurement should show (docs/measurements-schema.md):
@@ -119,7 +126,9 @@ type Confidence struct {
 	Reason string
 }
 
-// Estimate is an estimator's answer for one request.
+// Estimate is an estimator's answer for one request: numbers only. What
+// they rest on (sources, assumptions, confidence) is the Explanation, a
+// separate step that searches over many requests skip.
 type Estimate struct {
 	Estimator string
 	Version   string
@@ -136,8 +145,6 @@ type Estimate struct {
 	Params          int64
 	TrainableParams int64
 
-	Assumptions []string
-	Confidence  Confidence
 	// PerGPU is true when components are per GPU of a sharded run.
 	PerGPU bool
 	// HostOffload is host RAM that CPU offload needs, per GPU process.
@@ -156,14 +163,24 @@ type Estimate struct {
 	buf [10]Component
 }
 
-// Component returns the bytes of a named component (0 and false when absent).
-func (e *Estimate) Component(name string) (int64, bool) {
+// Component returns the bytes of a component (0 and false when absent).
+func (e *Estimate) Component(name ComponentID) (int64, bool) {
 	for _, c := range e.Components {
 		if c.Name == name {
 			return c.Bytes, true
 		}
 	}
 	return 0, false
+}
+
+// setComponent sets the bytes of a component already in the estimate.
+func (e *Estimate) setComponent(name ComponentID, b int64) {
+	for i := range e.Components {
+		if e.Components[i].Name == name {
+			e.Components[i].Bytes = b
+			return
+		}
+	}
 }
 
 // componentSum is the sum of the components so far.
@@ -182,13 +199,31 @@ func (e *Estimate) Largest() []Component {
 	return cs
 }
 
+// Explanation is what an estimate rests on, for a reader: where each
+// component's formula comes from, what the estimate assumes, and how well
+// measurements cover the request.
+type Explanation struct {
+	// Sources holds one line per component of the estimate.
+	Sources     map[ComponentID]string
+	Assumptions []string
+	Confidence  Confidence
+}
+
+// Source returns where a component's formula comes from ("" when the
+// explanation has none for it).
+func (x Explanation) Source(id ComponentID) string { return x.Sources[id] }
+
 // Estimator is a named memory model.
 type Estimator interface {
 	Name() string
 	Version() string
 	// Describe is one line on what the estimator is, for --help and reports.
 	Describe() string
+	// Estimate computes the numbers of a request.
 	Estimate(Request) (*Estimate, error)
+	// Explain says what e, this estimator's estimate of the request, rests
+	// on. It fails only where Estimate would have (an invalid request).
+	Explain(Request, *Estimate) (Explanation, error)
 }
 
 // registry holds the estimators by name; Default names the default.

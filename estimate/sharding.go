@@ -1,6 +1,9 @@
 package estimate
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // applySharding turns single-GPU components into per-GPU ones for a
 // data-parallel run. What each strategy divides by the world size N:
@@ -21,65 +24,34 @@ import "fmt"
 // host RAM, which HostOffload reports.
 func applySharding(e *Estimate, r Request) {
 	st, n := r.Sharding.Strategy, r.Sharding.GPUs
-	spec := st.Spec()
-	note := func(c *Component, s string) {
-		if !r.Terse {
-			c.Source += s
-		}
-	}
-	if !spec.DataParallel {
-		if n > 1 {
-			e.Assumptions = append(e.Assumptions, fmt.Sprintf("%d GPUs without a sharding strategy: each holds a full replica", n))
-		}
+	if !shardedStrategy(st) {
 		return
 	}
 	e.PerGPU = true
-	div := func(names ...string) {
-		for i := range e.Components {
-			for _, nm := range names {
-				if e.Components[i].Name == nm {
-					e.Components[i].Bytes = (e.Components[i].Bytes + n - 1) / n
-					note(&e.Components[i], fmt.Sprintf("; ÷ %d GPUs (%s)", n, st))
-				}
-			}
+	w, _ := e.Component(CWeights)
+	divided := dividedState(st)
+	for i := range e.Components {
+		c := &e.Components[i]
+		if slices.Contains(divided, c.Name) {
+			c.Bytes = (c.Bytes + n - 1) / n
 		}
-	}
-	switch spec.Shards {
-	case ShardNothing:
-		for i := range e.Components {
-			if e.Components[i].Name == CGradients {
-				e.Components[i].Bytes *= 2
-				note(&e.Components[i], "; ×2 for DDP gradient buckets")
-			}
+		if c.Name == CGradients && gradientBuckets(st) {
+			c.Bytes *= 2
 		}
-	case ShardOptimizer:
-		div(COptimizer)
-	case ShardGradients:
-		div(CGradients, COptimizer)
-	case ShardParameters:
-		w, _ := e.Component(CWeights)
-		layers := int64(len(r.Model.Layers))
-		div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
-		if layers > 0 && n > 1 {
+		if c.Name == CWeights && gathersLayers(r) {
 			// Two layers' unsharded parameters are live: the one computing and
 			// the one prefetched (FSDP forward/backward prefetch, ZeRO-3 prefetch).
-			gathered := 2 * w / layers
-			for i := range e.Components {
-				if e.Components[i].Name == CWeights {
-					e.Components[i].Bytes += gathered
-					note(&e.Components[i], "; + 2 gathered layers")
-				}
-			}
+			c.Bytes += 2 * w / int64(len(r.Model.Layers))
 		}
 	}
-	off := r.Sharding.CPUOffload.Spec()
-	if off.Optimizer {
+	off := r.Sharding.CPUOffload
+	if offloadsOptimizer(off) {
 		// ZeRO-Offload (DeepSpeed offload_optimizer) runs the optimizer on
 		// the CPU: its states and temporaries live in host RAM, and for a
 		// mixed-precision full fine-tune so do the fp32 master weights and
 		// fp32 gradients (partitioned over the world); the GPU keeps the
 		// 16-bit weights and a 16-bit gradient partition (whole for ZeRO-1).
-		mixedFull := r.Method == Full && r.Precision.mixed() && spec.Shards != ShardNothing
+		mixedFull := offloadsMasterWeights(r)
 		p := r.Model.Params()
 		for i := range e.Components {
 			c := &e.Components[i]
@@ -87,34 +59,122 @@ func applySharding(e *Estimate, r Request) {
 			case c.Name == COptimizer:
 				e.HostOffload += c.Bytes
 				c.Bytes = 0
-				note(c, "; offloaded to CPU")
 			case mixedFull && c.Name == CWeights:
 				c.Bytes /= 2
-				note(c, "; 16-bit on the GPU, the fp32 master copy on the CPU")
 			case mixedFull && c.Name == CGradients:
 				grads := 2 * p / n
-				if spec.Shards == ShardOptimizer {
+				if st.Spec().Shards == ShardOptimizer {
 					grads = 2 * p
 				}
 				c.Bytes = grads
-				note(c, "; a 16-bit gradient partition on the GPU, fp32 gradients and the optimizer step on the CPU")
 			}
 		}
 		if mixedFull {
 			e.HostOffload += 8 * p / n // fp32 master weights and fp32 gradients
 		}
 	}
-	if off.Params {
+	if offloadsParams(off) {
 		layers := int64(len(r.Model.Layers))
 		for i := range e.Components {
 			if e.Components[i].Name == CWeights && layers > 0 {
 				keep := 2 * e.Components[i].Bytes / layers
 				e.HostOffload += e.Components[i].Bytes - keep
 				e.Components[i].Bytes = keep
-				note(&e.Components[i], "; parameters offloaded to CPU, 2 layers resident")
 			}
 		}
 	}
+}
+
+// shardingNote says how applySharding changed a component, to follow the
+// component's own source ("" when it did not). It reads the same
+// predicates as applySharding, in the same order.
+func shardingNote(r Request, id ComponentID) string {
+	st, n := r.Sharding.Strategy, r.Sharding.GPUs
+	if !shardedStrategy(st) {
+		return ""
+	}
+	var note string
+	if slices.Contains(dividedState(st), id) {
+		note += fmt.Sprintf("; ÷ %d GPUs (%s)", n, st)
+	}
+	if id == CGradients && gradientBuckets(st) {
+		note += "; ×2 for DDP gradient buckets"
+	}
+	if id == CWeights && gathersLayers(r) {
+		note += "; + 2 gathered layers"
+	}
+	off := r.Sharding.CPUOffload
+	if offloadsOptimizer(off) {
+		mixedFull := offloadsMasterWeights(r)
+		switch {
+		case id == COptimizer:
+			note += "; offloaded to CPU"
+		case mixedFull && id == CWeights:
+			note += "; 16-bit on the GPU, the fp32 master copy on the CPU"
+		case mixedFull && id == CGradients:
+			note += "; a 16-bit gradient partition on the GPU, fp32 gradients and the optimizer step on the CPU"
+		}
+	}
+	if offloadsParams(off) && id == CWeights && len(r.Model.Layers) > 0 {
+		note += "; parameters offloaded to CPU, 2 layers resident"
+	}
+	return note
+}
+
+// replicaAssumption is what a multi-GPU run without a sharding strategy
+// means for the per-GPU figures ("" for one GPU or a strategy).
+func replicaAssumption(r Request) string {
+	if n := r.Sharding.GPUs; !shardedStrategy(r.Sharding.Strategy) && n > 1 {
+		return fmt.Sprintf("%d GPUs without a sharding strategy: each holds a full replica", n)
+	}
+	return ""
+}
+
+// shardedStrategy: the run is data-parallel under a strategy.
+func shardedStrategy(st Strategy) bool { return st.Spec().DataParallel }
+
+// The state each strategy divides by the world size.
+var (
+	zero1State = []ComponentID{COptimizer}
+	zero2State = []ComponentID{CGradients, COptimizer}
+	zero3State = []ComponentID{CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer}
+)
+
+// dividedState is the state a strategy divides by the world size.
+func dividedState(st Strategy) []ComponentID {
+	switch st.Spec().Shards {
+	case ShardOptimizer:
+		return zero1State
+	case ShardGradients:
+		return zero2State
+	case ShardParameters:
+		return zero3State
+	}
+	return nil
+}
+
+// gradientBuckets: DDP's reducer keeps buckets the size of the gradients
+// (a data-parallel strategy that shards nothing: ddp, fsdp_no_shard).
+func gradientBuckets(st Strategy) bool {
+	s := st.Spec()
+	return s.DataParallel && s.Shards == ShardNothing
+}
+
+// gathersLayers: the parameters are sharded and gathered a unit at a time,
+// the computing one and the prefetched one.
+func gathersLayers(r Request) bool {
+	return paramsSharded(r.Sharding.Strategy) && len(r.Model.Layers) > 0 && r.Sharding.GPUs > 1
+}
+
+func offloadsOptimizer(off Offload) bool { return off.Spec().Optimizer }
+
+func offloadsParams(off Offload) bool { return off.Spec().Params }
+
+// offloadsMasterWeights: optimizer offload of a mixed-precision full
+// fine-tune under a sharding strategy also moves the fp32 master weights
+// and gradients to the CPU.
+func offloadsMasterWeights(r Request) bool {
+	return r.Method == Full && r.Precision.mixed() && r.Sharding.Strategy.Spec().Shards != ShardNothing
 }
 
 // noSyncAccumulation reports whether a sharded run accumulates gradients

@@ -76,13 +76,20 @@ func TestSourcesNameWhatAUserCanOpen(t *testing.T) {
 			if err != nil {
 				continue // an estimator may refuse a request (unsloth: int8)
 			}
-			texts := append([]string(nil), e.Assumptions...)
-			texts = append(texts, e.Confidence.Reason)
+			x, err := est.Explain(req, e)
+			if err != nil {
+				t.Fatalf("%s, %s: Explain after a successful Estimate: %v", name, what, err)
+			}
+			texts := append([]string(nil), x.Assumptions...)
+			texts = append(texts, x.Confidence.Reason)
 			for _, c := range e.Components {
-				if c.Source == "" {
+				if x.Source(c.Name) == "" {
 					t.Errorf("%s, %s: component %s has no source", name, what, c.Name)
 				}
-				texts = append(texts, c.Source)
+				texts = append(texts, x.Source(c.Name))
+			}
+			if len(x.Sources) != len(e.Components) {
+				t.Errorf("%s, %s: %d sources for %d components", name, what, len(x.Sources), len(e.Components))
 			}
 			for _, s := range texts {
 				if m := unknownWords.FindString(s); m != "" {

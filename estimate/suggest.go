@@ -3,6 +3,7 @@ package estimate
 import (
 	"cmp"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"slices"
 	"strings"
 )
@@ -122,13 +123,13 @@ func Changes(est Estimator, r Request, current Verdict, space SearchSpace) []Cha
 			return e, e.Verdict, nil
 		}
 	}
-	baseEst, _, err := judge(terse(r))
+	baseEst, _, err := judge(detached(r))
 	if err != nil {
 		return nil
 	}
 	edits := leverEdits(base, space)
 	try := func(eds ...Edit) (Change, bool) {
-		q := terse(r)
+		q := detached(r)
 		for _, ed := range eds {
 			ed.apply(&q)
 		}
@@ -189,8 +190,9 @@ func compareChanges(a, b Change) int {
 	)
 }
 
-func terse(r Request) Request {
-	r.Terse = true // only the totals are used
+// detached copies a request with slices of its own, so that an edit to a
+// candidate cannot change the request it came from.
+func detached(r Request) Request {
 	r.LoRATargets = slices.Clone(r.LoRATargets)
 	r.ExtraTrainable = slices.Clone(r.ExtraTrainable)
 	return r
@@ -341,7 +343,7 @@ func costOf(a, b Request, e *Estimate) Cost {
 			// The 16-bit weights come in for the forward and again for the backward.
 			c.OffloadBytes += 2 * 2 * e.Params / n
 		}
-		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.2f GiB per step and GPU over the host link", float64(c.OffloadBytes)/GiB))
+		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.2f GiB per step and GPU over the host link", bytesize.InGiB(c.OffloadBytes)))
 	}
 	return c
 }

@@ -25,12 +25,12 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 				for _, ck := range []string{"none", "full", "unsloth"} {
 					for _, sh := range []Sharding{{}, {Strategy: "fsdp_full_shard", GPUs: 4}, {Strategy: "zero2", GPUs: 2}} {
 						r := Request{Model: m, Method: method, LoRARank: 16, SeqLen: 1024, Batch: 2, GradCkpt: Checkpointing(ck),
-							GradAccum: 4, DynamicShapes: true, Sharding: sh, GPUTotal: 80 * GiB, Terse: true}
+							GradAccum: 4, DynamicShapes: true, Sharding: sh, GPUTotal: 80 * GiB}
 						if method == Full {
 							r.LoRARank = 0 // no adapters to rank
 						}
 						st.Apply(&r)
-						est, err := Canifinetune{Coef: DefaultCoefficients}.Estimate(r)
+						est, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
 						if err != nil {
 							t.Fatalf("%s %s %s %s %v: %v", e.ID, st.Name, method, ck, sh, err)
 						}

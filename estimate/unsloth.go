@@ -12,7 +12,7 @@ import (
 
 // Unsloth is Unsloth Studio's training VRAM estimator (unslothai/unsloth,
 // studio/backend/utils/hardware/VRAM_ESTIMATION.md), reproduced term by term
-// as a second reference beside Seed000:
+// as a second reference beside the Reference model:
 //
 //	total = weights + LoRA adapters + optimizer + gradients + activations + 1.4 GiB
 //
@@ -113,8 +113,70 @@ var unslothLinearAttn = []Attention{FlashAttention2, SDPA, FlexAttention}
 // 4-bit quantization (§1).
 var errUnsloth8bit = errors.New("unsloth estimator: Unsloth Studio models only 4-bit bitsandbytes bases (NF4/FP4), not int8")
 
+// unslothTerms are Studio's terms for one request, before sharding: the
+// numbers Estimate reports and the choices Explain names.
+type unslothTerms struct {
+	weights, trainable, optim, grads, acts int64
+	// factor divides the 4-bit weights (QLoRA), for the reason why.
+	factor float64
+	why    string
+	// skipped are the quantizable elements a checkpoint keeps in 16-bit.
+	skipped int64
+	// perParam is the optimizer's bytes per trainable parameter; known is
+	// false when Studio's table lacks it and its fallback applies.
+	perParam int64
+	known    bool
+	// floorBinds: the gradient floor exceeds trainable × 2 B.
+	floorBinds bool
+	act        unslothActShape
+}
+
+// terms computes Studio's terms; orig is the request before Normalize.
+func (Unsloth) terms(orig, r Request) unslothTerms {
+	m := r.Model
+	var t unslothTerms
+	lora := r.Method != Full
+
+	// §1 Weights.
+	quantizable, nonQuantizable := unslothWeightElements(m)
+	switch r.Method {
+	case QLoRA:
+		t.factor, t.why = unslothQuantFactor(orig, m)
+		t.skipped = min(unslothSkippedElements(m), quantizable)
+		t.weights = unslothClamp(float64((quantizable-t.skipped)*unslothBytes)/t.factor + float64(t.skipped*unslothBytes) + float64(nonQuantizable*unslothBytes))
+	default:
+		t.weights = (quantizable + nonQuantizable) * unslothBytes
+	}
+
+	// §2 LoRA adapters; §3 trainable parameters.
+	t.trainable = quantizable + nonQuantizable // §3: all params (full FT)
+	if lora {
+		t.trainable = unslothAdapterParams(r) + unslothEmbeddingParams(r)
+	}
+
+	// §3 Optimizer states.
+	t.perParam, t.known = unslothOptimizerBytes[r.Optimizer]
+	if !t.known {
+		t.perParam = unslothOptimizerFallback
+	}
+	t.optim = t.trainable * t.perParam
+
+	// §5 Activations (computed before §4/§6: the LoRA gradient floor uses them).
+	t.acts, t.act = unslothActivations(r)
+
+	// §4 Gradients with the §6 floors.
+	raw := t.trainable * unslothBytes
+	floor := int64(float64(t.weights) * unslothGradFloor)
+	if lora {
+		floor = min(floor, max(t.acts, t.optim))
+	}
+	t.grads = max(raw, floor)
+	t.floorBinds = t.grads > raw
+	return t
+}
+
 // Estimate implements Estimator.
-func (Unsloth) Estimate(req Request) (*Estimate, error) {
+func (u Unsloth) Estimate(req Request) (*Estimate, error) {
 	r, err := req.Normalize()
 	if err != nil {
 		return nil, err
@@ -122,79 +184,79 @@ func (Unsloth) Estimate(req Request) (*Estimate, error) {
 	if r.Method == QLoRA && r.Quant == "int8" {
 		return nil, errUnsloth8bit
 	}
-	m := r.Model
-	e := &Estimate{Estimator: "unsloth", Version: Unsloth{}.Version(), Params: m.Params()}
-	add := func(name string, b int64, src string) {
-		e.Components = append(e.Components, Component{Name: name, Bytes: b, Source: src})
+	t := u.terms(req, r)
+	e := &Estimate{Estimator: u.Name(), Version: u.Version(), Params: r.Model.Params(), TrainableParams: t.trainable}
+	add := func(name ComponentID, b int64) {
+		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
-	lora := r.Method != Full
-
-	// §1 Weights.
-	quantizable, nonQuantizable := unslothWeightElements(m)
-	var weights int64
-	switch r.Method {
-	case QLoRA:
-		factor, why := unslothQuantFactor(req, m)
-		skipped := min(unslothSkippedElements(m), quantizable)
-		weights = unslothClamp(float64((quantizable-skipped)*unslothBytes)/factor + float64(skipped*unslothBytes) + float64(nonQuantizable*unslothBytes))
-		src := fmt.Sprintf("quantizable Linear × 2 B ÷ %.1f (%s) + non-quantizable (2·H·L norms, embeddings, lm_head) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, model weights)", factor, why)
-		if skipped > 0 {
-			src += fmt.Sprintf("; %d llm_int8_skip_modules elements at 2 B", skipped)
-		}
-		add(CWeights, weights, src)
-	default:
-		weights = (quantizable + nonQuantizable) * unslothBytes
-		add(CWeights, weights, "(quantizable + non-quantizable) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, model weights)")
+	add(CWeights, t.weights)
+	if r.Method != Full {
+		add(CAdapters, t.trainable*unslothBytes)
 	}
-
-	// §2 LoRA adapters; §3 trainable parameters.
-	trainable := quantizable + nonQuantizable // §3: all params (full FT)
-	if lora {
-		trainable = unslothAdapterParams(r) + unslothEmbeddingParams(r)
-		add(CAdapters, trainable*unslothBytes, "Σ r·(in+out) over the selected Linear modules of every layer (× experts) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, LoRA adapters)")
-	}
-	e.TrainableParams = trainable
-
-	// §3 Optimizer states.
-	perParam, known := unslothOptimizerBytes[r.Optimizer]
-	optimSrc := fmt.Sprintf("%s %d B per trainable param (Unsloth Studio VRAM_ESTIMATION.md, optimizer states)", r.Optimizer, perParam)
-	if !known {
-		perParam = unslothOptimizerFallback
-		optimSrc = fmt.Sprintf("%s is not in Studio's table; its fallback %d B per trainable param (Unsloth Studio VRAM_ESTIMATION.md, optimizer states)", r.Optimizer, perParam)
-	}
-	optim := trainable * perParam
-	add(COptimizer, optim, optimSrc)
-
-	// §5 Activations (computed before §4/§6: the LoRA gradient floor uses them).
-	acts, actSrc := unslothActivations(r)
-
-	// §4 Gradients with the §6 floors.
-	raw := trainable * unslothBytes
-	floor := int64(float64(weights) * unslothGradFloor)
-	gradSrc := "max(trainable × 2 B, 15 % of weights) (Unsloth Studio VRAM_ESTIMATION.md, gradients, floors)"
-	if lora {
-		floor = min(floor, max(acts, optim))
-		gradSrc = "max(trainable × 2 B, min(15 % of weights, max(activations, optimizer))) (Unsloth Studio VRAM_ESTIMATION.md, gradients, floors)"
-	}
-	grads := max(raw, floor)
-	if grads > raw {
-		gradSrc += "; the floor binds"
-	}
-	add(CGradients, grads, gradSrc)
-	add(CActivations, acts, actSrc)
+	add(COptimizer, t.optim)
+	add(CGradients, t.grads)
+	add(CActivations, t.acts)
 
 	applySharding(e, r)
 	tensors := e.componentSum()
 
 	// §7 CUDA overhead, independent of the card.
-	add(COverhead, unslothCUDAOverhead, "1.4 GiB fixed: CUDA driver + PyTorch runtime, calibrated on RTX 5070 Ti (Unsloth Studio VRAM_ESTIMATION.md, CUDA overhead)")
+	add(COverhead, unslothCUDAOverhead)
 	e.Total = tensors + unslothCUDAOverhead
 	e.PlanningProxy = e.Total // seed 001 has no safety margin
 	e.Levels = Levels{Allocated: tensors, Reserved: e.Total, Process: e.Total}
 	e.Verdict = verdict(e.Total, r)
-	e.Assumptions = unslothAssumptions(req, r, known)
-	e.Confidence = confidence(r, "unsloth")
 	return finish(e, r)
+}
+
+// Explain implements Estimator: each term's line of Studio's
+// VRAM_ESTIMATION.md with the choices it made for this request.
+func (u Unsloth) Explain(req Request, e *Estimate) (Explanation, error) {
+	r, err := req.Normalize()
+	if err != nil {
+		return Explanation{}, err
+	}
+	if r.Method == QLoRA && r.Quant == "int8" {
+		return Explanation{}, errUnsloth8bit
+	}
+	t := u.terms(req, r)
+	x := Explanation{Sources: make(map[ComponentID]string, len(e.Components))}
+	for _, c := range e.Components {
+		var src string
+		switch c.Name {
+		case CWeights:
+			src = "(quantizable + non-quantizable) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, model weights)"
+			if r.Method == QLoRA {
+				src = fmt.Sprintf("quantizable Linear × 2 B ÷ %.1f (%s) + non-quantizable (2·H·L norms, embeddings, lm_head) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, model weights)", t.factor, t.why)
+				if t.skipped > 0 {
+					src += fmt.Sprintf("; %d llm_int8_skip_modules elements at 2 B", t.skipped)
+				}
+			}
+		case CAdapters:
+			src = "Σ r·(in+out) over the selected Linear modules of every layer (× experts) × 2 B (Unsloth Studio VRAM_ESTIMATION.md, LoRA adapters)"
+		case COptimizer:
+			src = fmt.Sprintf("%s %d B per trainable param (Unsloth Studio VRAM_ESTIMATION.md, optimizer states)", r.Optimizer, t.perParam)
+			if !t.known {
+				src = fmt.Sprintf("%s is not in Studio's table; its fallback %d B per trainable param (Unsloth Studio VRAM_ESTIMATION.md, optimizer states)", r.Optimizer, t.perParam)
+			}
+		case CGradients:
+			src = "max(trainable × 2 B, 15 % of weights) (Unsloth Studio VRAM_ESTIMATION.md, gradients, floors)"
+			if r.Method != Full {
+				src = "max(trainable × 2 B, min(15 % of weights, max(activations, optimizer))) (Unsloth Studio VRAM_ESTIMATION.md, gradients, floors)"
+			}
+			if t.floorBinds {
+				src += "; the floor binds"
+			}
+		case CActivations:
+			src = t.act.source(r)
+		case COverhead:
+			src = "1.4 GiB fixed: CUDA driver + PyTorch runtime, calibrated on RTX 5070 Ti (Unsloth Studio VRAM_ESTIMATION.md, CUDA overhead)"
+		}
+		x.Sources[c.Name] = src + shardingNote(r, c.Name)
+	}
+	x.Assumptions = unslothAssumptions(req, r, t.known)
+	x.Confidence = confidence(r, u.Name())
+	return x, nil
 }
 
 // unslothWeightElements splits the language model's parameters as §1 does.
@@ -365,7 +427,7 @@ func unslothEmbeddingParams(r Request) int64 {
 // the table's multiplier with it; with an attention implementation that is
 // not O(S) in memory, the larger of that and the quadratic score term
 // B·heads·S²·2·12·effective_layers.
-func unslothActivations(r Request) (int64, string) {
+func unslothActivations(r Request) (int64, unslothActShape) {
 	m := r.Model
 	sb := r.SeqLen * r.Batch
 	perLayer := unslothLayerWidths(m)
@@ -376,26 +438,50 @@ func unslothActivations(r Request) (int64, string) {
 		largest = max(largest, b)
 	}
 	acts := sum
-	effective := float64(len(perLayer))
-	src := "Σ over layers of (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 (Unsloth Studio VRAM_ESTIMATION.md, activations)"
+	shape := unslothActShape{effective: float64(len(perLayer))}
 	if mult, ok := unslothGCLayers[r.GradCkpt]; ok {
-		effective = mult.lora
+		shape.checkpointed = true
+		shape.effective = mult.lora
 		if r.Method == Full {
-			effective = mult.full
+			shape.effective = mult.full
 		}
-		acts = unslothClamp(float64(largest) * effective)
-		src = fmt.Sprintf("largest layer's (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 × %.1f layers, checkpointing %s (Unsloth Studio VRAM_ESTIMATION.md, activations)", effective, r.GradCkpt)
+		acts = unslothClamp(float64(largest) * shape.effective)
 	}
 	if !slices.Contains(unslothLinearAttn, r.Attn) {
-		scores := unslothClamp(float64(r.Batch) * float64(m.Heads) * float64(r.SeqLen) * float64(r.SeqLen) * unslothBytes * unslothEagerFactor * effective)
+		shape.quadraticChecked = true
+		scores := unslothClamp(float64(r.Batch) * float64(m.Heads) * float64(r.SeqLen) * float64(r.SeqLen) * unslothBytes * unslothEagerFactor * shape.effective)
 		if scores > acts {
 			acts = scores
-			src = fmt.Sprintf("%s attention's B·heads·S² × 2 B × 12 × %g layers exceeds the per-layer term (Unsloth Studio VRAM_ESTIMATION.md, activations)", r.Attn, effective)
-		} else {
-			src += fmt.Sprintf("; exceeds %s attention's quadratic term", r.Attn)
+			shape.quadratic = true
 		}
 	}
-	return acts, src
+	return acts, shape
+}
+
+// unslothActShape is which of §5's forms gave the activations.
+type unslothActShape struct {
+	// effective is the number of layers charged.
+	effective float64
+	// checkpointed: the largest layer times the checkpointing multiplier.
+	checkpointed bool
+	// quadraticChecked: the attention is not O(S), so the quadratic score
+	// term was compared; quadratic: it was the larger.
+	quadraticChecked, quadratic bool
+}
+
+// source is the activations' line for the Explanation.
+func (s unslothActShape) source(r Request) string {
+	if s.quadratic {
+		return fmt.Sprintf("%s attention's B·heads·S² × 2 B × 12 × %g layers exceeds the per-layer term (Unsloth Studio VRAM_ESTIMATION.md, activations)", r.Attn, s.effective)
+	}
+	src := "Σ over layers of (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 (Unsloth Studio VRAM_ESTIMATION.md, activations)"
+	if s.checkpointed {
+		src = fmt.Sprintf("largest layer's (S·B·(Q+K+K) + S·B·2 + S·B·2·M) × 2 B × 1.25 × %.1f layers, checkpointing %s (Unsloth Studio VRAM_ESTIMATION.md, activations)", s.effective, r.GradCkpt)
+	}
+	if s.quadraticChecked {
+		src += fmt.Sprintf("; exceeds %s attention's quadratic term", r.Attn)
+	}
+	return src
 }
 
 // unslothWidths are one layer's §5 widths: Q + K + K (the query, key and value

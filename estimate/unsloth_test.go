@@ -26,8 +26,8 @@ func parseModel(t *testing.T, config string) *hfconfig.Model {
 }
 
 // components returns an estimate's components by name.
-func components(e *Estimate) map[string]int64 {
-	got := map[string]int64{}
+func components(e *Estimate) map[ComponentID]int64 {
+	got := map[ComponentID]int64{}
 	for _, c := range e.Components {
 		got[c.Name] = c.Bytes
 	}
@@ -58,14 +58,14 @@ func TestUnslothComponents(t *testing.T) {
 	tests := []struct {
 		name string
 		req  Request
-		want map[string]int64
+		want map[ComponentID]int64
 	}{
 		{
 			// Gradient floor binds at 15 % of weights: activations (4 layers,
 			// no checkpointing) are larger, so min() picks the weight cap.
 			name: "lora adamw_torch, no checkpointing: floor = 15 % of weights",
 			req:  Request{Method: LoRA, LoRARank: r, SeqLen: 100, Batch: 2},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, CAdapters: attnLoRA * 2, COptimizer: attnLoRA * 6,
 				CGradients: floor(fp16Weights), CActivations: 4 * perLayer(200), COverhead: overhead,
 			},
@@ -75,7 +75,7 @@ func TestUnslothComponents(t *testing.T) {
 			// max(activations, optimizer) = optimizer (adamw_8bit, 4 B/param).
 			name: "lora adamw_8bit, one token: floor = optimizer",
 			req:  Request{Method: LoRA, LoRARank: r, SeqLen: 1, Batch: 1, GradCkpt: "unsloth", Optimizer: "adamw_8bit"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, CAdapters: attnLoRA * 2, COptimizer: attnLoRA * 4,
 				CGradients: attnLoRA * 4, CActivations: perLayer(1), COverhead: overhead,
 			},
@@ -85,7 +85,7 @@ func TestUnslothComponents(t *testing.T) {
 			// the activations.
 			name: "lora adamw_8bit, 70 tokens: floor = activations",
 			req:  Request{Method: LoRA, LoRARank: r, SeqLen: 70, Batch: 1, GradCkpt: "unsloth", Optimizer: "adamw_8bit"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, CAdapters: attnLoRA * 2, COptimizer: attnLoRA * 4,
 				CGradients: perLayer(70), CActivations: perLayer(70), COverhead: overhead,
 			},
@@ -95,7 +95,7 @@ func TestUnslothComponents(t *testing.T) {
 			// so no floor binds.
 			name: "lora rank 32: raw gradients, no floor",
 			req:  Request{Method: LoRA, LoRARank: 4 * r, SeqLen: 100, Batch: 2, GradCkpt: "full"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, CAdapters: 4 * attnLoRA * 2, COptimizer: 4 * attnLoRA * 6,
 				CGradients: 4 * attnLoRA * 2, CActivations: perLayer(200), COverhead: overhead,
 			},
@@ -103,7 +103,7 @@ func TestUnslothComponents(t *testing.T) {
 		{
 			name: "qlora nf4 ÷ 3.2, all-linear, paged_adamw_32bit",
 			req:  Request{Method: QLoRA, Quant: "nf4", LoRARank: r, LoRATargets: []string{"all-linear"}, SeqLen: 100, Batch: 2, GradCkpt: "unsloth", Optimizer: "paged_adamw_32bit"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				// raw gradients (65536 B) exceed 15 % of the 4-bit weights (52377 B).
 				CWeights: int64(quantizable*2/3.2 + nonQuant*2), CAdapters: allLoRA * 2, COptimizer: allLoRA * 8,
 				CGradients: allLoRA * 2, CActivations: perLayer(200), COverhead: overhead,
@@ -112,7 +112,7 @@ func TestUnslothComponents(t *testing.T) {
 		{
 			name: "qlora nf4-dq ÷ 3.6",
 			req:  Request{Method: QLoRA, Quant: "nf4-dq", LoRARank: r, SeqLen: 100, Batch: 2, GradCkpt: "unsloth", Optimizer: "sgd"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: int64(quantizable*2/3.6 + nonQuant*2), CAdapters: attnLoRA * 2, COptimizer: attnLoRA * 4,
 				CGradients: floor(int64(quantizable*2/3.6 + nonQuant*2)), CActivations: perLayer(200), COverhead: overhead,
 			},
@@ -122,7 +122,7 @@ func TestUnslothComponents(t *testing.T) {
 			// weights and the 15 % floor cannot bind (Studio's own arithmetic).
 			name: "full adamw_torch_fused, HF checkpointing: 2.0 layers",
 			req:  Request{Method: Full, SeqLen: 100, Batch: 2, GradCkpt: "full", Optimizer: "adamw_torch_fused"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, COptimizer: (quantizable + nonQuant) * 6,
 				CGradients: fp16Weights, CActivations: 2 * perLayer(200), COverhead: overhead,
 			},
@@ -130,7 +130,7 @@ func TestUnslothComponents(t *testing.T) {
 		{
 			name: "full, unsloth checkpointing: 1.5 layers",
 			req:  Request{Method: Full, SeqLen: 100, Batch: 2, GradCkpt: "unsloth"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, COptimizer: (quantizable + nonQuant) * 6,
 				CGradients: fp16Weights, CActivations: int64(float64(perLayer(200)) * 1.5), COverhead: overhead,
 			},
@@ -138,7 +138,7 @@ func TestUnslothComponents(t *testing.T) {
 		{
 			name: "full, offload checkpointing is charged as unsloth's",
 			req:  Request{Method: Full, SeqLen: 100, Batch: 2, GradCkpt: "offload"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, COptimizer: (quantizable + nonQuant) * 6,
 				CGradients: fp16Weights, CActivations: int64(float64(perLayer(200)) * 1.5), COverhead: overhead,
 			},
@@ -147,7 +147,7 @@ func TestUnslothComponents(t *testing.T) {
 			// Eager at S 100: the quadratic term over 4 layers wins the max.
 			name: "full eager, no checkpointing: quadratic term wins",
 			req:  Request{Method: Full, SeqLen: 100, Batch: 2, Attn: "eager"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, COptimizer: (quantizable + nonQuant) * 6,
 				CGradients: fp16Weights, CActivations: eager(100, 2, 4), COverhead: overhead,
 			},
@@ -157,7 +157,7 @@ func TestUnslothComponents(t *testing.T) {
 			// layer of the linear term; the linear term wins.
 			name: "full eager, 8 tokens: per-layer term wins",
 			req:  Request{Method: Full, SeqLen: 8, Batch: 2, Attn: "eager", Optimizer: "sgd"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, COptimizer: (quantizable + nonQuant) * 4,
 				CGradients: fp16Weights, CActivations: 4 * perLayer(16), COverhead: overhead,
 			},
@@ -166,7 +166,7 @@ func TestUnslothComponents(t *testing.T) {
 			// LoRA with checkpointing: effective layers 1.0 in both terms.
 			name: "lora eager with checkpointing: one layer of scores",
 			req:  Request{Method: LoRA, LoRARank: r, SeqLen: 100, Batch: 2, Attn: "eager", GradCkpt: "full"},
-			want: map[string]int64{
+			want: map[ComponentID]int64{
 				CWeights: fp16Weights, CAdapters: attnLoRA * 2, COptimizer: attnLoRA * 6,
 				CGradients: floor(fp16Weights), CActivations: eager(100, 2, 1), COverhead: overhead,
 			},
@@ -430,7 +430,7 @@ func TestUnslothLlama2_7B(t *testing.T) {
 	perLayer := int64(float64(S*B*(H+K+K)+S*B*2+S*B*(M+M)) * 2 * 1.25)
 	weights := int64(quantizable*2/3.2 + nonQuant*2)
 	optim := int64(lora * 4)
-	want := map[string]int64{
+	want := map[ComponentID]int64{
 		CWeights:     weights,
 		CAdapters:    lora * 2,
 		COptimizer:   optim,
@@ -459,7 +459,7 @@ func TestUnslothLlama2_7B(t *testing.T) {
 		t.Fatal(err)
 	}
 	P := int64(quantizable + nonQuant)
-	wantFull := map[string]int64{
+	wantFull := map[ComponentID]int64{
 		CWeights: 2 * P, COptimizer: 6 * P, CGradients: 2 * P, COverhead: 1503238553,
 		CActivations: 2 * int64(float64(S*(H+K+K)+S*2+S*(M+M))*2*1.25),
 	}
@@ -510,14 +510,14 @@ func TestUnslothSharding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{COptimizer, CGradients} {
+	for _, c := range []ComponentID{COptimizer, CGradients} {
 		a, _ := one.Component(c)
 		b, _ := four.Component(c)
 		if b != (a+3)/4 {
 			t.Errorf("zero2 ×4: %s = %d, want %d / 4", c, b, a)
 		}
 	}
-	for _, c := range []string{CWeights, CActivations, COverhead} {
+	for _, c := range []ComponentID{CWeights, CActivations, COverhead} {
 		a, _ := one.Component(c)
 		b, _ := four.Component(c)
 		if a != b {

@@ -76,7 +76,7 @@ func finish(e *Estimate, r Request) (*Estimate, error) {
 	}
 	for _, c := range e.Components {
 		if c.Bytes < 0 || c.Bytes > maxEstimateBytes {
-			return bad(c.Name, c.Bytes)
+			return bad(string(c.Name), c.Bytes)
 		}
 	}
 	for _, f := range []struct {

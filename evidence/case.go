@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // Case is one measured training run: the configuration that produced a peak
@@ -230,12 +231,12 @@ func (c *Case) Validate() error {
 	}
 	if g := c.Measured.GiB; g != nil {
 		if _, err := estimate.GiBBytes("measured.gib", *g); err != nil {
-			return outOf("measured.gib", *g, "a size in GiB from %g to %d", float64(estimate.MinGPUMemory)/estimate.GiB, estimate.MaxGPUMemory/estimate.GiB)
+			return outOf("measured.gib", *g, "a size in GiB from %g to %d", bytesize.InGiB(estimate.MinGPUMemory), estimate.MaxGPUMemory/estimate.GiB)
 		}
 	}
 	if g := c.GPU.VRAMGiB; g != nil {
 		if _, err := estimate.GiBBytes("gpu.vram_gib", *g); err != nil {
-			return outOf("gpu.vram_gib", *g, "a size in GiB from %g to %d", float64(estimate.MinGPUMemory)/estimate.GiB, estimate.MaxGPUMemory/estimate.GiB)
+			return outOf("gpu.vram_gib", *g, "a size in GiB from %g to %d", bytesize.InGiB(estimate.MinGPUMemory), estimate.MaxGPUMemory/estimate.GiB)
 		}
 	}
 	for _, f := range []struct {

@@ -73,7 +73,7 @@ func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
 		}
 		var fold []CaseResult
 		for _, c := range test {
-			if r := ScoreCase(c, Predict(estimate.Canifinetune{Coef: full.Coefficients}, c)); r.Status == StatusOK {
+			if r := ScoreCase(c, Predict(estimate.PhasePeak{Coef: full.Coefficients}, c)); r.Status == StatusOK {
 				fold = append(fold, r)
 			}
 		}
@@ -84,7 +84,7 @@ func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fold %s: %w", fam, err)
 		}
-		est := estimate.Canifinetune{Coef: cal.Coefficients, CoefSource: "fitted without " + fam}
+		est := estimate.PhasePeak{Coef: cal.Coefficients, CoefSource: "fitted without " + fam}
 		var out []CaseResult
 		for _, c := range test {
 			if r := ScoreCase(c, Predict(est, c)); r.Status == StatusOK {

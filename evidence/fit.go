@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // Calibration is the default estimator's coefficients fitted on a cohort,
@@ -62,7 +63,7 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 		return false, fmt.Sprintf("stack %s is not among the fitted %v", r.Stack, d.Stacks)
 	}
 	if r.GPUTotal > 0 {
-		g := float64(r.GPUTotal) / estimate.GiB
+		g := bytesize.InGiB(r.GPUTotal)
 		if g < d.GPUMemGiB[0]*0.95 || g > d.GPUMemGiB[1]*1.05 {
 			return false, fmt.Sprintf("GPU memory %.0f GiB is outside the fitted %.0f–%.0f GiB", g, d.GPUMemGiB[0], d.GPUMemGiB[1])
 		}
@@ -158,10 +159,9 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		if why != "" {
 			continue
 		}
-		if _, err := (estimate.Canifinetune{Coef: FitStart}).Estimate(req); err != nil {
+		if _, err := (estimate.PhasePeak{Coef: FitStart}).Estimate(req); err != nil {
 			continue
 		}
-		req.Terse = true // the fit reads levels only
 		rows = append(rows, fitRow{c: c, req: req, y: *c.Measured.GiB * estimate.GiB})
 	}
 	if len(rows) < len(fitParams)+2 {
@@ -173,7 +173,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		weights[i] = 1
 	}
 	predict := func(k estimate.Coefficients, r fitRow) float64 {
-		e, err := (estimate.Canifinetune{Coef: k}).Estimate(r.req)
+		e, err := (estimate.PhasePeak{Coef: k}).Estimate(r.req)
 		if err != nil {
 			return math.NaN()
 		}
@@ -260,7 +260,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		*fp.get(&k) = roundSig(*fp.get(&k), 4)
 	}
 	cal := &Calibration{
-		SchemaVersion: 1, Estimator: "canifinetune", EstimatorVersion: estimate.Canifinetune{}.Version(),
+		SchemaVersion: 1, Estimator: "canifinetune", EstimatorVersion: estimate.PhasePeak{}.Version(),
 		Cohort: cohort, Coefficients: k,
 		Method: "Gauss–Newton on relative error, each step a non-negative least-squares solve, Huber reweighting (k = 10 %); trust high+medium, supported, non-OOM rows; context_gib fixed",
 	}
@@ -280,7 +280,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		dom["methods"][string(r.req.Method)] = true
 		dom["stacks"][string(r.req.Stack)] = true
 		if r.req.GPUTotal > 0 {
-			g := float64(r.req.GPUTotal) / estimate.GiB
+			g := bytesize.InGiB(r.req.GPUTotal)
 			gmin, gmax = math.Min(gmin, g), math.Max(gmax, g)
 		}
 	}
@@ -325,26 +325,45 @@ type Calibrated struct {
 func (c Calibrated) Name() string { return "canifinetune" }
 
 // Version implements estimate.Estimator.
-func (c Calibrated) Version() string { return estimate.Canifinetune{}.Version() + "+calibrated" }
+func (c Calibrated) Version() string { return estimate.PhasePeak{}.Version() + "+calibrated" }
 
 // Describe implements estimate.Estimator.
 func (c Calibrated) Describe() string {
 	return "the default estimator with coefficients from " + c.File
 }
 
+// inner is the default estimator a request is estimated with: the
+// calibration's coefficients inside its domain, the embedded ones outside
+// it (why says why, "" inside).
+func (c Calibrated) inner(r estimate.Request) (est estimate.PhasePeak, why string) {
+	if ok, why := c.Cal.Domain.Contains(r); !ok {
+		return estimate.PhasePeak{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}, why
+	}
+	return estimate.PhasePeak{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}, ""
+}
+
 // Estimate implements estimate.Estimator.
 func (c Calibrated) Estimate(r estimate.Request) (*estimate.Estimate, error) {
-	if ok, why := c.Cal.Domain.Contains(r); !ok {
-		e, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients, CoefSource: "embedded"}.Estimate(r)
-		if err == nil {
-			e.Assumptions = append(e.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.File, why))
-		}
-		return e, err
-	}
-	e, err := estimate.Canifinetune{Coef: c.Cal.Coefficients, CoefSource: "calibration " + c.File}.Estimate(r)
-	if err == nil {
+	est, why := c.inner(r)
+	e, err := est.Estimate(r)
+	if err == nil && why == "" {
 		e.Version = c.Version()
-		e.Assumptions = append(e.Assumptions, "coefficients from calibration "+c.File)
 	}
 	return e, err
+}
+
+// Explain implements estimate.Estimator: the default estimator's
+// explanation, saying which coefficients it used.
+func (c Calibrated) Explain(r estimate.Request, e *estimate.Estimate) (estimate.Explanation, error) {
+	est, why := c.inner(r)
+	x, err := est.Explain(r, e)
+	if err != nil {
+		return x, err
+	}
+	if why != "" {
+		x.Assumptions = append(x.Assumptions, fmt.Sprintf("calibration %s not applied: %s", c.File, why))
+	} else {
+		x.Assumptions = append(x.Assumptions, "coefficients from calibration "+c.File)
+	}
+	return x, nil
 }

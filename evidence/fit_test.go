@@ -89,7 +89,7 @@ func TestCalibratedDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := estimate.Canifinetune{Coef: estimate.DefaultCoefficients}.Estimate(req)
+	base, err := estimate.PhasePeak{Coef: estimate.DefaultCoefficients}.Estimate(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,12 @@ func TestCalibratedDomain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Levels.Reserved != base.Levels.Reserved || !strings.Contains(strings.Join(out.Assumptions, ";"), "not applied") {
-		t.Errorf("outside the domain: reserved %d (default %d), assumptions %v", out.Levels.Reserved, base.Levels.Reserved, out.Assumptions)
+	x, err := Calibrated{Cal: cal, File: "c.json"}.Explain(req, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Levels.Reserved != base.Levels.Reserved || !strings.Contains(strings.Join(x.Assumptions, ";"), "not applied") {
+		t.Errorf("outside the domain: reserved %d (default %d), assumptions %v", out.Levels.Reserved, base.Levels.Reserved, x.Assumptions)
 	}
 }
 

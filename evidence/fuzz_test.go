@@ -75,7 +75,7 @@ func TestScoreCaseNonFiniteError(t *testing.T) {
 	tiny := 1e-308
 	c := Case{ID: "tiny", Model: "Qwen/Qwen2.5-0.5B", Method: "full", Precision: "bf16-true", SeqLen: ptrInt(512), Batch: ptrInt(1),
 		Framework: "hf-trainer", Measured: Measured{Kind: KindReserved, GiB: &tiny}}
-	r := ScoreCase(c, Predict(estimate.Canifinetune{Coef: estimate.DefaultCoefficients}, c))
+	r := ScoreCase(c, Predict(estimate.PhasePeak{Coef: estimate.DefaultCoefficients}, c))
 	if r.Status != StatusUnsupported || r.ErrorPct != nil {
 		t.Fatalf("status %s, error %v; want unsupported with no error figure", r.Status, r.ErrorPct)
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // Case statuses in a report.
@@ -95,12 +96,12 @@ func ScoreCase(c Case, p Prediction) CaseResult {
 		r.Status, r.Unsupported, r.MeasuredGiB = StatusUnsupported, p.Unsupported, c.Measured.GiB
 		return r
 	}
-	est := round3(float64(p.Predicted(c.Measured.Kind)) / estimate.GiB)
+	est := round3(bytesize.InGiB(p.Predicted(c.Measured.Kind)))
 	r.EstimatedGiB = &est
 	r.Verdict = string(p.Estimate.Verdict.Fit)
 	r.Components = map[string]float64{}
 	for _, comp := range p.Estimate.Components {
-		r.Components[comp.Name] = round3(float64(comp.Bytes) / estimate.GiB)
+		r.Components[string(comp.Name)] = round3(bytesize.InGiB(comp.Bytes))
 	}
 	if c.Measured.OOM {
 		r.Status = StatusOOM

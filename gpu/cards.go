@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	names "github.com/canifinetune/canifinetune/internal/suggest"
 	"regexp"
 	"slices"
@@ -14,10 +15,10 @@ import (
 )
 
 // MiB is the unit of the table and of nvidia-smi's memory fields: 2^20 bytes.
-const MiB int64 = 1 << 20
+const MiB int64 = bytesize.MiB
 
 // GiB is 2^30 bytes: what every *_gb field of the JSON outputs means.
-const GiB int64 = 1 << 30
+const GiB int64 = bytesize.GiB
 
 // Card is one row of the embedded GPU table.
 type Card struct {

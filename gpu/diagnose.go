@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -258,9 +259,5 @@ func mibShort(m int64) string {
 	return fmt.Sprintf("%d MiB", m)
 }
 
-func gib(m int64) float64 {
-	if m < 0 {
-		return 0
-	}
-	return float64(m) / 1024
-}
+// gib is m MiB (a count the vendor tools report) in GiB; 0 when unknown.
+func gib(m int64) float64 { return bytesize.InGiB(max(m, 0) * MiB) }

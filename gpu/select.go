@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"slices"
 	"sort"
 	"strconv"
@@ -132,7 +133,7 @@ func SelectGPUs(requiredBytes int64, devices []Device) (Selection, error) {
 	}
 	for _, d := range eligible[n:] {
 		sel.LeftOut = append(sel.LeftOut, LeftOutGPU{Index: d.Index, Name: d.Name, FreeBytes: d.FreeBytes(),
-			Reason: fmt.Sprintf("not needed: %s, with more free memory, already cover the %s required", chosen, gibString(requiredBytes))})
+			Reason: fmt.Sprintf("not needed: %s, with more free memory, already cover the %s required", chosen, bytesize.Format(requiredBytes))})
 	}
 	sel.finish()
 	sortLeftOut(sel.LeftOut)
@@ -212,5 +213,3 @@ func joinInts(xs []int) string {
 	}
 	return strings.Join(s, ",")
 }
-
-func gibString(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/float64(GiB)) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // Rule is how many GPUs a model-parallel placement takes.
@@ -170,7 +171,7 @@ func selectUntilYes(required int64, devices []gpu.Device) (gpu.Selection, error)
 	// so a GPU is "not needed" only when the others say yes.
 	for i, l := range sel.LeftOut {
 		if strings.HasPrefix(l.Reason, "not needed") {
-			sel.LeftOut[i].Reason = fmt.Sprintf("not needed: %s, with more free memory, already cover the %.2f GiB required", chosen, float64(required)/estimate.GiB)
+			sel.LeftOut[i].Reason = fmt.Sprintf("not needed: %s, with more free memory, already cover the %s required", chosen, bytesize.Format(required))
 		}
 	}
 	return sel, nil
@@ -331,7 +332,7 @@ func CommBuffers(st estimate.Strategy, e *estimate.Estimate) []string {
 		// Bucket bytes in the 16-bit communication dtype: at most one reduce
 		// and one all-gather bucket of min(5e8, trainable) elements.
 		n := min(int64(5e8), e.TrainableParams)
-		return []string{fmt.Sprintf("DeepSpeed reduce_bucket_size and allgather_bucket_size (5e8 elements each by default): up to %.2f GiB of 16-bit buckets at the reduction and the parameter all-gather, not in the total; lower both in the DeepSpeed config to shrink them", float64(2*n*2)/estimate.GiB), nccl}
+		return []string{fmt.Sprintf("DeepSpeed reduce_bucket_size and allgather_bucket_size (5e8 elements each by default): up to %.2f GiB of 16-bit buckets at the reduction and the parameter all-gather, not in the total; lower both in the DeepSpeed config to shrink them", bytesize.InGiB(2*n*2)), nccl}
 	case "zero3":
 		return []string{"ZeRO-3 gathers parameters as layers run: the total charges two gathered layers (the one computing and the one prefetched); stage3_max_live_parameters (1e9 by default) and stage3_prefetch_bucket_size bound what may be live, and reduce_bucket_size (5e8 elements) the gradient buckets, which are not in the total", nccl}
 	default: // fsdp_full_shard, fsdp_shard_grad_op, fsdp_hybrid_shard

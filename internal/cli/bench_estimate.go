@@ -52,7 +52,7 @@ func estimateProbe(env *Env, cfg bench.ProbeConfig, dev *gpu.Device) (*bench.Est
 	// margin), so that a receipt can be scored without re-running it.
 	rec := &bench.EstimateRecord{Estimator: e.Estimator, Version: e.Version, Kind: string(bench.CaseKind), TotalBytes: e.Levels.Reserved}
 	for _, c := range e.Components {
-		rec.Components = append(rec.Components, bench.EstimateComponent{Name: c.Name, Bytes: c.Bytes})
+		rec.Components = append(rec.Components, bench.EstimateComponent{Name: string(c.Name), Bytes: c.Bytes})
 	}
 	return rec, nil
 }

@@ -86,7 +86,7 @@ func TestEstimateProbe(t *testing.T) {
 		t.Fatalf("%d components, want %d", len(rec.Components), len(want.Components))
 	}
 	for i, c := range want.Components {
-		if rec.Components[i].Name != c.Name || rec.Components[i].Bytes != c.Bytes {
+		if rec.Components[i].Name != string(c.Name) || rec.Components[i].Bytes != c.Bytes {
 			t.Errorf("component %d = %+v, want %s %d", i, rec.Components[i], c.Name, c.Bytes)
 		}
 		if c.Name == estimate.CSafety {
@@ -100,7 +100,7 @@ func TestEstimateProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := rec.Components[len(rec.Components)-1]
-	if last.Name != estimate.CSafety || last.Bytes != int64(float64(dev.TotalBytes())*0.05) {
+	if last.Name != string(estimate.CSafety) || last.Bytes != int64(float64(dev.TotalBytes())*0.05) {
 		t.Errorf("last component %+v, want the safety margin 5 %% of %d", last, dev.TotalBytes())
 	}
 	if rec.TotalBytes != want.Levels.Reserved {

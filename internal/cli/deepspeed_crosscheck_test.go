@@ -8,6 +8,7 @@ import (
 	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/hfconfig"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // DeepSpeed's own estimators of ZeRO model-state memory, written from their
@@ -106,9 +107,9 @@ func TestDeepSpeedZeROCrossCheck(t *testing.T) {
 				_, ours := modelStates(t, m, "zero2", "none", n)
 				ds := dsZero2GPU(p, n, false)
 				if r := float64(ours) / float64(ds); math.Abs(r-1) > 0.001 {
-					t.Errorf("zero2: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want 1 ± 0.001)", gib(ours), gib(ds), r)
+					t.Errorf("zero2: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want 1 ± 0.001)", bytesize.InGiB(ours), bytesize.InGiB(ds), r)
 				}
-				t.Logf("zero2: ours %.2f GiB, DeepSpeed %.2f GiB", gib(ours), gib(ds))
+				t.Logf("zero2: ours %.2f GiB, DeepSpeed %.2f GiB", bytesize.InGiB(ours), bytesize.InGiB(ds))
 
 				// ZeRO-3 without offload. Sharded: ours 20 B/param (the 16 B
 				// above + fp32 weights) vs DeepSpeed's 18 B (16 B + 16-bit
@@ -125,9 +126,9 @@ func TestDeepSpeedZeROCrossCheck(t *testing.T) {
 				predicted := float64(20*p/n+8*p/layers) / float64(ds)
 				r := float64(ours) / float64(ds)
 				if math.Abs(r-predicted) > 0.002 || r < 0.70 || r > 1.30 {
-					t.Errorf("zero3: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want %.4f within [0.70, 1.30])", gib(ours), gib(ds), r, predicted)
+					t.Errorf("zero3: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want %.4f within [0.70, 1.30])", bytesize.InGiB(ours), bytesize.InGiB(ds), r, predicted)
 				}
-				t.Logf("zero3: ours %.2f GiB, DeepSpeed %.2f GiB, ratio %.3f", gib(ours), gib(ds), r)
+				t.Logf("zero3: ours %.2f GiB, DeepSpeed %.2f GiB, ratio %.3f", bytesize.InGiB(ours), bytesize.InGiB(ds), r)
 
 				// ZeRO-2 with optimizer offload (ZeRO-Offload): DeepSpeed counts
 				// the 16-bit params on the GPU (2·P); the estimator keeps them
@@ -136,7 +137,7 @@ func TestDeepSpeedZeROCrossCheck(t *testing.T) {
 				e, ours := modelStates(t, m, "zero2", "optimizer", n)
 				ds = dsZero2GPU(p, n, true)
 				if r, want := float64(ours)/float64(ds), 1+1/float64(n); math.Abs(r-want) > 0.001 {
-					t.Errorf("zero2 offload: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want 1 + 1/N = %.4f)", gib(ours), gib(ds), r, want)
+					t.Errorf("zero2 offload: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want 1 + 1/N = %.4f)", bytesize.InGiB(ours), bytesize.InGiB(ds), r, want)
 				}
 				// Host RAM: both put the fp32 master weights, fp32 gradients
 				// and Adam m, v on the CPU (16 B per parameter per node);
@@ -146,7 +147,7 @@ func TestDeepSpeedZeROCrossCheck(t *testing.T) {
 				perNode := e.HostOffload * n
 				if n <= 4 {
 					if r := float64(dsZero2HostPerNode(p, n)) / float64(perNode); math.Abs(r-1.5) > 0.002 {
-						t.Errorf("zero2 offload host RAM: ours %.2f GiB per node, DeepSpeed %.2f GiB (ratio %.4f, want 1.5)", gib(perNode), gib(dsZero2HostPerNode(p, n)), r)
+						t.Errorf("zero2 offload host RAM: ours %.2f GiB per node, DeepSpeed %.2f GiB (ratio %.4f, want 1.5)", bytesize.InGiB(perNode), bytesize.InGiB(dsZero2HostPerNode(p, n)), r)
 					}
 				}
 
@@ -159,9 +160,9 @@ func TestDeepSpeedZeROCrossCheck(t *testing.T) {
 				ds = dsZero3GPU(p, ll, n, true)
 				predicted = float64(4*p/n+4*p/layers) / float64(ds)
 				if r := float64(ours) / float64(ds); math.Abs(r-predicted) > 0.002 {
-					t.Errorf("zero3 offload: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want %.4f)", gib(ours), gib(ds), r, predicted)
+					t.Errorf("zero3 offload: ours %.3f GiB, DeepSpeed %.3f GiB (ratio %.4f, want %.4f)", bytesize.InGiB(ours), bytesize.InGiB(ds), r, predicted)
 				}
-				t.Logf("zero3 offload: ours %.2f GiB, DeepSpeed %.2f GiB, ratio %.3f", gib(ours), gib(ds), float64(ours)/float64(ds))
+				t.Logf("zero3 offload: ours %.2f GiB, DeepSpeed %.2f GiB, ratio %.3f", bytesize.InGiB(ours), bytesize.InGiB(ds), float64(ours)/float64(ds))
 			})
 		}
 	}
@@ -174,7 +175,7 @@ func TestDeepSpeedZeROCrossCheck(t *testing.T) {
 // one GPU, ZeRO-3 — 1.08 GiB without offload, 0.17 with optimizer offload.
 func TestDeepSpeedFormulasReproduceDocumentedExamples(t *testing.T) {
 	const t53b, t5small, t5smallLargest = 2851598336, 60506624, 32128 * 512
-	two := func(b int64) string { return fmt.Sprintf("%.2f", gib(b)) }
+	two := func(b int64) string { return fmt.Sprintf("%.2f", bytesize.InGiB(b)) }
 	for _, c := range []struct {
 		what string
 		got  int64

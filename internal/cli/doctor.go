@@ -13,6 +13,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/gpu/probe"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // DoctorCmd reports the machine's GPUs, the processes holding their memory,
@@ -222,7 +223,7 @@ func mem(mib int64) (*int64, *int64, *float64) {
 		return nil, nil, nil
 	}
 	b := mib * gpu.MiB
-	g := gibOf(b)
+	g := bytesize.InGiB(b)
 	return &mib, &b, &g
 }
 
@@ -272,7 +273,7 @@ func gibCell(m int64) string {
 	if m < 0 {
 		return "?"
 	}
-	return fmt.Sprintf("%.2f", float64(m)/1024)
+	return fmt.Sprintf("%.2f", bytesize.InGiB(m*bytesize.MiB))
 }
 
 func printDoctor(w io.Writer, inv gpu.Inventory, perr error, stack *gpu.Stack, findings []gpu.Finding) error {

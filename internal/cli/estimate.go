@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/placement"
 )
@@ -149,7 +149,11 @@ func (c *EstimateCmd) Run(env *Env) error {
 		}
 		return err
 	}
-	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, plan.Changes)
+	x, err := est.Explain(req, plan.Estimate)
+	if err != nil {
+		return err
+	}
+	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, x, plan.Changes)
 	gs.annotate(&out, plan)
 	if c.JSON {
 		if err := writeJSON(env.Stdout, out); err != nil {
@@ -189,17 +193,10 @@ func (c *EstimateCmd) card(req *estimate.Request) (*gpu.Card, error) {
 		}
 		req.Available = int64(c.AvailableGB * estimate.GiB)
 		if req.Available > req.GPUTotal {
-			return nil, usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds the card's %.2f GiB", c.AvailableGB, float64(req.GPUTotal)/estimate.GiB)
+			return nil, usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds the card's %.2f GiB", c.AvailableGB, bytesize.InGiB(req.GPUTotal))
 		}
 	}
 	return card, nil
-}
-
-func gib(b int64) float64 { return float64(b) / estimate.GiB }
-
-func round(x float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(x*p) / p
 }
 
 // EstimateJSON is the stable --json schema of estimate (schema_version 1).
@@ -343,7 +340,7 @@ type changeJSON struct {
 	CostNotes     []string `json:"cost_notes"`
 }
 
-func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request, e *estimate.Estimate, changes []estimate.Change) EstimateJSON {
+func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request, e *estimate.Estimate, x estimate.Explanation, changes []estimate.Change) EstimateJSON {
 	n, _ := req.Normalize()
 	out := EstimateJSON{
 		SchemaVersion: 1,
@@ -356,33 +353,33 @@ func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Requ
 			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, Dropout: dropoutOf(n),
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
-		TotalBytes: e.Total, TotalGB: round(gib(e.Total), 3),
-		ProxyBytes: e.PlanningProxy, ProxyGB: round(gib(e.PlanningProxy), 3),
-		Levels: levelsJSON{e.Levels.Allocated, round(gib(e.Levels.Allocated), 3), e.Levels.Reserved, round(gib(e.Levels.Reserved), 3),
-			e.Levels.Process, round(gib(e.Levels.Process), 3)},
-		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: round(gib(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
-		HostOffloadGB: round(gib(e.HostOffload), 3),
+		TotalBytes: e.Total, TotalGB: bytesize.Round(bytesize.InGiB(e.Total), 3),
+		ProxyBytes: e.PlanningProxy, ProxyGB: bytesize.Round(bytesize.InGiB(e.PlanningProxy), 3),
+		Levels: levelsJSON{e.Levels.Allocated, bytesize.Round(bytesize.InGiB(e.Levels.Allocated), 3), e.Levels.Reserved, bytesize.Round(bytesize.InGiB(e.Levels.Reserved), 3),
+			e.Levels.Process, bytesize.Round(bytesize.InGiB(e.Levels.Process), 3)},
+		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
+		HostOffloadGB: bytesize.Round(bytesize.InGiB(e.HostOffload), 3),
 		PerGPU:        e.PerGPU,
-		Assumptions:   e.Assumptions,
+		Assumptions:   x.Assumptions,
 		Warnings:      e.Warnings,
-		Confidence:    confidenceJSON{string(e.Confidence.Grade), e.Confidence.Reason},
+		Confidence:    confidenceJSON{string(x.Confidence.Grade), x.Confidence.Reason},
 		Changes:       []changeJSON{},
 	}
 	if n.Method != estimate.Full {
 		out.Config.Rank, out.Config.Targets = n.LoRARank, n.LoRATargets
 	}
 	if ph := e.Phases; ph.Forward > 0 || ph.Step > 0 {
-		out.Phases = &phasesJSON{ph.Forward, round(gib(ph.Forward), 3), ph.Step, round(gib(ph.Step), 3)}
+		out.Phases = &phasesJSON{ph.Forward, bytesize.Round(bytesize.InGiB(ph.Forward), 3), ph.Step, bytesize.Round(bytesize.InGiB(ph.Step), 3)}
 	}
 	if req.GPUTotal > 0 {
-		g := &gpuJSON{TotalBytes: req.GPUTotal, TotalGB: round(gib(req.GPUTotal), 3), AvailableBytes: req.GPUTotal}
+		g := &gpuJSON{TotalBytes: req.GPUTotal, TotalGB: bytesize.Round(bytesize.InGiB(req.GPUTotal), 3), AvailableBytes: req.GPUTotal}
 		if card != nil {
 			g.Name = card.Name
 		}
 		if req.Available > 0 {
 			g.AvailableBytes = req.Available
 		}
-		g.AvailableGB = round(gib(g.AvailableBytes), 3)
+		g.AvailableGB = bytesize.Round(bytesize.InGiB(g.AvailableBytes), 3)
 		out.GPU = g
 	}
 	for _, c := range e.Components {
@@ -390,11 +387,11 @@ func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Requ
 		if e.Total > 0 {
 			share = float64(c.Bytes) / float64(e.Total)
 		}
-		out.Components = append(out.Components, componentJSON{c.Name, c.Bytes, round(gib(c.Bytes), 3), round(share, 4), c.Source})
+		out.Components = append(out.Components, componentJSON{string(c.Name), c.Bytes, bytesize.Round(bytesize.InGiB(c.Bytes), 3), bytesize.Round(share, 4), x.Source(c.Name)})
 	}
 	for _, ch := range changes {
-		cj := changeJSON{Change: ch.What, TotalGB: round(gib(ch.Estimate.Total), 3), Ratio: round(ch.Verdict.Ratio, 4), SavesGB: round(gib(ch.Saves), 3),
-			ExtraCompute: round(ch.Cost.ExtraCompute, 2), OffloadGB: round(gib(ch.Cost.OffloadBytes), 3), ChangesResult: ch.Cost.ChangesResult,
+		cj := changeJSON{Change: ch.What, TotalGB: bytesize.Round(bytesize.InGiB(ch.Estimate.Total), 3), Ratio: bytesize.Round(ch.Verdict.Ratio, 4), SavesGB: bytesize.Round(bytesize.InGiB(ch.Saves), 3),
+			ExtraCompute: bytesize.Round(ch.Cost.ExtraCompute, 2), OffloadGB: bytesize.Round(bytesize.InGiB(ch.Cost.OffloadBytes), 3), ChangesResult: ch.Cost.ChangesResult,
 			CostNotes: append([]string{}, ch.Cost.Notes...)}
 		for _, ed := range ch.Edits {
 			cj.Levers = append(cj.Levers, string(ed.Lever))

@@ -12,6 +12,7 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/gpu/probe"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/placement"
 )
 
@@ -162,7 +163,7 @@ func (c *EstimateCmd) fromDetection(env *Env, req *estimate.Request, s *gpuSetup
 		req.Available = int64(c.AvailableGB * estimate.GiB)
 		s.budgetSource = budgetFlagFree
 		if req.Available > req.GPUTotal {
-			return usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds detected GPU %d's %.2f GiB", c.AvailableGB, d.Index, gib(req.GPUTotal))
+			return usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds detected GPU %d's %.2f GiB", c.AvailableGB, d.Index, bytesize.InGiB(req.GPUTotal))
 		}
 	}
 	if n := len(inv.GPUs); n > 1 {
@@ -251,7 +252,7 @@ func (c *EstimateCmd) fromCardList(req *estimate.Request, s *gpuSetup) error {
 		req.Available = int64(c.AvailableGB * estimate.GiB)
 		s.budgetSource = budgetFlagFree
 		if req.Available > req.GPUTotal {
-			return usageErrorf("--available-vram-gb below the smallest card's total", "--available-vram-gb %.2f exceeds %s's %.2f GiB", c.AvailableGB, small.Name, gib(req.GPUTotal))
+			return usageErrorf("--available-vram-gb below the smallest card's total", "--available-vram-gb %.2f exceeds %s's %.2f GiB", c.AvailableGB, small.Name, bytesize.InGiB(req.GPUTotal))
 		}
 	}
 	// Cards named by the list stand in for devices, so that placement works
@@ -269,7 +270,7 @@ func (c *EstimateCmd) fromCardList(req *estimate.Request, s *gpuSetup) error {
 		}
 	}
 	if len(kinds) > 1 {
-		s.notes = append(s.notes, fmt.Sprintf("heterogeneous GPUs: the smallest, %s (%.2f GiB), bounds a data-parallel run — every rank holds the same per-GPU state and the others wait for it", small.Name, gib(req.GPUTotal)))
+		s.notes = append(s.notes, fmt.Sprintf("heterogeneous GPUs: the smallest, %s (%.2f GiB), bounds a data-parallel run — every rank holds the same per-GPU state and the others wait for it", small.Name, bytesize.InGiB(req.GPUTotal)))
 	}
 	return nil
 }
@@ -450,7 +451,7 @@ func (s *gpuSetup) annotate(o *EstimateJSON, plan *placement.Plan) {
 	}
 	if d := plan.DataParallel; d != nil {
 		o.DataParallel = &dataParallelJSON{Strategy: d.Strategy, Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, WorldSize: d.WorldSize,
-			ShardGroup: d.ShardGroup, Offload: d.Offload, HostPerGPUGB: round(gib(d.HostPerGPU), 3), HostPerNodeGB: round(gib(d.HostPerNode), 3),
+			ShardGroup: d.ShardGroup, Offload: d.Offload, HostPerGPUGB: bytesize.Round(bytesize.InGiB(d.HostPerGPU), 3), HostPerNodeGB: bytesize.Round(bytesize.InGiB(d.HostPerNode), 3),
 			Scaling: d.Scaling, CommBuffers: d.CommBuffers}
 	} else if plan.Placement == nil && s.listed > 1 && len(s.explicit) == 0 {
 		o.Notes = append(o.Notes, fmt.Sprintf("one GPU holds the run, so the other %d listed are not used; with --strategy (ddp, fsdp_*, zero1-3) they would train data-parallel", s.listed-1))
@@ -460,9 +461,9 @@ func (s *gpuSetup) annotate(o *EstimateJSON, plan *placement.Plan) {
 func newPlacementJSON(p *placement.Placement) *placementJSON {
 	e := p.SingleGPU
 	return &placementJSON{
-		Selection: p.Selection, Reason: p.Reason, Fit: string(p.Verdict.Fit), Ratio: round(p.Verdict.Ratio, 4),
-		UsableGB: round(gib(p.UsableBytes), 3), RequiredGB: round(gib(p.RequiredBytes), 3),
-		SingleGPU:          verdictJSON{Fit: string(e.Fit), Ratio: round(e.Ratio, 4), BudgetBytes: e.Budget, BudgetGB: round(gib(e.Budget), 3), BudgetSource: e.BudgetSource},
+		Selection: p.Selection, Reason: p.Reason, Fit: string(p.Verdict.Fit), Ratio: bytesize.Round(p.Verdict.Ratio, 4),
+		UsableGB: bytesize.Round(bytesize.InGiB(p.UsableBytes), 3), RequiredGB: bytesize.Round(bytesize.InGiB(p.RequiredBytes), 3),
+		SingleGPU:          verdictJSON{Fit: string(e.Fit), Ratio: bytesize.Round(e.Ratio, 4), BudgetBytes: e.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Budget), 3), BudgetSource: e.BudgetSource},
 		CUDAVisibleDevices: joinIndex(p.Indices()),
 	}
 }
@@ -500,12 +501,12 @@ func printGPUSetup(w io.Writer, o EstimateJSON) {
 		fmt.Fprintf(w, "  required %.2f GiB; usable %.2f GiB (first GPU's free memory, each further GPU at %d %%); device_map %q; CUDA_VISIBLE_DEVICES=%s\n",
 			p.RequiredGB, p.UsableGB, gpu.AdditionalGPUPercent, p.DeviceMap, p.CUDAVisibleDevices)
 		for _, g := range p.GPUs {
-			fmt.Fprintf(w, "  GPU %d  %-28s free %7.2f GiB  counted %7.2f GiB\n", g.Index, g.Name, gib(g.FreeBytes), gib(g.CountedBytes))
+			fmt.Fprintf(w, "  GPU %d  %-28s free %7.2f GiB  counted %7.2f GiB\n", g.Index, g.Name, bytesize.InGiB(g.FreeBytes), bytesize.InGiB(g.CountedBytes))
 		}
 		for _, g := range p.LeftOut {
 			free := "unknown"
 			if g.FreeBytes >= 0 {
-				free = fmt.Sprintf("%.2f GiB", gib(g.FreeBytes))
+				free = fmt.Sprintf("%.2f GiB", bytesize.InGiB(g.FreeBytes))
 			}
 			fmt.Fprintf(w, "  left out GPU %d (%s, free %s): %s\n", g.Index, g.Name, free, g.Reason)
 		}

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // GPUsCmd prints the embedded GPU table.
@@ -66,12 +67,10 @@ func toCardJSON(c gpu.Card) cardJSON {
 	}
 	return cardJSON{
 		Name: c.Name, Aliases: aliases, Families: families, Vendor: c.Vendor, Arch: c.Arch,
-		MemoryMiB: c.MemoryMiB, MemoryBytes: c.MemoryBytes(), MemoryGB: gibOf(c.MemoryBytes()),
+		MemoryMiB: c.MemoryMiB, MemoryBytes: c.MemoryBytes(), MemoryGB: bytesize.InGiB(c.MemoryBytes()),
 		ComputeCapability: c.ComputeCapability, BF16: c.BF16, Nominal: c.Nominal, Source: c.Source,
 	}
 }
-
-func gibOf(b int64) float64 { return float64(b) / float64(gpu.GiB) }
 
 // Run prints the table.
 func (c *GPUsCmd) Run(env *Env) error {
@@ -90,7 +89,7 @@ func (c *GPUsCmd) Run(env *Env) error {
 		if card.Nominal {
 			marker = "nominal"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\n", card.Name, card.MemoryMiB, gibOf(card.MemoryBytes()),
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\n", card.Name, card.MemoryMiB, bytesize.InGiB(card.MemoryBytes()),
 			card.Arch, card.Vendor, yesNo(card.BF16), marker, strings.Join(card.Aliases, ", "))
 	}
 	if err := tw.Flush(); err != nil {

@@ -308,7 +308,10 @@ func printCases(w io.Writer, o ValidateJSON) {
 
 // componentOrder is the order components are listed in, with short column
 // names; components an estimator adds beyond these follow by name.
-var componentOrder = []struct{ name, short string }{
+var componentOrder = []struct {
+	name  estimate.ComponentID
+	short string
+}{
 	{estimate.CWeights, "weights"}, {estimate.CQuantOverhead, "quant"}, {estimate.CAdapters, "lora"},
 	{estimate.CGradients, "grads"}, {estimate.COptimizer, "optim"}, {estimate.CActivations, "activ"},
 	{estimate.CLogits, "logits"}, {estimate.COverhead, "cuda"}, {estimate.CSafety, "safety"},
@@ -328,9 +331,9 @@ func printComponents(w io.Writer, cs []validateCaseJSON) {
 	}
 	var cols, heads []string
 	for _, co := range componentOrder {
-		if present[co.name] {
-			cols, heads = append(cols, co.name), append(heads, co.short)
-			delete(present, co.name)
+		if n := string(co.name); present[n] {
+			cols, heads = append(cols, n), append(heads, co.short)
+			delete(present, n)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(present)) {

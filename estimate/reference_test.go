@@ -30,9 +30,9 @@ func near(t *testing.T, what string, gotBytes int64, wantGiB, tol float64) {
 }
 
 // The seed's own figures (seed 000 §1 and §6).
-func TestSeedFigures(t *testing.T) {
+func TestReferenceFigures(t *testing.T) {
 	q15 := catalogModel(t, "Qwen/Qwen2.5-1.5B")
-	e, err := Seed000{}.Estimate(Request{Model: q15, Method: QLoRA, Quant: "nf4-dq", SeqLen: 2048, Batch: 1})
+	e, err := Reference{}.Estimate(Request{Model: q15, Method: QLoRA, Quant: "nf4-dq", SeqLen: 2048, Batch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestSeedFigures(t *testing.T) {
 
 	q7 := catalogModel(t, "Qwen/Qwen2.5-7B")
 	near(t, "Qwen2.5-7B fp32 embedding + lm_head", q7.EmbeddingLikeParams()*4, 4.06, 0.005)
-	e7, err := Seed000{}.Estimate(Request{Model: q7, Method: QLoRA, SeqLen: 2048, Batch: 1})
+	e7, err := Reference{}.Estimate(Request{Model: q7, Method: QLoRA, SeqLen: 2048, Batch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSeedFigures(t *testing.T) {
 }
 
 // Every component against a hand computation on a small Llama.
-func TestSeed000Components(t *testing.T) {
+func TestReferenceComponents(t *testing.T) {
 	m, err := hfconfig.Parse([]byte(`{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
 		"num_key_value_heads":2,"intermediate_size":128,"vocab_size":1000,"tie_word_embeddings":false}`))
 	if err != nil {
@@ -73,9 +73,9 @@ func TestSeed000Components(t *testing.T) {
 	tests := []struct {
 		name string
 		req  Request
-		want map[string]int64
+		want map[ComponentID]int64
 	}{
-		{"lora bf16 foreach adamw", Request{Method: LoRA, LoRARank: 8, SeqLen: s, Batch: b, GPUTotal: gpuTotal}, map[string]int64{
+		{"lora bf16 foreach adamw", Request{Method: LoRA, LoRARank: 8, SeqLen: s, Batch: b, GPUTotal: gpuTotal}, map[ComponentID]int64{
 			CWeights:     P * 2,
 			CAdapters:    adapters * 4,
 			CGradients:   adapters * 4,
@@ -85,7 +85,7 @@ func TestSeed000Components(t *testing.T) {
 			COverhead:    int64(float64(gpuTotal) * 0.08),
 			CSafety:      int64(float64(gpuTotal) * 0.05),
 		}},
-		{"qlora nf4 fused, checkpointing", Request{Method: QLoRA, Quant: "nf4", LoRARank: 8, SeqLen: s, Batch: b, GradCkpt: "full", Optimizer: "adamw_torch_fused"}, map[string]int64{
+		{"qlora nf4 fused, checkpointing", Request{Method: QLoRA, Quant: "nf4", LoRARank: 8, SeqLen: s, Batch: b, GradCkpt: "full", Optimizer: "adamw_torch_fused"}, map[ComponentID]int64{
 			CWeights:       lin/2 + (P-lin)*4,
 			CQuantOverhead: int64(float64(lin)*0.0625) + 2*64*128*2,
 			CAdapters:      adapters * 4,
@@ -94,14 +94,14 @@ func TestSeed000Components(t *testing.T) {
 			CActivations:   2*(2*s*b*64*2) + int64(float64(s*b)*(9*64*2+4.5*128*4)),
 			CLogits:        s * b * 1000 * 14,
 		}},
-		{"full fp32 sgd eager fused-ce", Request{Method: Full, Precision: FP32, SeqLen: s, Batch: b, Optimizer: "sgd", Attn: "eager", FusedCE: "liger"}, map[string]int64{
+		{"full fp32 sgd eager fused-ce", Request{Method: Full, Precision: FP32, SeqLen: s, Batch: b, Optimizer: "sgd", Attn: "eager", FusedCE: "liger"}, map[ComponentID]int64{
 			CWeights:     P * 4,
 			CGradients:   P * 4,
 			COptimizer:   0,
 			CActivations: int64(2 * (float64(s*b)*(9*64*4+4.5*128*4) + 5*4*s*s*b)),
 			CLogits:      0,
 		}},
-		{"full bf16 8-bit adam", Request{Method: Full, SeqLen: s, Batch: b, Optimizer: "paged_adamw_8bit"}, map[string]int64{
+		{"full bf16 8-bit adam", Request{Method: Full, SeqLen: s, Batch: b, Optimizer: "paged_adamw_8bit"}, map[ComponentID]int64{
 			CWeights:   P * 2,
 			CGradients: P * 2,
 			COptimizer: int64(float64(P) * 2.5),
@@ -110,7 +110,7 @@ func TestSeed000Components(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.req.Model = m
-			e, err := Seed000{}.Estimate(tt.req)
+			e, err := Reference{}.Estimate(tt.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,13 +156,13 @@ func TestClassify(t *testing.T) {
 func TestFreeMemoryVerdict(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	base := Request{Model: m, Method: LoRA, SeqLen: 512, Batch: 1, GPUTotal: 24 * GiB}
-	full, err := Seed000{}.Estimate(base)
+	full, err := Reference{}.Estimate(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	busy := base
 	busy.Available = 4 * GiB
-	part, err := Seed000{}.Estimate(busy)
+	part, err := Reference{}.Estimate(busy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,20 +176,20 @@ func TestFreeMemoryVerdict(t *testing.T) {
 
 func TestShardingDividesState(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
-	one, err := Seed000{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1})
+	one, err := Reference{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
 		strategy string
-		divided  []string
-		whole    []string
+		divided  []ComponentID
+		whole    []ComponentID
 	}{
-		{"zero1", []string{COptimizer}, []string{CWeights, CGradients}},
-		{"zero2", []string{COptimizer, CGradients}, []string{CWeights}},
-		{"fsdp_full_shard", []string{COptimizer, CGradients}, nil},
+		{"zero1", []ComponentID{COptimizer}, []ComponentID{CWeights, CGradients}},
+		{"zero2", []ComponentID{COptimizer, CGradients}, []ComponentID{CWeights}},
+		{"fsdp_full_shard", []ComponentID{COptimizer, CGradients}, nil},
 	} {
-		e, err := Seed000{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: Strategy(tt.strategy), GPUs: 4}})
+		e, err := Reference{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: Strategy(tt.strategy), GPUs: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func TestShardingDividesState(t *testing.T) {
 	// DeepSpeed's ZeRO-3 model-state formula (estimate_zero3_model_states_mem_needs,
 	// largest layer aside): 18 bytes per parameter / N with fp32 Adam and
 	// mixed precision. Ours: fp32 master 4 + fp32 grads 4 + fused Adam 8 = 16 /N.
-	e, err := Seed000{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, Optimizer: "adamw_torch_fused", SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: "zero3", GPUs: 8}})
+	e, err := Reference{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, Optimizer: "adamw_torch_fused", SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: "zero3", GPUs: 8}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestNormalizeErrors(t *testing.T) {
 		{SeqLen: 10, Batch: 1},
 	}
 	for _, r := range reqs {
-		if _, err := (Seed000{}).Estimate(r); err == nil {
+		if _, err := (Reference{}).Estimate(r); err == nil {
 			t.Errorf("request %+v accepted", r)
 		}
 	}
@@ -247,7 +247,7 @@ func TestNormalizeErrors(t *testing.T) {
 // GPU instead of every block's.
 func TestOffloadedCheckpointing(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
-	est := Canifinetune{Coef: DefaultCoefficients}
+	est := PhasePeak{Coef: DefaultCoefficients}
 	base := Request{Model: m, Method: LoRA, SeqLen: 4096, Batch: 4, GradCkpt: "full"}
 	full, err := est.Estimate(base)
 	if err != nil {
@@ -270,7 +270,7 @@ func TestOffloadedCheckpointing(t *testing.T) {
 // context: with little headroom the allocator releases cached blocks.
 func TestReservedCappedByCard(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
-	est := Canifinetune{Coef: DefaultCoefficients}
+	est := PhasePeak{Coef: DefaultCoefficients}
 	req := Request{Model: m, Method: QLoRA, SeqLen: 2048, Batch: 6, GradCkpt: "full", DynamicShapes: true}
 	roomy, err := est.Estimate(req)
 	if err != nil {

@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
@@ -50,24 +51,24 @@ type Coefficients struct {
 	ContextGiB float64 `json:"context_gib"`
 }
 
-// Canifinetune is the default estimator: seed 000's components, combined as the
+// PhasePeak is the default estimator: seed 000's components, combined as the
 // peak over the phases of a step rather than their sum, with allocated,
 // reserved and device levels predicted separately and coefficients fitted on
 // measured runs.
-type Canifinetune struct {
+type PhasePeak struct {
 	Coef Coefficients
 	// CoefSource names where Coef came from (embedded default or a calibration file).
 	CoefSource string
 }
 
 // Name implements Estimator.
-func (Canifinetune) Name() string { return "canifinetune" }
+func (PhasePeak) Name() string { return "canifinetune" }
 
 // Version implements Estimator.
-func (Canifinetune) Version() string { return "1.0.0" }
+func (PhasePeak) Version() string { return "1.0.0" }
 
 // Describe implements Estimator.
-func (Canifinetune) Describe() string {
+func (PhasePeak) Describe() string {
 	return "default: phase-peak model (forward/loss vs backward-end/optimizer step), separate allocated/reserved/process levels, coefficients fitted on evidence/dev.jsonl"
 }
 
@@ -129,11 +130,11 @@ type terms struct {
 }
 
 func init() {
-	register(Canifinetune{Coef: DefaultCoefficients, CoefSource: "embedded (fitted on evidence/dev.jsonl)"})
+	register(PhasePeak{Coef: DefaultCoefficients, CoefSource: "embedded (fitted on evidence/dev.jsonl)"})
 }
 
 // terms computes the first-principles pieces of a request.
-func (c Canifinetune) terms(req Request) (terms, Request, error) {
+func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	r, err := req.Normalize()
 	if err != nil {
 		return terms{}, r, err
@@ -240,16 +241,16 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
 	act := float64(residualBytes(r))
-	mlpT, mlpBytes := seedGatedMLPTensors, act
+	mlpT, mlpBytes := refGatedMLPTensors, act
 	if m.MLP == hfconfig.MLPClassic {
-		mlpT = seedClassicMLPTensor
+		mlpT = refClassicMLPTensor
 	}
 	if r.Method == QLoRA {
-		mlpBytes = seedQLoRAMLPBytes
+		mlpBytes = refQLoRAMLPBytes
 	}
-	perLayer := s * b * (seedAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
+	perLayer := s * b * (refAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
 	if r.Attn.Spec().KeepsScores {
-		t.Eager = seedEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
+		t.Eager = refEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
 	}
 	L := float64(m.NumLayers)
 	t.AdapterAct = adapterActivations(r, act)
@@ -284,7 +285,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 }
 
 // Estimate implements Estimator.
-func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
+func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	t, r, err := c.terms(req)
 	if err != nil {
 		return nil, err
@@ -292,13 +293,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	k := c.Coef
 	e := &Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
 	e.Components = e.buf[:0]
-	actCoef := k.ActClassic
-	if r.Model.MLP != hfconfig.MLPClassic {
-		actCoef = k.ActGated
-	}
-	if r.Method == Full {
-		actCoef *= k.FullScale
-	}
+	actCoef, logitsCoef := c.scales(r, t.Loss)
 	// acts is what the forward keeps for the backward; fixedCasts is the
 	// part of it whose size does not follow the batch shape.
 	var acts, fixedCasts float64
@@ -313,13 +308,6 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 		fixedCasts = t.FrozenCast + t.HeadCast
 		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + fixedCasts
 	}
-	logitsCoef := k.Logits
-	switch t.Loss {
-	case "litgpt":
-		logitsCoef = k.LogitsLitGPT
-	case "chunked":
-		logitsCoef = chunkedLogitBytes
-	}
 	logits := logitsCoef * t.LogitUnit
 	if r.Model.LogitSoftcap > 0 {
 		logits += softcapLogitBytes * t.LogitUnit
@@ -328,7 +316,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
 	}
-	add := func(name string, b int64) {
+	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
 	// Resident state and the step phase's gradients first, so that sharding
@@ -368,18 +356,14 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	fwdWins := fwd >= float64(step)
-	e.Phases = Phases{Forward: int64(fwd), Step: step}
-	gi := len(e.Components) - 1 // the gradients row
+	e.Phases = Phases{Forward: int64(fwd), Step: step, ForwardPeak: fwdWins}
 	if fwdWins {
-		e.Components[gi].Bytes = accumulated
+		e.setComponent(CGradients, accumulated)
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)))
 	} else {
 		add(CActivations, 0)
 		add(CLogits, 0)
-	}
-	if !r.Terse {
-		c.describe(e, r, actCoef, logitsCoef, fwdWins)
 	}
 	alloc := e.componentSum()
 	// What max_memory_reserved shows on a card with room to spare: the
@@ -418,7 +402,7 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
 	e.TrainableParams = t.Trainable
 	var safe int64
-	safeF := seedSafetyFraction
+	safeF := refSafetyFraction
 	if r.SafetyFraction > 0 {
 		safeF = r.SafetyFraction
 	}
@@ -429,66 +413,91 @@ func (c Canifinetune) Estimate(req Request) (*Estimate, error) {
 	e.PlanningProxy = needed + context
 	e.Total = e.PlanningProxy + safe
 	e.Verdict = verdict(e.Total, r)
-	if !r.Terse {
-		n := len(e.Components)
-		e.Components[n-1-b2i(r.GPUTotal > 0)].Source = fmt.Sprintf("caching-allocator fragmentation %.3g·allocated + %.2f GiB and the CUDA context %.2f GiB (%s); on a card with room to spare the allocator also keeps %.2f GiB of released blocks cached (levels.reserved)",
-			k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, float64(reserved-needed)/GiB)
-		if r.GPUTotal > 0 {
-			e.Components[n-1].Source = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
-		}
-		e.Assumptions = append(seedAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
-		e.Confidence = confidence(r, c.Name())
-	}
 	return finish(e, r)
 }
 
-// describe fills the sources of the step's components (not for terse requests).
-func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float64, fwdWins bool) {
-	for i := range e.Components {
-		comp := &e.Components[i]
-		// Sharding has already noted how it divided the component: keep it
-		// after the component's own source.
-		shardNote := comp.Source
+// scales are the fitted coefficients a request's activations and loss
+// chain are multiplied by.
+func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) {
+	k := c.Coef
+	actCoef = k.ActClassic
+	if r.Model.MLP != hfconfig.MLPClassic {
+		actCoef = k.ActGated
+	}
+	if r.Method == Full {
+		actCoef *= k.FullScale
+	}
+	logitsCoef = k.Logits
+	switch loss {
+	case "litgpt":
+		logitsCoef = k.LogitsLitGPT
+	case "chunked":
+		logitsCoef = chunkedLogitBytes
+	}
+	return actCoef, logitsCoef
+}
+
+// Explain implements Estimator: each component's formula and coefficient,
+// which phase of the step is the peak, and how sharding divided the state.
+func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
+	r, err := req.Normalize()
+	if err != nil {
+		return Explanation{}, err
+	}
+	k := c.Coef
+	actCoef, logitsCoef := c.scales(r, lossPath(r))
+	fwdWins := e.Phases.ForwardPeak
+	// What the allocator keeps cached beyond what the run needs: the
+	// reserved level less the planning proxy's share without the context.
+	cached := e.Levels.Reserved - (e.PlanningProxy - int64(k.ContextGiB*GiB))
+	safeF := refSafetyFraction
+	if r.SafetyFraction > 0 {
+		safeF = r.SafetyFraction
+	}
+	x := Explanation{Sources: make(map[ComponentID]string, len(e.Components))}
+	for _, comp := range e.Components {
+		var src string
 		switch comp.Name {
 		case CWeights:
-			comp.Source = weightSource(r)
+			src = weightSource(r)
 		case CQuantOverhead:
-			comp.Source = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
+			src = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
 		case CAdapters:
-			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
+			src = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
 		case COptimizer:
-			comp.Source = string(r.Optimizer) + " states, resident from the first step"
+			src = string(r.Optimizer) + " states, resident from the first step"
 		case CActivations:
-			comp.Source = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
+			src = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
 			if fwdWins {
-				comp.Source = fmt.Sprintf("forward/loss phase: activations ×%.3g of the per-layer activation shape (%sactivations)%s", actCoef, "docs/memory-model.md#", ckptNote(r))
+				src = fmt.Sprintf("forward/loss phase: activations ×%.3g of the per-layer activation shape (%sactivations)%s", actCoef, "docs/memory-model.md#", ckptNote(r))
 			}
 		case CLogits:
-			comp.Source = "not live in the optimizer-step phase"
+			src = "not live in the optimizer-step phase"
 			if fwdWins {
-				comp.Source = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
 			}
 		case CGradients:
-			comp.Source = "gradients + optimizer-step temporaries (the larger phase)"
+			src = "gradients + optimizer-step temporaries (the larger phase)"
 			if fwdWins {
-				comp.Source = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+				src = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
 				if r.GradAccum > 1 {
-					comp.Source = fmt.Sprintf("accumulated over %d micro-batches: resident through the forward and backward", r.GradAccum)
+					src = fmt.Sprintf("accumulated over %d micro-batches: resident through the forward and backward", r.GradAccum)
 					if noSyncAccumulation(r) {
-						comp.Source += ", unsharded: FSDP no_sync() skips the reduce-scatter until the update"
+						src += ", unsharded: FSDP no_sync() skips the reduce-scatter until the update"
 					}
 				}
 			}
+		case COverhead:
+			src = fmt.Sprintf("caching-allocator fragmentation %.3g·allocated + %.2f GiB and the CUDA context %.2f GiB (%s); on a card with room to spare the allocator also keeps %.2f GiB of released blocks cached (levels.reserved)",
+				k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, bytesize.InGiB(cached))
+		case CSafety:
+			src = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
 		}
-		comp.Source += shardNote
+		x.Sources[comp.Name] = src + shardingNote(r, comp.Name)
 	}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	x.Assumptions = append(requestAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
+	x.Confidence = confidence(r, c.Name())
+	return x, nil
 }
 
 func b2f(b bool) float64 {
@@ -509,9 +518,6 @@ func ckptNote(r Request) string {
 }
 
 func weightSource(r Request) string {
-	if r.Terse {
-		return ""
-	}
 	switch r.Method {
 	case QLoRA:
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[upcastFrozen(r)])

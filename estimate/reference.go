@@ -1,0 +1,313 @@
+package estimate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// Reference is the reference memory model (docs/memory-model.md), every
+// component summed term by term. It is kept intact so other estimators are
+// compared against it; "reference" is another name for it.
+type Reference struct{}
+
+func init() { register(Reference{}) }
+
+// Name implements Estimator.
+func (Reference) Name() string { return "seed000" }
+
+// Version implements Estimator.
+func (Reference) Version() string { return "0.4.0" }
+
+// Describe implements Estimator.
+func (Reference) Describe() string {
+	return "reference: the memory model of docs/memory-model.md, term by term (sum of all components, flat 8 % CUDA overhead, 5 % safety)"
+}
+
+// The reference model's coefficients; § numbers are the sections of its
+// specification, which docs/memory-model.md follows.
+const (
+	refOverheadFraction = 0.08 // §7: flat fraction of total VRAM for context, workspaces, fragmentation
+	refSafetyFraction   = 0.05 // §8: held back so the estimator never recommends the brink
+	refAttnTensors      = 9.0  // §5: 9·h·act_bytes per token per layer (Korthikanti-shaped, refitted)
+	refGatedMLPTensors  = 4.5  // §5: SwiGLU families
+	refClassicMLPTensor = 2.8  // §5: two-matmul MLPs (gpt2, phi, …)
+	refEagerScoreCoef   = 5.0  // §5: 5·a·s² per layer with --attn eager (Korthikanti)
+	refLogitsExtra      = 12   // §6: fp32 upcast 4 B + log-softmax 4 B + fp32 grad 4 B per logit
+	refQLoRAMLPBytes    = 4    // §5: kbit intermediates held in fp32
+	refAdapterBytes     = 4    // §1: PEFT keeps adapters in fp32
+	ref8bitOptimBytes   = 2.5  // §4: 8-bit/paged AdamW heuristic per parameter
+)
+
+// normalize is Request.Normalize with the reference's own reading: it
+// always upcasts frozen embeddings and norms (§1).
+func (Reference) normalize(req Request) (Request, error) {
+	r, err := req.Normalize()
+	r.UpcastFrozen = nil
+	return r, err
+}
+
+// Estimate implements Estimator.
+func (ref Reference) Estimate(req Request) (*Estimate, error) {
+	r, err := ref.normalize(req)
+	if err != nil {
+		return nil, err
+	}
+	m := r.Model
+	e := &Estimate{Estimator: ref.Name(), Version: ref.Version(), Params: m.Params()}
+	add := func(name ComponentID, b int64) {
+		e.Components = append(e.Components, Component{Name: name, Bytes: b})
+	}
+	act := r.actBytes()
+
+	// §1 Weights.
+	switch r.Method {
+	case QLoRA:
+		linear := m.LinearParams()
+		rest := m.Params() - linear // embeddings, lm_head, norms (and a frozen tower)
+		add(CWeights, int64(float64(linear)*quantBytesPerParam(r.Quant))+rest*4)
+		add(CQuantOverhead, int64(float64(linear)*quantMetaBytesPerParam(r.Quant))+dequantWorkspace(m))
+	case LoRA:
+		add(CWeights, m.Params()*r.frozenBytes())
+	case Full:
+		add(CWeights, m.Params()*r.paramBytes())
+	}
+
+	// §2 Trainable parameters.
+	adapters := adapterParams(r)
+	extra := extraTrainableParams(r)
+	trainable := adapters + extra
+	if r.Method == Full {
+		trainable = m.Params()
+	} else {
+		add(CAdapters, (adapters+extra)*refAdapterBytes)
+	}
+	e.TrainableParams = trainable
+
+	// §3 Gradients.
+	gradBytes := refGradBytes(r)
+	add(CGradients, trainable*gradBytes)
+
+	// §4 Optimizer states.
+	var optim int64
+	switch r.Optimizer {
+	case "sgd":
+	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
+		optim = int64(float64(trainable) * ref8bitOptimBytes)
+	case "adamw_torch_fused":
+		optim = 2 * trainable * gradBytes
+	default:
+		optim = 3 * trainable * gradBytes
+	}
+	add(COptimizer, optim)
+
+	// §5 Activations.
+	s, b, h := r.SeqLen, r.Batch, m.Hidden
+	mlpT, mlpBytes := refGatedMLPTensors, float64(act)
+	if m.MLP == hfconfig.MLPClassic {
+		mlpT = refClassicMLPTensor
+	}
+	if r.Method == QLoRA {
+		mlpBytes = refQLoRAMLPBytes
+	}
+	perLayer := float64(s*b) * (refAttnTensors*float64(h*act) + mlpT*float64(m.ActiveFFN())*mlpBytes)
+	if r.Attn == "eager" {
+		perLayer += refEagerScoreCoef * float64(m.Heads*s*s*b)
+	}
+	L := float64(m.NumLayers)
+	var acts float64
+	if ckptOn(r) {
+		acts = L*float64(2*s*b*h*act) + perLayer
+	} else {
+		acts = L * perLayer
+	}
+	add(CActivations, int64(acts))
+
+	// §6 Logits chain.
+	if fusedCE(r) {
+		add(CLogits, 0)
+	} else {
+		add(CLogits, s*b*m.Vocab*(act+refLogitsExtra))
+	}
+
+	applySharding(e, r)
+	tensors := e.componentSum()
+
+	// §7, §8 overhead and safety from the card's total memory.
+	overF, safeF := refFractions(r)
+	e.Levels.Allocated = tensors
+	if r.GPUTotal > 0 {
+		over := frac(r.GPUTotal, overF)
+		safe := frac(r.GPUTotal, safeF)
+		add(COverhead, over)
+		add(CSafety, safe)
+		e.Total = tensors + over + safe
+		e.PlanningProxy = e.Total - safe
+		e.Levels.Reserved = e.PlanningProxy
+		e.Levels.Process = e.PlanningProxy
+	} else {
+		e.Total = tensors
+		e.PlanningProxy = tensors
+		e.Levels.Reserved = tensors
+		e.Levels.Process = tensors
+	}
+	e.Verdict = verdict(e.Total, r)
+	return finish(e, r)
+}
+
+// refGradBytes is the gradient dtype: the adapters' fp32 (§1), or the
+// trained weights' own in a full fine-tune.
+func refGradBytes(r Request) int64 {
+	if r.Method == Full {
+		return r.paramBytes()
+	}
+	return refAdapterBytes
+}
+
+// refFractions are the CUDA overhead and safety fractions of the card,
+// the request's own where it gives them.
+func refFractions(r Request) (overhead, safety float64) {
+	overhead, safety = refOverheadFraction, refSafetyFraction
+	if r.OverheadFraction > 0 {
+		overhead = r.OverheadFraction
+	}
+	if r.SafetyFraction > 0 {
+		safety = r.SafetyFraction
+	}
+	return overhead, safety
+}
+
+// Explain implements Estimator: each component's section of
+// docs/memory-model.md, with how sharding divided it.
+func (ref Reference) Explain(req Request, e *Estimate) (Explanation, error) {
+	r, err := ref.normalize(req)
+	if err != nil {
+		return Explanation{}, err
+	}
+	overF, safeF := refFractions(r)
+	x := Explanation{Sources: make(map[ComponentID]string, len(e.Components))}
+	for _, c := range e.Components {
+		var src string
+		switch c.Name {
+		case CWeights:
+			switch r.Method {
+			case QLoRA:
+				src = "quantized Linear layers packed + embeddings/norms upcast to fp32 by prepare_model_for_kbit_training (docs/memory-model.md#weights)"
+			case LoRA:
+				src = fmt.Sprintf("%d B/param frozen base (docs/memory-model.md#weights)", r.frozenBytes())
+			default:
+				src = fmt.Sprintf("%d B/param (docs/memory-model.md#weights)", r.paramBytes())
+			}
+		case CQuantOverhead:
+			src = fmt.Sprintf("%s absmax metadata %.4g B/param + dequant workspace 2·h·ffn·2 B (docs/memory-model.md#quantization-state)", r.Quant, quantMetaBytesPerParam(r.Quant))
+		case CAdapters:
+			src = "rank·(in+out) per targeted Linear per layer, fp32 (docs/memory-model.md#lora-adapters)"
+		case CGradients:
+			src = fmt.Sprintf("trainable params × %d B (docs/memory-model.md#gradients)", refGradBytes(r))
+		case COptimizer:
+			switch r.Optimizer {
+			case "sgd":
+				src = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
+			case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
+				src = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
+			case "adamw_torch_fused":
+				src = "fused AdamW, two states in parameter dtype (docs/memory-model.md#optimizer-states)"
+			default:
+				src = "foreach AdamW, two states + a tensor-sized workspace in parameter dtype (docs/memory-model.md#optimizer-states)"
+			}
+		case CActivations:
+			src = "s·b·(9·h·act + k·ffn·mlp_bytes) per layer"
+			if ckptOn(r) {
+				src += "; checkpointing keeps block inputs + one layer"
+			}
+			src += " (docs/memory-model.md#activations)"
+		case CLogits:
+			src = "s·b·vocab·(act_bytes + 12) (docs/memory-model.md#logits-and-loss-chain)"
+			if fusedCE(r) {
+				src = "a fused cross-entropy removes the logits chain (docs/memory-model.md#logits-and-loss-chain)"
+			}
+		case COverhead:
+			src = fmt.Sprintf("%.0f %% of total VRAM (docs/memory-model.md#cuda-overhead)", overF*100)
+		case CSafety:
+			src = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
+		}
+		x.Sources[c.Name] = src + shardingNote(r, c.Name)
+	}
+	if a := replicaAssumption(r); a != "" {
+		x.Assumptions = append(x.Assumptions, a)
+	}
+	if r.GPUTotal <= 0 {
+		x.Assumptions = append(x.Assumptions, "no GPU given: CUDA overhead and safety margin (fractions of the card) are not included and there is no verdict")
+	}
+	x.Assumptions = append(x.Assumptions, requestAssumptions(r)...)
+	x.Confidence = confidence(r, ref.Name())
+	return x, nil
+}
+
+// verdict compares the total with the free memory if given, else the card.
+func verdict(total int64, r Request) Verdict {
+	budget, src := r.GPUTotal, "total memory"
+	if r.Available > 0 {
+		budget, src = r.Available, "free memory"
+	}
+	v := Classify(total, budget)
+	if v.Fit != FitUnknown {
+		v.BudgetSource = src
+	}
+	return v
+}
+
+func requestAssumptions(r Request) []string {
+	var a []string
+	m := r.Model
+	a = append(a, fmt.Sprintf("%s, %s, seq %d × batch %d, optimizer %s, attention %s, checkpointing %s",
+		r.Method, r.Precision, r.SeqLen, r.Batch, r.Optimizer, r.Attn, r.GradCkpt))
+	if r.Method != Full {
+		a = append(a, fmt.Sprintf("LoRA rank %d on %s", r.LoRARank, strings.Join(r.LoRATargets, ", ")))
+	}
+	if r.Method == QLoRA {
+		if r.UpcastFrozen == nil || *r.UpcastFrozen {
+			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms in fp32 after prepare_model_for_kbit_training", r.Quant))
+		} else {
+			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms stay 16-bit (%s does not upcast them)", r.Quant, r.Stack))
+		}
+	}
+	if !fusedCE(r) {
+		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
+	}
+	if r.Compile {
+		a = append(a, "torch.compile is not modelled: its fused kernels usually save activation memory, so the estimate leans high")
+	}
+	if r.Sharding.Strategy != "none" && r.Sharding.Strategy != "" {
+		a = append(a, fmt.Sprintf("per GPU of %d, %s, offload %s", r.Sharding.GPUs, r.Sharding.Strategy, r.Sharding.CPUOffload))
+	}
+	a = append(a, m.Notes...)
+	return a
+}
+
+// confidence grades how well the evidence covers a request.
+func confidence(r Request, estimator string) Confidence {
+	m := r.Model
+	var why []string
+	g := Medium
+	switch {
+	case m.Generic:
+		g, why = Low, append(why, "unknown architecture, generic shapes")
+	case m.Experts > 0:
+		g, why = Low, append(why, "MoE: no measured MoE runs in the evidence")
+	case r.Sharding.Strategy != "none" && r.Sharding.Strategy != "":
+		g, why = Low, append(why, "sharded: per-GPU split is modelled, communication buffers are not measured")
+	case r.SeqLen >= 8192:
+		g, why = Low, append(why, "seq ≥ 8192: allocator fragmentation grows with the largest tensors")
+	case r.Attn == "eager":
+		g, why = Low, append(why, "eager attention: the s² term is not covered by measurements")
+	}
+	if g == Medium {
+		why = append(why, "dense decoder within the measured families; a bounded bench settles it")
+	}
+	if estimator != Default && g == Medium {
+		why = append(why, "reference estimator")
+	}
+	return Confidence{Grade: g, Reason: strings.Join(why, "; ")}
+}
