@@ -23,7 +23,7 @@ var forbidden = []string{"os", "os/exec", "os/signal", "net", "net/http", "sysca
 
 // pure are the packages that must not reach a forbidden import, directly or
 // through another package of this module.
-var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest", "internal/checked"}
+var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest", "internal/checked", "plan"}
 
 // pureOwnFiles are packages whose own files must not import a forbidden
 // package, though a module package they use may: evidence reads the GPU table
