@@ -39,34 +39,11 @@ func ToCase(r Receipt) (evidence.Case, error) {
 		return c, fmt.Errorf("receipt %s: status %s: %w", r.ID, r.Status, ErrNotACase)
 	}
 	cfg := r.Config
-	model := cfg.Model
-	if cfg.ModelID != "" {
-		model = cfg.ModelID
-	}
-	c = evidence.Case{
-		ID:           r.ID,
-		Source:       fmt.Sprintf("canifinetune bench receipt %s (canifinetune %s)", r.ID, r.Tool.Version),
-		Trust:        "high", // the configuration is pinned exactly and the figure read from torch itself
-		Model:        model,
-		Method:       cfg.Method,
-		Precision:    cfg.Precision,
-		SeqLen:       ptr(cfg.SeqLen),
-		SeqLenKind:   "fixed", // synthetic tokens of exactly seq_len
-		Batch:        ptr(cfg.Batch),
-		GradAccum:    ptr(cfg.GradAccum),
-		GradCkpt:     ptr("none"),
-		Optimizer:    ptr(cfg.Optimizer),
-		Attn:         ptr(cfg.Attn),
-		FusedCE:      ptr("none"),
-		OtherKernels: []string{},
-		Framework:    CaseFramework,
-		Sharding:     evidence.Sharding{Strategy: "none", CPUOffload: "none"},
-		GPU:          evidence.GPU{Count: ptr(1)},
-		Measured:     evidence.Measured{Kind: CaseKind},
-	}
-	if cfg.GradCkpt {
-		c.GradCkpt = ptr("full")
-	}
+	c = ConfigCase(cfg)
+	c.ID = r.ID
+	c.Source = fmt.Sprintf("canifinetune bench receipt %s (canifinetune %s)", r.ID, r.Tool.Version)
+	c.Trust = "high" // the configuration is pinned exactly and the figure read from torch itself
+	// What the probe found it ran overrides what it was asked to run.
 	if e := r.Effective; e != nil {
 		if e.ModelType != "" {
 			c.Arch = ptr(e.ModelType)
@@ -74,26 +51,14 @@ func ToCase(r Receipt) (evidence.Case, error) {
 		if e.AttnImplementation != "" {
 			c.Attn = ptr(e.AttnImplementation)
 		}
-	}
-	if cfg.Quant != nil {
-		c.Quant = &evidence.Quant{
-			Scheme:       cfg.Quant.Scheme,
-			DoubleQuant:  ptr(cfg.Quant.DoubleQuant),
-			ComputeDtype: ptr("bf16"),
-			StorageDtype: ptr("uint8"), // transformers' default bnb_4bit_quant_storage
+		if l := c.LoRA; l != nil {
+			if len(e.Targets) > 0 {
+				l.Targets = e.Targets
+			}
+			if cfg.Alpha <= 0 && e.LoRAAlpha != nil {
+				l.Alpha = ptr(*e.LoRAAlpha)
+			}
 		}
-	}
-	if cfg.Method == "lora" || cfg.Method == "qlora" {
-		l := &evidence.LoRA{Rank: cfg.Rank, Targets: cfg.Targets, ExtraTrainable: []string{}}
-		if r.Effective != nil && len(r.Effective.Targets) > 0 {
-			l.Targets = r.Effective.Targets
-		}
-		if cfg.Alpha > 0 {
-			l.Alpha = ptr(cfg.Alpha)
-		} else if r.Effective != nil && r.Effective.LoRAAlpha != nil {
-			l.Alpha = ptr(*r.Effective.LoRAAlpha)
-		}
-		c.LoRA = l
 	}
 	c.OptimizerStateDtype = stateDtype(r.Optimizer)
 	if g := r.GPU; g != nil {
@@ -143,6 +108,55 @@ func ToCase(r Receipt) (evidence.Case, error) {
 		return c, fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
 	return c, nil
+}
+
+// ConfigCase is the case a probe configuration describes before it runs:
+// the model, method, shapes, kernels and stack it asks for, measured by
+// CaseKind, with nothing measured yet. ToCase adds what a receipt found; the
+// estimate a receipt records before its run is evidence.RequestForModel on
+// this case, so that it is the request validate makes for the finished case.
+func ConfigCase(cfg ProbeConfig) evidence.Case {
+	model := cfg.Model
+	if cfg.ModelID != "" {
+		model = cfg.ModelID
+	}
+	c := evidence.Case{
+		Model:        model,
+		Method:       cfg.Method,
+		Precision:    cfg.Precision,
+		SeqLen:       ptr(cfg.SeqLen),
+		SeqLenKind:   "fixed", // synthetic tokens of exactly seq_len
+		Batch:        ptr(cfg.Batch),
+		GradAccum:    ptr(cfg.GradAccum),
+		GradCkpt:     ptr("none"),
+		Optimizer:    ptr(cfg.Optimizer),
+		Attn:         ptr(cfg.Attn),
+		FusedCE:      ptr("none"),
+		OtherKernels: []string{},
+		Framework:    CaseFramework,
+		Sharding:     evidence.Sharding{Strategy: "none", CPUOffload: "none"},
+		GPU:          evidence.GPU{Count: ptr(1)},
+		Measured:     evidence.Measured{Kind: CaseKind},
+	}
+	if cfg.GradCkpt {
+		c.GradCkpt = ptr("full")
+	}
+	if cfg.Quant != nil {
+		c.Quant = &evidence.Quant{
+			Scheme:       cfg.Quant.Scheme,
+			DoubleQuant:  ptr(cfg.Quant.DoubleQuant),
+			ComputeDtype: ptr("bf16"),
+			StorageDtype: ptr("uint8"), // transformers' default bnb_4bit_quant_storage
+		}
+	}
+	if cfg.Method == "lora" || cfg.Method == "qlora" {
+		l := &evidence.LoRA{Rank: cfg.Rank, Targets: cfg.Targets, ExtraTrainable: []string{}}
+		if cfg.Alpha > 0 {
+			l.Alpha = ptr(cfg.Alpha)
+		}
+		c.LoRA = l
+	}
+	return c
 }
 
 // stateDtype is the case's optimizer_state_dtype: fp32 or bf16 when every

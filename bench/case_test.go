@@ -125,3 +125,29 @@ func TestStateDtype(t *testing.T) {
 		}
 	}
 }
+
+// ConfigCase is ToCase without what a receipt adds: for a receipt that found
+// nothing beyond its configuration, the two differ only in identity, notes
+// and the measurement, so the estimate bench records before a run (on
+// ConfigCase) is made on the case validate later reads.
+func TestConfigCaseIsToCaseBeforeTheRun(t *testing.T) {
+	peak := int64(5 << 30)
+	for _, cfg := range []ProbeConfig{
+		{Model: "Qwen/Qwen2.5-0.5B", Method: "lora", Rank: 16, Alpha: 32, Targets: []string{"q_proj", "v_proj"}, Precision: "bf16-true",
+			Optimizer: "adamw_torch", Attn: "sdpa", SeqLen: 1024, Batch: 2, Updates: 3, GradAccum: 4},
+		{Model: "Qwen/Qwen2.5-1.5B", Method: "qlora", Rank: 8, Targets: []string{"all-linear"}, Precision: "bf16-true",
+			Quant: &Quant{Scheme: "nf4", DoubleQuant: true}, Optimizer: "paged_adamw_8bit", Attn: "eager", GradCkpt: true, SeqLen: 512, Batch: 4, Updates: 3, GradAccum: 1},
+		{Model: "./local", ModelID: "Qwen/Qwen2.5-0.5B", Method: "full", Precision: "bf16-mixed", Optimizer: "adamw_torch_fused", Attn: "sdpa", SeqLen: 2048, Batch: 1, Updates: 3, GradAccum: 2},
+	} {
+		full, err := ToCase(Receipt{ID: "bench-x", Status: StatusSuccess, Config: cfg, Measured: Measured{PeakReservedBytes: &peak}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ConfigCase(cfg)
+		full.ID, full.Source, full.Trust, full.Notes, full.Measured = "", "", "", "", got.Measured
+		full.GPU.VRAMGiB = nil
+		if diff := cmp.Diff(full, got); diff != "" {
+			t.Errorf("%s %s: ConfigCase differs from ToCase (-ToCase +ConfigCase):\n%s", cfg.Model, cfg.Method, diff)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package estimate
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
@@ -147,7 +146,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 	// litgpt's GPT has no weight tying: its converted checkpoints copy a tied
 	// embedding into a separate lm_head, which it holds (and, fully
 	// fine-tuned, trains) as a parameter of its own.
-	if r.Stack == "litgpt" && m.LMHeadParams == 0 {
+	if r.Stack == StackLitGPT && m.LMHeadParams == 0 {
 		P += m.Vocab * m.Hidden
 	}
 	switch r.Method {
@@ -174,7 +173,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 			restBytes = 4
 		}
 		t.Dequant = dequantWorkspace(m)
-		if r.Stack == "litgpt" {
+		if r.Stack == StackLitGPT {
 			// litgpt (Fabric's BitsandbytesPrecision, no ignore_modules)
 			// quantizes every Linear, the output layer included; each
 			// 128-token lm_head chunk dequantizes the whole matrix.
@@ -183,7 +182,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 			linear += head
 			t.Dequant = max(t.Dequant, 2*head)
 		}
-		if restBytes == 4 && r.Precision.mixed() && r.Stack != "litgpt" {
+		if restBytes == 4 && r.Precision.mixed() && r.Stack != StackLitGPT {
 			// The output layer stays unquantized in fp32 (PEFT's kbit
 			// preparation): autocast casts it for the logits matmul.
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
@@ -212,30 +211,27 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		t.Grads = blocks*frozenBaseBytes(r) + extraTrainableParams(r)*gradBytes
 	}
 	stateBytes := gradBytes
-	switch r.OptimizerStateDtype {
-	case "fp32":
-		stateBytes = 4
-	case "bf16":
-		stateBytes = 2
+	if r.OptimizerStateDtype != "" {
+		stateBytes = lookup(StateDtypes, r.OptimizerStateDtype).Bytes
 	}
-	switch r.Optimizer {
-	case "sgd":
+	opt := r.Optimizer.Spec()
+	if opt.StateBytes > 0 {
+		stateBytes = opt.StateBytes // paged_adamw_32bit: fp32 whatever the parameters
+	}
+	switch {
+	case opt.States == 0:
 		// Plain SGD without momentum keeps no state (seed 000 §4).
-	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit":
-		// Two 8-bit states plus one fp32 absmax per 2048-element block
-		// (bitsandbytes blockwise 8-bit optimizers).
-		t.OptStates = trainable*2 + trainable*2*4/2048
-	case "lion_8bit":
-		t.OptStates = trainable + trainable*4/2048
-	case "paged_adamw_32bit":
-		t.OptStates = trainable * 8
-	case "adafactor":
+	case opt.Factored:
 		// Factored second moment: one row and one column vector per matrix;
 		// no first moment by default (transformers Adafactor beta1=None).
 		t.OptStates = adafactorState(m, r)
+	case opt.EightBit:
+		// 8-bit states plus one fp32 absmax per 2048-element block
+		// (bitsandbytes blockwise 8-bit optimizers).
+		t.OptStates = trainable*opt.States + trainable*opt.States*4/2048
 	default:
-		t.OptStates = 2 * trainable * stateBytes
-		if r.Optimizer != "adamw_torch_fused" {
+		t.OptStates = opt.States * trainable * stateBytes
+		if !opt.Fused {
 			// foreach AdamW materialises tensor-sized intermediates in the
 			// step (seed 000 §4: 3× vs 2× parameter bytes).
 			t.OptTransient = trainable * stateBytes
@@ -252,7 +248,7 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 		mlpBytes = seedQLoRAMLPBytes
 	}
 	perLayer := s * b * (seedAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
-	if r.Attn == "eager" {
+	if r.Attn.Spec().KeepsScores {
 		t.Eager = seedEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
 	}
 	L := float64(m.NumLayers)
@@ -262,16 +258,16 @@ func (c Canifinetune) terms(req Request) (terms, Request, error) {
 	}
 	t.LayerUnit = perLayer
 	t.ActUnit = L * perLayer
-	switch r.GradCkpt {
-	case "full":
-		// A block's saved input has the residual stream's dtype: the
-		// coefficient is fitted per 16-bit element.
-		t.CkptUnit = L * s * b * h * act / 2
-	case "unsloth", "offload":
+	switch ck := r.GradCkpt.Spec(); {
+	case ck.OffloadsInputs:
 		// Unsloth's gradient checkpointing and activation offloading copy
 		// each block's saved input to host RAM (non-blocking) and bring it
 		// back for the recomputation: one block's input stays on the GPU.
 		t.CkptUnit = s * b * h
+	case ck.Recomputes:
+		// A block's saved input has the residual stream's dtype: the
+		// coefficient is fitted per 16-bit element.
+		t.CkptUnit = L * s * b * h * act / 2
 	}
 	t.Loss = lossPath(r)
 	switch t.Loss {
@@ -461,7 +457,7 @@ func (c Canifinetune) describe(e *Estimate, r Request, actCoef, logitsCoef float
 		case CAdapters:
 			comp.Source = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
 		case COptimizer:
-			comp.Source = r.Optimizer + " states, resident from the first step"
+			comp.Source = string(r.Optimizer) + " states, resident from the first step"
 		case CActivations:
 			comp.Source = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
 			if fwdWins {
@@ -503,11 +499,11 @@ func b2f(b bool) float64 {
 }
 
 func ckptNote(r Request) string {
-	switch r.GradCkpt {
-	case "full":
-		return "; checkpointed: block inputs + the larger of the loss chain and one recomputed layer"
-	case "unsloth", "offload":
+	switch ck := r.GradCkpt.Spec(); {
+	case ck.OffloadsInputs:
 		return "; checkpointed with block inputs offloaded to host RAM: the larger of the loss chain and one recomputed layer"
+	case ck.Recomputes:
+		return "; checkpointed: block inputs + the larger of the loss chain and one recomputed layer"
 	}
 	return ""
 }
@@ -556,7 +552,7 @@ func adapterActivations(r Request, act float64) float64 {
 	}
 	m := r.Model
 	shared := [][]string(nil)
-	if r.Stack == "litgpt" {
+	if r.Stack == StackLitGPT {
 		shared = litgptSharedInputs
 	}
 	in, err := m.DistinctInputs(r.LoRATargets, shared)
@@ -599,7 +595,7 @@ func trainedLinearInputs(r Request) float64 {
 // wholeUnitGrads: litgpt's LoRA under FSDP puts adapters and frozen weights
 // in the same FSDP unit (its Block), so gradients cover the whole unit.
 func wholeUnitGrads(r Request) bool {
-	return r.Stack == "litgpt" && r.Method != Full && fsdpSharded(r.Sharding.Strategy) && r.Sharding.GPUs > 1
+	return r.Stack == StackLitGPT && r.Method != Full && fsdpSharded(r.Sharding.Strategy) && r.Sharding.GPUs > 1
 }
 
 // upcastFrozen: QLoRA's frozen embeddings and norms are fp32 after PEFT's
@@ -617,7 +613,7 @@ func residualBytes(r Request) int64 {
 	case r.Precision == FP32:
 		return 4
 	case r.Method == Full && r.paramBytes() == 4:
-		if strings.HasPrefix(r.Sharding.Strategy, "fsdp") && r.Precision != FP32 {
+		if r.Sharding.Strategy.Spec().Family == FamilyFSDP && r.Precision != FP32 {
 			// FSDP's MixedPrecision gathers 16-bit parameters for compute
 			// (accelerate sets param_dtype from its mixed precision).
 			return 2
@@ -637,8 +633,7 @@ func residualBytes(r Request) int64 {
 // adapterDtypeBytes: PEFT keeps adapters in fp32 (autocast_adapter_dtype);
 // stacks that train in pure 16-bit keep them in 16-bit.
 func adapterDtypeBytes(r Request) int64 {
-	switch r.Stack {
-	case "hf-trainer", "trl", "peft-accelerate", "axolotl", "unsloth", "":
+	if r.Stack == "" || r.Stack.Spec().FP32Adapters {
 		return 4
 	}
 	if r.Precision == BF16True || r.Precision == FP16True {
@@ -653,13 +648,13 @@ func adapterDtypeWhy(r Request) string {
 	if r.Stack == "" {
 		return "PEFT's default, no --stack"
 	}
-	return r.Stack
+	return string(r.Stack)
 }
 
 // frozenBaseBytes: HF stacks load the base in 16-bit; litgpt (Fabric) keeps
 // module parameters in fp32 under -mixed precision.
 func frozenBaseBytes(r Request) int64 {
-	if r.FrozenBaseBytes == 0 && r.Stack == "litgpt" && r.Precision.mixed() {
+	if r.FrozenBaseBytes == 0 && r.Stack == StackLitGPT && r.Precision.mixed() {
 		return 4
 	}
 	return r.frozenBytes()
@@ -670,12 +665,12 @@ func frozenBaseBytes(r Request) int64 {
 // quantization stores those absmax in 8 bits with one fp32 scale per 256
 // blocks (1/64 + 4/(64·256) ≈ 0.0159 B); int8 keeps one fp32 scale per row,
 // which seed 000 measured at ~0.15 B/param with its outlier buffers.
-func quantStateBytesPerParam(scheme string) float64 {
-	switch scheme {
-	case "nf4-dq":
-		return 1.0/64 + 4.0/(64*256)
-	case "int8":
+func quantStateBytesPerParam(scheme Quant) float64 {
+	switch q := scheme.Spec(); {
+	case q.BitsPerWeight == 8:
 		return 0.15
+	case q.DoubleQuant:
+		return 1.0/64 + 4.0/(64*256)
 	}
 	return 4.0 / 64
 }
@@ -710,14 +705,14 @@ const softcapLogitBytes = 4
 // chunked_cross_entropy), "chunked" (an explicit chunked loss), or "full"
 // (stock HF: the whole chain at once).
 func lossPath(r Request) string {
-	switch r.FusedCE {
-	case "liger", "cut_cross_entropy":
+	k := r.FusedCE.Spec()
+	if !k.MaterialisesLogits {
 		return "fused"
 	}
-	if r.Stack == "litgpt" {
+	if r.Stack == StackLitGPT {
 		return "litgpt"
 	}
-	if r.FusedCE == "chunked" {
+	if k.Chunked {
 		return "chunked"
 	}
 	return "full"

@@ -27,7 +27,7 @@ func FuzzNormalize(f *testing.F) {
 		}
 		r := base
 		r.Method = []Method{Full, LoRA, QLoRA}[int(method)%3]
-		r.Sharding = Sharding{Strategy: strategies[int(strategy)%len(strategies)], GPUs: gpus, CPUOffload: offloads[int(offload)%len(offloads)]}
+		r.Sharding = Sharding{Strategy: Strategies[int(strategy)%len(Strategies)].Name, GPUs: gpus, CPUOffload: Offloads[int(offload)%len(Offloads)].Name}
 		r.SeqLen, r.Batch, r.GradAccum = seq, batch, accum
 		if r.Method != Full {
 			r.LoRARank, r.LoRADropout = rank, &dropout

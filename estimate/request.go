@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -43,11 +42,12 @@ type Request struct {
 
 	Method    Method
 	Precision Precision
-	// Quant is the 4/8-bit scheme of a QLoRA base: "nf4", "nf4-dq", "fp4", "int8".
-	Quant string
-	// QuantStorage is the dtype packed 4-bit weights are stored in: "uint8"
-	// (bitsandbytes default) or "bf16" (FSDP-QLoRA's bnb_4bit_quant_storage).
-	QuantStorage string
+	// Quant is the 4/8-bit scheme of a QLoRA base (Quants).
+	Quant Quant
+	// QuantStorage is the dtype packed 4-bit weights are stored in
+	// (QuantStorages): uint8 (bitsandbytes default) or bf16 (FSDP-QLoRA's
+	// bnb_4bit_quant_storage).
+	QuantStorage Dtype
 
 	LoRARank    int64
 	LoRATargets []string // scope keywords or module names; nil: attention scope
@@ -71,17 +71,16 @@ type Request struct {
 	// FSDP's no_sync() keeps unsharded gradients between updates.
 	GradAccum int64
 
-	// GradCkpt is "none", "full", "unsloth" or "offload".
-	GradCkpt string
-	// Optimizer: adamw_torch (foreach), adamw_torch_fused, sgd, adamw_8bit,
-	// paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit.
-	Optimizer string
-	// OptimizerStateDtype is "fp32" or "bf16"; empty: the parameter dtype.
-	OptimizerStateDtype string
-	// Attn is "sdpa", "flash_attention_2" or "eager".
-	Attn string
-	// FusedCE is "none", "liger", "chunked" or "cut_cross_entropy".
-	FusedCE string
+	// GradCkpt is the checkpointing mode (Checkpointings).
+	GradCkpt Checkpointing
+	// Optimizer is one of Optimizers.
+	Optimizer Optimizer
+	// OptimizerStateDtype is one of StateDtypes; empty: the parameter dtype.
+	OptimizerStateDtype Dtype
+	// Attn is the attention implementation (Attentions).
+	Attn Attention
+	// FusedCE is the loss kernel (LossKernels).
+	FusedCE LossKernel
 	// UpcastFrozen: frozen embeddings and norms upcast to fp32 under QLoRA
 	// (PEFT's prepare_model_for_kbit_training). nil: the stack's default.
 	UpcastFrozen *bool
@@ -90,8 +89,8 @@ type Request struct {
 	FrozenBaseBytes int64
 	// Compile is torch.compile.
 	Compile bool
-	// Stack is the framework preset the defaults came from (informational).
-	Stack string
+	// Stack is the framework preset the defaults came from; "" for none.
+	Stack StackName
 
 	Sharding Sharding
 
@@ -114,13 +113,12 @@ type Request struct {
 
 // Sharding spreads training state over data-parallel GPUs.
 type Sharding struct {
-	// Strategy: "none", "ddp", "fsdp_full_shard", "fsdp_shard_grad_op",
-	// "fsdp_no_shard", "fsdp_hybrid_shard", "zero1", "zero2", "zero3".
-	Strategy string
+	// Strategy is one of Strategies.
+	Strategy Strategy
 	// GPUs is the data-parallel world size (per node for hybrid).
 	GPUs int64
-	// CPUOffload: "none", "params", "optimizer", "params+optimizer".
-	CPUOffload string
+	// CPUOffload is one of Offloads.
+	CPUOffload Offload
 }
 
 // CardFeatures are the capabilities of a GPU that decide whether a request
@@ -135,17 +133,6 @@ type CardFeatures struct {
 
 // ErrInvalidRequest is wrapped by every validation error.
 var ErrInvalidRequest = errors.New("invalid request")
-
-var (
-	optimizers = []string{"adamw_torch", "adamw_torch_fused", "adamw", "sgd", "adamw_8bit", "paged_adamw_8bit", "paged_adamw_32bit", "adafactor", "lion_8bit", "adamw_bnb_8bit"}
-	ckpts      = []string{"none", "full", "unsloth", "offload"}
-	attns      = []string{"sdpa", "flash_attention_2", "eager", "flex_attention"}
-	fusedCEs   = []string{"none", "liger", "chunked", "cut_cross_entropy"}
-	quants     = []string{"nf4", "nf4-dq", "fp4", "int8"}
-	strategies = []string{"none", "ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "fsdp_hybrid_shard", "zero1", "zero2", "zero3"}
-	offloads   = []string{"none", "params", "optimizer", "params+optimizer"}
-	precisions = []Precision{BF16Mixed, BF16True, FP16Mixed, FP16True, FP32}
-)
 
 // isOutputLayer reports whether a module name is a model's output layer
 // (lm_head in HF models, output_layer in ChatGLM, embed_out in GPT-NeoX).
@@ -242,31 +229,29 @@ func (r Request) Normalize() (Request, error) {
 	}
 	orDefault(&r.Method, LoRA)
 	orDefault(&r.Precision, BF16True)
-	orDefault(&r.GradCkpt, "none")
-	orDefault(&r.Optimizer, "adamw_torch")
-	orDefault(&r.Attn, "sdpa")
-	orDefault(&r.FusedCE, "none")
-	orDefault(&r.Sharding.Strategy, "none")
-	orDefault(&r.Sharding.CPUOffload, "none")
-	orDefault(&r.QuantStorage, "uint8")
+	orDefault(&r.GradCkpt, CkptNone)
+	orDefault(&r.Optimizer, AdamWTorch)
+	orDefault(&r.Attn, SDPA)
+	orDefault(&r.FusedCE, LossNone)
+	orDefault(&r.Sharding.Strategy, NoSharding)
+	orDefault(&r.Sharding.CPUOffload, OffloadNone)
+	orDefault(&r.QuantStorage, DtypeUint8)
 	if r.Sharding.GPUs == 0 {
 		r.Sharding.GPUs = 1
 	}
-	switch r.Method {
-	case Full, LoRA, QLoRA:
-	default:
-		return bad("method", r.Method, "full, lora or qlora")
+	if err := canonical(&r.Method, ParseMethod); err != nil {
+		return fail(err)
 	}
 	if err := r.checkNumbers(); err != nil {
 		return fail(err)
 	}
-	if !slices.Contains(precisions, r.Precision) {
-		return bad("precision", r.Precision, precisions)
+	if err := canonical(&r.Precision, ParsePrecision); err != nil {
+		return fail(err)
 	}
-	if r.Method == QLoRA {
-		orDefault(&r.Quant, "nf4-dq")
-		if !slices.Contains(quants, r.Quant) {
-			return bad("quant", r.Quant, quants)
+	if r.Method.Spec().QuantizedBase {
+		orDefault(&r.Quant, NF4DQ)
+		if err := canonical(&r.Quant, ParseQuant); err != nil {
+			return fail(err)
 		}
 	} else if r.Quant != "" {
 		return bad("quant", r.Quant, "no quantization outside qlora")
@@ -299,30 +284,36 @@ func (r Request) Normalize() (Request, error) {
 			}
 		}
 	}
-	for _, c := range []struct {
-		field, v string
-		ok       []string
-	}{
-		{"optimizer", r.Optimizer, optimizers},
-		{"gradient checkpointing", r.GradCkpt, ckpts},
-		{"attention", r.Attn, attns},
-		{"fused cross-entropy", r.FusedCE, fusedCEs},
-		{"sharding strategy", r.Sharding.Strategy, strategies},
-		{"cpu offload", r.Sharding.CPUOffload, offloads},
-		{"quant storage", r.QuantStorage, []string{"uint8", "bf16", "fp16", "fp32"}},
+	// Each option is read through its table: an alias ("adamw") becomes
+	// the value it names, and an unknown value is refused with the list.
+	for _, err := range []error{
+		canonical(&r.Optimizer, ParseOptimizer),
+		canonical(&r.GradCkpt, ParseCheckpointing),
+		canonical(&r.Attn, ParseAttention),
+		canonical(&r.FusedCE, ParseLossKernel),
+		canonical(&r.Sharding.Strategy, ParseStrategy),
+		canonical(&r.Sharding.CPUOffload, ParseOffload),
+		canonical(&r.QuantStorage, ParseQuantStorage),
 	} {
-		if !slices.Contains(c.ok, c.v) {
-			return bad(c.field, fmt.Sprintf("%q", c.v), c.ok)
+		if err != nil {
+			return fail(err)
 		}
 	}
-	if r.OptimizerStateDtype != "" && r.OptimizerStateDtype != "fp32" && r.OptimizerStateDtype != "bf16" {
-		return bad("optimizer state dtype", r.OptimizerStateDtype, "fp32 or bf16")
+	if r.OptimizerStateDtype != "" {
+		if err := canonical(&r.OptimizerStateDtype, ParseStateDtype); err != nil {
+			return fail(err)
+		}
+	}
+	if r.Stack != "" {
+		if err := canonical(&r.Stack, ParseStack); err != nil {
+			return fail(err)
+		}
 	}
 	if err := checkOffload(r.Sharding); err != nil {
 		return fail(err)
 	}
-	if r.Card != nil && r.Attn == "flash_attention_2" && !r.Card.FlashAttention2 {
-		return fail(fieldErr("attn", "flash_attention_2", "an attention this GPU runs (sdpa or eager): FlashAttention-2 needs an Ampere or newer NVIDIA GPU, and %s is not one", r.Card.Name))
+	if r.Card != nil && r.Attn.Spec().NeedsFlashAttention2 && !r.Card.FlashAttention2 {
+		return fail(fieldErr("attn", r.Attn, "an attention this GPU runs (sdpa or eager): FlashAttention-2 needs an Ampere or newer NVIDIA GPU, and %s is not one", r.Card.Name))
 	}
 	if r.Method != Full {
 		if _, err := r.Model.AdapterSum(r.LoRATargets); err != nil {
@@ -420,21 +411,28 @@ func noAdapterSettings(r Request) error {
 // optimizer states under stages 1–3; FSDP's CPUOffload moves parameters,
 // gradients and the optimizer step together.
 func checkOffload(s Sharding) error {
-	off := s.CPUOffload
-	if off == "none" {
-		return nil
-	}
-	switch s.Strategy {
-	case "none":
-		return fieldErr("cpu_offload", off, "none without a sharding strategy: CPU offload is part of DeepSpeed ZeRO or FSDP")
-	case "ddp":
-		return fieldErr("cpu_offload", off, "none with ddp: PyTorch DDP has no CPU offload (DeepSpeed ZeRO and FSDP do)")
-	case "zero1", "zero2":
-		if off != "optimizer" {
-			return fieldErr("cpu_offload", off, "none or optimizer with %s: DeepSpeed offloads parameters only under ZeRO stage 3 (zero3)", s.Strategy)
+	off, st := s.CPUOffload.Spec(), s.Strategy.Spec()
+	if off.Params && !st.OffloadsParams || off.Optimizer && !st.OffloadsOptimizer {
+		switch {
+		case !st.DataParallel:
+			return fieldErr("cpu_offload", s.CPUOffload, "none without a sharding strategy: CPU offload is part of DeepSpeed ZeRO or FSDP")
+		case !st.OffloadsOptimizer:
+			return fieldErr("cpu_offload", s.CPUOffload, "none with %s: PyTorch DDP has no CPU offload (DeepSpeed ZeRO and FSDP do)", s.Strategy)
+		default:
+			return fieldErr("cpu_offload", s.CPUOffload, "none or optimizer with %s: DeepSpeed offloads parameters only under ZeRO stage 3 (zero3)", s.Strategy)
 		}
 	}
 	return nil
+}
+
+// canonical reads *p through its option's parser, replacing an alias by the
+// value it names.
+func canonical[T ~string](p *T, parse func(string) (T, error)) error {
+	v, err := parse(string(*p))
+	if err == nil {
+		*p = v
+	}
+	return err
 }
 
 // widestTarget is the largest rank an adapter on the targeted modules can
@@ -472,26 +470,15 @@ func (r Request) targetsOrNil() []string {
 
 // actBytes is the activation dtype size: 2 under bf16/fp16 autocast or pure
 // 16-bit, 4 for fp32 runs.
-func (r Request) actBytes() int64 {
-	if r.Precision == FP32 {
-		return 4
-	}
-	return 2
-}
+func (r Request) actBytes() int64 { return r.Precision.Spec().ComputeBytes }
 
 // paramBytes is the dtype size of trained base weights in a full fine-tune
 // (seed 000 §1: 4 / 2 / 2): mixed precision keeps fp32 master weights.
 // mixed reports whether the precision keeps fp32 weights and runs the
 // matmuls under torch.autocast (bf16-mixed, fp16-mixed).
-func (p Precision) mixed() bool { return p == BF16Mixed || p == FP16Mixed }
+func (p Precision) mixed() bool { return p.Spec().MasterWeights }
 
-func (r Request) paramBytes() int64 {
-	switch r.Precision {
-	case BF16True, FP16True:
-		return 2
-	}
-	return 4
-}
+func (r Request) paramBytes() int64 { return r.Precision.Spec().ParamBytes }
 
 // frozenBytes is the dtype size of a frozen (LoRA) base: loaded in 16-bit
 // unless FrozenBaseBytes or an fp32 run says otherwise.
@@ -499,8 +486,5 @@ func (r Request) frozenBytes() int64 {
 	if r.FrozenBaseBytes > 0 {
 		return r.FrozenBaseBytes
 	}
-	if r.Precision == FP32 {
-		return 4
-	}
-	return 2
+	return r.Precision.Spec().ComputeBytes
 }

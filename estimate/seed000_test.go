@@ -189,7 +189,7 @@ func TestShardingDividesState(t *testing.T) {
 		{"zero2", []string{COptimizer, CGradients}, []string{CWeights}},
 		{"fsdp_full_shard", []string{COptimizer, CGradients}, nil},
 	} {
-		e, err := Seed000{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: tt.strategy, GPUs: 4}})
+		e, err := Seed000{}.Estimate(Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: Strategy(tt.strategy), GPUs: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,29 +42,24 @@ func extraTrainableParams(r Request) int64 {
 }
 
 // ckptOn reports whether activation checkpointing of any kind is on.
-func ckptOn(r Request) bool { return r.GradCkpt != "" && r.GradCkpt != "none" }
+func ckptOn(r Request) bool { return r.GradCkpt.Spec().Recomputes }
 
 // fusedCE reports whether a fused or chunked loss replaces the logits chain.
-func fusedCE(r Request) bool { return r.FusedCE != "" && r.FusedCE != "none" }
+func fusedCE(r Request) bool { return r.FusedCE != "" && r.FusedCE != LossNone }
 
 // quantBytesPerParam is the packed storage of a quantized Linear weight:
 // 4-bit schemes pack two weights a byte, int8 one.
-func quantBytesPerParam(scheme string) float64 {
-	if scheme == "int8" {
-		return 1
-	}
-	return 0.5
-}
+func quantBytesPerParam(scheme Quant) float64 { return float64(scheme.Spec().BitsPerWeight) / 8 }
 
 // quantMetaBytesPerParam is seed 000's absmax/lookup-table overhead per
 // quantized parameter: int8 ~0.15 (bitsandbytes), NF4 blocksize 64: fp32
 // absmax / 64 = 0.0625, NF4 + double quant ~0.017 (int8 absmax / 64 plus an
 // fp32 second level, measured via quant_state).
-func quantMetaBytesPerParam(scheme string) float64 {
-	switch scheme {
-	case "int8":
+func quantMetaBytesPerParam(scheme Quant) float64 {
+	switch q := scheme.Spec(); {
+	case q.BitsPerWeight == 8:
 		return 0.15
-	case "nf4-dq":
+	case q.DoubleQuant:
 		return 0.017
 	}
 	return 0.0625

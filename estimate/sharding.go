@@ -21,12 +21,13 @@ import "fmt"
 // host RAM, which HostOffload reports.
 func applySharding(e *Estimate, r Request) {
 	st, n := r.Sharding.Strategy, r.Sharding.GPUs
+	spec := st.Spec()
 	note := func(c *Component, s string) {
 		if !r.Terse {
 			c.Source += s
 		}
 	}
-	if st == "" || st == "none" {
+	if !spec.DataParallel {
 		if n > 1 {
 			e.Assumptions = append(e.Assumptions, fmt.Sprintf("%d GPUs without a sharding strategy: each holds a full replica", n))
 		}
@@ -43,19 +44,19 @@ func applySharding(e *Estimate, r Request) {
 			}
 		}
 	}
-	switch st {
-	case "ddp", "fsdp_no_shard":
+	switch spec.Shards {
+	case ShardNothing:
 		for i := range e.Components {
 			if e.Components[i].Name == CGradients {
 				e.Components[i].Bytes *= 2
 				note(&e.Components[i], "; ×2 for DDP gradient buckets")
 			}
 		}
-	case "zero1":
+	case ShardOptimizer:
 		div(COptimizer)
-	case "zero2", "fsdp_shard_grad_op":
+	case ShardGradients:
 		div(CGradients, COptimizer)
-	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
+	case ShardParameters:
 		w, _ := e.Component(CWeights)
 		layers := int64(len(r.Model.Layers))
 		div(CWeights, CQuantOverhead, CAdapters, CGradients, COptimizer)
@@ -71,14 +72,14 @@ func applySharding(e *Estimate, r Request) {
 			}
 		}
 	}
-	off := r.Sharding.CPUOffload
-	if off == "optimizer" || off == "params+optimizer" {
+	off := r.Sharding.CPUOffload.Spec()
+	if off.Optimizer {
 		// ZeRO-Offload (DeepSpeed offload_optimizer) runs the optimizer on
 		// the CPU: its states and temporaries live in host RAM, and for a
 		// mixed-precision full fine-tune so do the fp32 master weights and
 		// fp32 gradients (partitioned over the world); the GPU keeps the
 		// 16-bit weights and a 16-bit gradient partition (whole for ZeRO-1).
-		mixedFull := r.Method == Full && r.Precision.mixed() && st != "ddp" && st != "fsdp_no_shard"
+		mixedFull := r.Method == Full && r.Precision.mixed() && spec.Shards != ShardNothing
 		p := r.Model.Params()
 		for i := range e.Components {
 			c := &e.Components[i]
@@ -92,7 +93,7 @@ func applySharding(e *Estimate, r Request) {
 				note(c, "; 16-bit on the GPU, the fp32 master copy on the CPU")
 			case mixedFull && c.Name == CGradients:
 				grads := 2 * p / n
-				if st == "zero1" {
+				if spec.Shards == ShardOptimizer {
 					grads = 2 * p
 				}
 				c.Bytes = grads
@@ -103,7 +104,7 @@ func applySharding(e *Estimate, r Request) {
 			e.HostOffload += 8 * p / n // fp32 master weights and fp32 gradients
 		}
 	}
-	if off == "params" || off == "params+optimizer" {
+	if off.Params {
 		layers := int64(len(r.Model.Layers))
 		for i := range e.Components {
 			if e.Components[i].Name == CWeights && layers > 0 {
@@ -129,29 +130,16 @@ func noSyncAccumulation(r Request) bool {
 	if r.GradAccum <= 1 || !fsdpSharded(r.Sharding.Strategy) {
 		return false
 	}
-	switch r.Stack {
-	case "torchtune", "fsdp_qlora":
-		return false
-	}
-	return true
+	return r.Stack == "" || r.Stack.Spec().NoSyncAccumulation
 }
 
 // fsdpSharded: an FSDP strategy that shards gradients (full, grad-op or
 // hybrid shard; not no_shard).
-func fsdpSharded(st string) bool {
-	switch st {
-	case "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard":
-		return true
-	}
-	return false
+func fsdpSharded(st Strategy) bool {
+	s := st.Spec()
+	return s.Family == FamilyFSDP && s.Shards >= ShardGradients
 }
 
 // paramsSharded: the strategy partitions the parameters themselves (ZeRO-3,
 // FSDP full and hybrid shard) and gathers each unit for its compute.
-func paramsSharded(st string) bool {
-	switch st {
-	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
-		return true
-	}
-	return false
-}
+func paramsSharded(st Strategy) bool { return st.Spec().Shards == ShardParameters }

@@ -66,7 +66,7 @@ func TestSourcesNameWhatAUserCanOpen(t *testing.T) {
 		}
 		for what, req := range reqs {
 			if req.Stack != "" {
-				st, err := StackByName(req.Stack)
+				st, err := StackByName(string(req.Stack))
 				if err != nil {
 					t.Fatal(err)
 				}

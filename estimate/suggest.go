@@ -210,22 +210,20 @@ func leverEdits(r Request, space SearchSpace) []Edit {
 	add := func(l Lever, value, flags string, apply func(*Request)) {
 		eds = append(eds, Edit{Lever: l, Value: value, Flags: flags, apply: apply})
 	}
-	if r.GradCkpt == "none" {
-		add(LeverGradCkpt, "full", "--grad-ckpt full", func(q *Request) { q.GradCkpt = "full" })
+	if r.GradCkpt == CkptNone {
+		add(LeverGradCkpt, "full", "--grad-ckpt full", func(q *Request) { q.GradCkpt = CkptFull })
 	}
-	if r.FusedCE == "none" {
-		add(LeverLossKernel, "liger", "--fused-ce liger", func(q *Request) { q.FusedCE = "liger" })
-		add(LeverLossKernel, "chunked", "--fused-ce chunked", func(q *Request) { q.FusedCE = "chunked" })
+	if r.FusedCE == LossNone {
+		add(LeverLossKernel, "liger", "--fused-ce liger", func(q *Request) { q.FusedCE = LossLiger })
+		add(LeverLossKernel, "chunked", "--fused-ce chunked", func(q *Request) { q.FusedCE = LossChunked })
 	}
-	switch r.Optimizer {
-	case "paged_adamw_8bit", "adamw_8bit", "adamw_bnb_8bit", "lion_8bit", "sgd":
-	default:
-		add(LeverOptimizer, "paged_adamw_8bit", "--optimizer paged_adamw_8bit", func(q *Request) { q.Optimizer = "paged_adamw_8bit" })
+	if o := r.Optimizer.Spec(); !o.EightBit && o.States > 0 {
+		add(LeverOptimizer, "paged_adamw_8bit", "--optimizer paged_adamw_8bit", func(q *Request) { q.Optimizer = PagedAdamW8bit })
 	}
 	eds = append(eds, shardingEdits(r, space)...)
 	if r.Stack == "" {
 		for _, st := range stacks {
-			add(LeverStack, st.Name, "--stack "+st.Name, func(q *Request) { st.Apply(q) })
+			add(LeverStack, string(st.Name), "--stack "+string(st.Name), func(q *Request) { st.Apply(q) })
 		}
 	}
 	switch r.Method {
@@ -234,10 +232,10 @@ func leverEdits(r Request, space SearchSpace) []Edit {
 			q.Method, q.LoRARank, q.LoRATargets = LoRA, 16, []string{"all-linear"}
 		})
 		add(LeverMethod, "qlora", "--method qlora", func(q *Request) {
-			q.Method, q.Quant, q.LoRARank, q.LoRATargets = QLoRA, "nf4-dq", 16, []string{"all-linear"}
+			q.Method, q.Quant, q.LoRARank, q.LoRATargets = QLoRA, NF4DQ, 16, []string{"all-linear"}
 		})
 	case LoRA:
-		add(LeverMethod, "qlora", "--method qlora", func(q *Request) { q.Method, q.Quant = QLoRA, "nf4-dq" })
+		add(LeverMethod, "qlora", "--method qlora", func(q *Request) { q.Method, q.Quant = QLoRA, NF4DQ })
 	}
 	if r.Batch > 1 {
 		b := max(r.Batch/2, 1)
@@ -259,12 +257,15 @@ func shardingEdits(r Request, space SearchSpace) []Edit {
 	if perNode*nodes < 2 {
 		return nil
 	}
-	type opt struct{ strategy, offload string }
-	opts := []opt{{"zero2", "none"}, {"zero3", "none"}, {"zero2", "optimizer"}, {"zero3", "optimizer"}, {"zero3", "params+optimizer"}}
-	if strings.HasPrefix(r.Sharding.Strategy, "fsdp") {
-		opts = []opt{{"fsdp_shard_grad_op", "none"}, {"fsdp_full_shard", "none"}, {"fsdp_full_shard", "params+optimizer"}}
-		if r.Sharding.Strategy == "fsdp_hybrid_shard" {
-			opts = append(opts, opt{"fsdp_hybrid_shard", "params+optimizer"})
+	type opt struct {
+		strategy Strategy
+		offload  Offload
+	}
+	opts := []opt{{ZeRO2, OffloadNone}, {ZeRO3, OffloadNone}, {ZeRO2, OffloadOptimizer}, {ZeRO3, OffloadOptimizer}, {ZeRO3, OffloadParamsOptimizer}}
+	if r.Sharding.Strategy.Spec().Family == FamilyFSDP {
+		opts = []opt{{FSDPShardGradOp, OffloadNone}, {FSDPFullShard, OffloadNone}, {FSDPFullShard, OffloadParamsOptimizer}}
+		if r.Sharding.Strategy == FSDPHybridShard {
+			opts = append(opts, opt{FSDPHybridShard, OffloadParamsOptimizer})
 		}
 	}
 	var eds []Edit
@@ -273,19 +274,19 @@ func shardingEdits(r Request, space SearchSpace) []Edit {
 			continue
 		}
 		gpus := perNode * nodes
-		if o.strategy == "fsdp_hybrid_shard" {
+		if o.strategy.Spec().PerNode {
 			gpus = perNode
 		}
 		var flags []string
 		if o.strategy != r.Sharding.Strategy {
-			flags = append(flags, "--strategy "+o.strategy)
+			flags = append(flags, "--strategy "+string(o.strategy))
 		}
 		if o.offload != r.Sharding.CPUOffload {
-			flags = append(flags, "--offload "+o.offload)
+			flags = append(flags, "--offload "+string(o.offload))
 		}
-		value := o.strategy
-		if o.offload != "none" {
-			value += "+" + o.offload
+		value := string(o.strategy)
+		if o.offload != OffloadNone {
+			value += "+" + string(o.offload)
 		}
 		eds = append(eds, Edit{Lever: LeverSharding, Value: value, Flags: strings.Join(flags, " "), apply: func(q *Request) {
 			q.Sharding = Sharding{Strategy: o.strategy, GPUs: gpus, CPUOffload: o.offload}
@@ -295,23 +296,13 @@ func shardingEdits(r Request, space SearchSpace) []Edit {
 }
 
 // shardRank orders strategies by how much of the state they divide.
-func shardRank(st string) int {
-	switch st {
-	case "zero1":
-		return 1
-	case "zero2", "fsdp_shard_grad_op":
-		return 2
-	case "zero3", "fsdp_full_shard", "fsdp_hybrid_shard":
-		return 3
-	}
-	return 0 // none, ddp, fsdp_no_shard
-}
+func shardRank(st Strategy) ShardLevel { return st.Spec().Shards }
 
 // costOf is what moving from request a to b costs, both normalized; e is
 // b's estimate. It reads the differences, so a stack costs what it changes.
 func costOf(a, b Request, e *Estimate) Cost {
 	var c Cost
-	if a.GradCkpt == "none" && b.GradCkpt != "none" {
+	if !a.GradCkpt.Spec().Recomputes && b.GradCkpt.Spec().Recomputes {
 		c.ExtraCompute += RecomputeCost
 		c.Notes = append(c.Notes, "recomputes each layer's forward in the backward")
 	}
@@ -329,24 +320,24 @@ func costOf(a, b Request, e *Estimate) Cost {
 	if b.Batch < a.Batch {
 		c.Notes = append(c.Notes, fmt.Sprintf("--grad-accum %d keeps the update size; smaller micro-batches use the GPU less efficiently", max(a.GradAccum, 1)*a.Batch/b.Batch))
 	}
-	if is8bit(b.Optimizer) && !is8bit(a.Optimizer) {
+	if b.Optimizer.Spec().EightBit && !a.Optimizer.Spec().EightBit {
 		c.Notes = append(c.Notes, "8-bit optimizer states (bitsandbytes block-wise quantization)")
 	}
 	if shardRank(b.Sharding.Strategy) > shardRank(a.Sharding.Strategy) {
 		vol := "the same communication volume as DDP"
-		if shardRank(b.Sharding.Strategy) == 3 {
+		if shardRank(b.Sharding.Strategy) == ShardParameters {
 			vol = "1.5× DDP's communication volume (parameters all-gathered in forward and backward)"
 		}
 		c.Notes = append(c.Notes, fmt.Sprintf("%s over %d GPUs: %s (ZeRO paper, Rajbhandari et al. 2020 §7)", b.Sharding.Strategy, b.Sharding.GPUs, vol))
 	}
-	if b.Sharding.CPUOffload != a.Sharding.CPUOffload && b.Sharding.CPUOffload != "none" && e != nil {
+	if b.Sharding.CPUOffload != a.Sharding.CPUOffload && b.Sharding.CPUOffload != OffloadNone && e != nil {
 		n := max(b.Sharding.GPUs, 1)
-		off := b.Sharding.CPUOffload
-		if strings.Contains(off, "optimizer") {
+		off := b.Sharding.CPUOffload.Spec()
+		if off.Optimizer {
 			// Gradients go to the host and updated 16-bit weights come back.
 			c.OffloadBytes += 4 * e.TrainableParams / n
 		}
-		if strings.HasPrefix(off, "params") {
+		if off.Params {
 			// The 16-bit weights come in for the forward and again for the backward.
 			c.OffloadBytes += 2 * 2 * e.Params / n
 		}
@@ -354,5 +345,3 @@ func costOf(a, b Request, e *Estimate) Cost {
 	}
 	return c
 }
-
-func is8bit(opt string) bool { return strings.Contains(opt, "8bit") }

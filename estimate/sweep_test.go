@@ -24,7 +24,7 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 			for _, method := range []Method{Full, LoRA, QLoRA} {
 				for _, ck := range []string{"none", "full", "unsloth"} {
 					for _, sh := range []Sharding{{}, {Strategy: "fsdp_full_shard", GPUs: 4}, {Strategy: "zero2", GPUs: 2}} {
-						r := Request{Model: m, Method: method, LoRARank: 16, SeqLen: 1024, Batch: 2, GradCkpt: ck,
+						r := Request{Model: m, Method: method, LoRARank: 16, SeqLen: 1024, Batch: 2, GradCkpt: Checkpointing(ck),
 							GradAccum: 4, DynamicShapes: true, Sharding: sh, GPUTotal: 80 * GiB, Terse: true}
 						if method == Full {
 							r.LoRARank = 0 // no adapters to rank

@@ -74,11 +74,11 @@ const (
 // unslothOptimizerBytes is §3's calibrated optimizer bytes per trainable
 // parameter. §3 lists adamw_8bit 4, adamw_torch 6, paged_adamw_32bit 8 and
 // sgd 4; Studio's vram_estimation.py adds paged_adamw_8bit and adamw_bnb_8bit
-// at 4 and adamw_torch_fused at 6. "adamw" is this project's alias of
-// torch's AdamW (evidence maps it onto adamw_torch), so it is charged as
-// adamw_torch. Names outside the table (adafactor, lion_8bit) get Studio's
+// at 4 and adamw_torch_fused at 6. The aliases "adamw" and "adamw_bnb_8bit"
+// reach it as the values they name (Normalize), adamw_torch and adamw_8bit,
+// at the same bytes. Names outside the table (adafactor, lion_8bit) get Studio's
 // fallback of 4 bytes per parameter.
-var unslothOptimizerBytes = map[string]int64{
+var unslothOptimizerBytes = map[Optimizer]int64{
 	"adamw_8bit":        4,
 	"paged_adamw_8bit":  4,
 	"adamw_bnb_8bit":    4,
@@ -99,7 +99,7 @@ const unslothOptimizerFallback = 4
 // "offload" mode; Unsloth's own "unsloth" mode is the one that offloads
 // checkpointed activations to host memory, so "offload" takes its row.
 // "none" is absent: every layer is live.
-var unslothGCLayers = map[string]struct{ full, lora float64 }{
+var unslothGCLayers = map[Checkpointing]struct{ full, lora float64 }{
 	"full":    {2.0, 1.0},
 	"unsloth": {1.5, 1.0},
 	"offload": {1.5, 1.0},
@@ -107,7 +107,7 @@ var unslothGCLayers = map[string]struct{ full, lora float64 }{
 
 // unslothLinearAttn are the attention implementations §5 treats as O(S)
 // memory: no quadratic score term is added for them.
-var unslothLinearAttn = []string{"flash_attention_2", "sdpa", "flex_attention"}
+var unslothLinearAttn = []Attention{FlashAttention2, SDPA, FlexAttention}
 
 // errUnsloth8bit refuses an 8-bit base: seed 001 models only bitsandbytes
 // 4-bit quantization (§1).

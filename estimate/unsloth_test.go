@@ -216,7 +216,7 @@ func TestUnslothCheckpointLayers(t *testing.T) {
 		{Full, "none", 4}, {Full, "full", 2}, {Full, "unsloth", 1.5}, {Full, "offload", 1.5},
 		{LoRA, "none", 4}, {LoRA, "full", 1}, {LoRA, "unsloth", 1}, {QLoRA, "unsloth", 1}, {QLoRA, "none", 4},
 	} {
-		e, err := Unsloth{}.Estimate(Request{Model: m, Method: tt.method, SeqLen: 64, Batch: 1, GradCkpt: tt.gc})
+		e, err := Unsloth{}.Estimate(Request{Model: m, Method: tt.method, SeqLen: 64, Batch: 1, GradCkpt: Checkpointing(tt.gc)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestUnslothQuantFactor(t *testing.T) {
 		{"checkpoint without double quant overrides nf4-dq", pre(false), "nf4-dq", 3.2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := Unsloth{}.Estimate(Request{Model: tt.model, Method: QLoRA, Quant: tt.quant, SeqLen: 10, Batch: 1})
+			e, err := Unsloth{}.Estimate(Request{Model: tt.model, Method: QLoRA, Quant: Quant(tt.quant), SeqLen: 10, Batch: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -407,7 +407,7 @@ func TestUnslothOptimizerBytes(t *testing.T) {
 		"adamw_torch_fused": 6, "paged_adamw_8bit": 4, "adamw_bnb_8bit": 4, // Studio's additions
 		"adamw": 6, "adafactor": 4, "lion_8bit": 4, // alias and Studio's fallback
 	} {
-		e, err := Unsloth{}.Estimate(Request{Model: m, Method: LoRA, LoRARank: 8, SeqLen: 10, Batch: 1, Optimizer: opt})
+		e, err := Unsloth{}.Estimate(Request{Model: m, Method: LoRA, LoRARank: 8, SeqLen: 10, Batch: 1, Optimizer: Optimizer(opt)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -560,7 +560,7 @@ func TestUnslothCatalogInvariants(t *testing.T) {
 		for _, method := range []Method{Full, LoRA, QLoRA} {
 			for _, gc := range []string{"none", "full", "unsloth"} {
 				for _, attn := range []string{"sdpa", "eager"} {
-					req := Request{Model: m, Method: method, SeqLen: 2048, Batch: 2, GradCkpt: gc, Attn: attn}
+					req := Request{Model: m, Method: method, SeqLen: 2048, Batch: 2, GradCkpt: Checkpointing(gc), Attn: Attention(attn)}
 					if method != Full {
 						req.LoRATargets = []string{"all-linear"}
 					}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
 )
@@ -46,6 +47,13 @@ type Case struct {
 	Sharding            Sharding `json:"sharding"`
 	Measured            Measured `json:"measured"`
 	Notes               string   `json:"notes"`
+	// Simulated marks a row computed by the fake-tensor oracle (oracle/),
+	// not measured on a GPU: the training code ran on tensors without
+	// storage and Measured is its peak of live tensor bytes. Such rows have
+	// ids starting "oracle-". Fit and CrossValidate leave them out, so
+	// published measurements alone set the fitted coefficients; validate
+	// scores them like any other row.
+	Simulated bool `json:"simulated,omitempty"`
 }
 
 // Quant is the quantization of a frozen base model.
@@ -97,13 +105,20 @@ const (
 var ErrInvalidCase = errors.New("invalid case")
 
 var (
-	validMethods    = set("full", "lora", "qlora")
-	validPrecisions = set("bf16-mixed", "bf16-true", "fp16-mixed", "fp32", "fp16-true")
-	validKinds      = set(KindAllocated, KindActive, KindReserved, KindProcess)
-	validTrust      = set("high", "medium", "low")
-	validStrategies = set("none", "ddp", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_no_shard", "fsdp_hybrid_shard", "zero1", "zero2", "zero3")
-	validOffload    = set("", "none", "params", "optimizer", "params+optimizer")
+	validKinds = set(KindAllocated, KindActive, KindReserved, KindProcess)
+	validTrust = set("high", "medium", "low")
 )
+
+// unknownChoice checks a request option of a case against estimate's table
+// of that option: "" when the table has v, else the value and the list of
+// what the table holds.
+func unknownChoice[T ~string](parse func(string) (T, error), v string) string {
+	var ue *estimate.UnknownValueError
+	if _, err := parse(v); errors.As(err, &ue) {
+		return fmt.Sprintf("%q (want one of %s)", v, strings.Join(ue.Valid, ", "))
+	}
+	return ""
+}
 
 func set(xs ...string) map[string]bool {
 	m := make(map[string]bool, len(xs))
@@ -178,23 +193,32 @@ func (c *Case) Validate() error {
 		}
 		return nil
 	}
+	var method, precision, strategy, offload string
+	method = unknownChoice(estimate.ParseMethod, c.Method)
+	precision = unknownChoice(estimate.ParsePrecision, c.Precision)
+	if c.Sharding.Strategy != "" {
+		strategy = unknownChoice(estimate.ParseStrategy, c.Sharding.Strategy)
+	}
+	if c.Sharding.CPUOffload != "" {
+		offload = unknownChoice(estimate.ParseOffload, c.Sharding.CPUOffload)
+	}
 	switch {
 	case c.ID == "":
 		return bad("id", `""`)
 	case c.Model == "":
 		return bad("model", `""`)
-	case !validMethods[c.Method]:
-		return bad("method", fmt.Sprintf("%q (want full, lora or qlora)", c.Method))
-	case !validPrecisions[c.Precision]:
-		return bad("precision", fmt.Sprintf("%q", c.Precision))
+	case method != "":
+		return bad("method", method)
+	case precision != "":
+		return bad("precision", precision)
 	case !validKinds[c.Measured.Kind]:
 		return bad("measured.kind", fmt.Sprintf("%q (want allocated, active, reserved or process)", c.Measured.Kind))
 	case c.Trust != "" && !validTrust[c.Trust]:
 		return bad("trust", fmt.Sprintf("%q", c.Trust))
-	case c.Sharding.Strategy != "" && !validStrategies[c.Sharding.Strategy]:
-		return bad("sharding.strategy", fmt.Sprintf("%q", c.Sharding.Strategy))
-	case !validOffload[c.Sharding.CPUOffload]:
-		return bad("sharding.cpu_offload", fmt.Sprintf("%q", c.Sharding.CPUOffload))
+	case strategy != "":
+		return bad("sharding.strategy", strategy)
+	case offload != "":
+		return bad("sharding.cpu_offload", offload)
 	case c.Measured.OOM && c.Measured.GiB != nil:
 		return bad("measured.gib", fmt.Sprintf("%v with oom=true (an OOM has no exact peak)", *c.Measured.GiB))
 	case !c.Measured.OOM && c.Measured.GiB == nil:

@@ -64,7 +64,7 @@ func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
 		var train, test []Case
 		for _, c := range cases {
 			if Family(c.ID) == fam {
-				if c.Trust != "low" {
+				if c.Trust != "low" && !c.Simulated {
 					test = append(test, c)
 				}
 			} else {

@@ -58,7 +58,7 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 	if !slices.Contains(d.Methods, m) {
 		return false, fmt.Sprintf("method %s is not among the fitted %v", m, d.Methods)
 	}
-	if r.Stack != "" && !slices.Contains(d.Stacks, r.Stack) {
+	if r.Stack != "" && !slices.Contains(d.Stacks, string(r.Stack)) {
 		return false, fmt.Sprintf("stack %s is not among the fitted %v", r.Stack, d.Stacks)
 	}
 	if r.GPUTotal > 0 {
@@ -144,13 +144,14 @@ func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
 }
 
 // Fit fits the default estimator's coefficients on the high- and
-// medium-trust, supported, non-OOM cases: Gauss–Newton steps solved by
+// medium-trust, supported, non-OOM measured cases (simulated rows are left
+// out): Gauss–Newton steps solved by
 // non-negative least squares on relative errors, reweighted with Huber
 // weights. It is deterministic: the same cases give the same coefficients.
 func Fit(cases []Case, cohort string) (*Calibration, error) {
 	var rows []fitRow
 	for _, c := range cases {
-		if c.Trust == "low" || c.Measured.OOM || c.Measured.GiB == nil || c.Measured.Kind == KindProcess {
+		if c.Simulated || c.Trust == "low" || c.Measured.OOM || c.Measured.GiB == nil || c.Measured.Kind == KindProcess {
 			continue
 		}
 		req, _, why := RequestFor(c)
@@ -277,7 +278,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 		results = append(results, CaseResult{ID: r.c.ID, Status: StatusOK, ErrorPct: &ep, MeasuredGiB: &m})
 		dom["types"][r.req.Model.ModelType] = true
 		dom["methods"][string(r.req.Method)] = true
-		dom["stacks"][r.req.Stack] = true
+		dom["stacks"][string(r.req.Stack)] = true
 		if r.req.GPUTotal > 0 {
 			g := float64(r.req.GPUTotal) / estimate.GiB
 			gmin, gmax = math.Min(gmin, g), math.Max(gmax, g)

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/internal/shareddata"
@@ -81,7 +84,7 @@ func TestCalibratedDomain(t *testing.T) {
 	}
 	k := estimate.DefaultCoefficients
 	k.ReservedConstGiB += 10
-	cal := &Calibration{Coefficients: k, Domain: Domain{ModelTypes: []string{req.Model.ModelType}, Methods: []string{string(req.Method)}, Stacks: []string{req.Stack}, GPUMemGiB: [2]float64{1, 200}}}
+	cal := &Calibration{Coefficients: k, Domain: Domain{ModelTypes: []string{req.Model.ModelType}, Methods: []string{string(req.Method)}, Stacks: []string{string(req.Stack)}, GPUMemGiB: [2]float64{1, 200}}}
 	in, err := Calibrated{Cal: cal, File: "c.json"}.Estimate(req)
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +118,51 @@ func TestParseCalibrationErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "c.json") {
 			t.Errorf("ParseCalibration(%s) = %v, want %q", tt.in, err, tt.want)
 		}
+	}
+}
+
+// Simulated rows (the fake-tensor oracle's) never enter the fit: adding
+// copies of the development rows marked simulated, with figures three times
+// the measured ones, leaves the fitted coefficients and rows unchanged.
+func TestFitLeavesOutSimulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits twice")
+	}
+	dev := readDev(t)
+	var b bytes.Buffer
+	for _, c := range dev {
+		b.WriteString(`{"id":"oracle-` + c.ID + `","model":"` + c.Model + `","method":"full","precision":"bf16-true","simulated":true,"measured":{"kind":"allocated","gib":1}}` + "\n")
+	}
+	sim, err := ReadCases(&b, "sim.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sim {
+		if !sim[i].Simulated {
+			t.Fatalf("case %s: simulated not read", sim[i].ID)
+		}
+		// Same configuration as the measured row, three times its figure.
+		c := dev[i]
+		if c.Measured.GiB == nil {
+			continue
+		}
+		c.ID, c.Simulated = sim[i].ID, true
+		g := 3 * *c.Measured.GiB
+		c.Measured.GiB = &g
+		sim[i] = c
+	}
+	want, err := Fit(dev, "dev.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Fit(append(slices.Clone(dev), sim...), "dev+sim.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Coefficients != want.Coefficients {
+		t.Errorf("simulated rows moved the fit:\n got %+v\nwant %+v", got.Coefficients, want.Coefficients)
+	}
+	if diff := cmp.Diff(want.Rows, got.Rows); diff != "" {
+		t.Errorf("fitted rows (-measured only +with simulated):\n%s", diff)
 	}
 }

@@ -55,8 +55,9 @@ var unsupportedKernels = []string{"optimizer-in-backward", "activation-offload",
 // RequestFor turns a case into an estimate request, filling the fields the
 // source leaves null from the framework's preset (and saying which). It
 // returns a reason when the case needs something the model does not cover.
+// The model comes from the embedded catalog; RequestForModel takes one
+// already resolved.
 func RequestFor(c Case) (estimate.Request, []string, string) {
-	var assumed []string
 	e, err := catalog.Lookup(c.Model)
 	if err != nil {
 		return estimate.Request{}, nil, fmt.Sprintf("model %s is not in the catalog", c.Model)
@@ -65,6 +66,17 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 	if err != nil {
 		return estimate.Request{}, nil, err.Error()
 	}
+	return RequestForModel(m, c)
+}
+
+// RequestForModel is RequestFor with the case's model already parsed (from a
+// local directory, the Hub cache or the catalog): the one mapping from a
+// case's configuration to an estimate request, which bench also uses for the
+// estimate a receipt records before its run (on bench.ConfigCase), so that
+// the estimate recorded and the one validate makes for the finished case
+// cannot drift apart.
+func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, string) {
+	var assumed []string
 	if c.SeqLen == nil {
 		return estimate.Request{}, nil, "seq_len unknown (the source does not state the padded length)"
 	}
@@ -86,17 +98,17 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 	if c.Quant != nil {
 		switch c.Quant.Scheme {
 		case "nf4", "fp4":
-			r.Quant = c.Quant.Scheme
+			r.Quant = estimate.Quant(c.Quant.Scheme)
 			if c.Quant.DoubleQuant != nil && *c.Quant.DoubleQuant && c.Quant.Scheme == "nf4" {
-				r.Quant = "nf4-dq"
+				r.Quant = estimate.NF4DQ
 			}
 		case "int8":
-			r.Quant = "int8"
+			r.Quant = estimate.Int8
 		default:
 			return r, nil, fmt.Sprintf("quant scheme %q is not modelled", c.Quant.Scheme)
 		}
 		if c.Quant.StorageDtype != nil {
-			r.QuantStorage = *c.Quant.StorageDtype
+			r.QuantStorage = estimate.Dtype(*c.Quant.StorageDtype)
 		}
 		if c.Method != "qlora" {
 			return r, nil, "a quantized frozen base outside qlora is not modelled"
@@ -115,7 +127,7 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 		r.GradAccum = int64(*c.GradAccum)
 	}
 	if c.GradCkpt != nil {
-		r.GradCkpt = *c.GradCkpt
+		r.GradCkpt = estimate.Checkpointing(*c.GradCkpt)
 	} else {
 		assumed = append(assumed, "grad_ckpt")
 	}
@@ -125,15 +137,15 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 		assumed = append(assumed, "optimizer")
 	}
 	if c.OptimizerStateDtype != nil {
-		r.OptimizerStateDtype = *c.OptimizerStateDtype
+		r.OptimizerStateDtype = estimate.Dtype(*c.OptimizerStateDtype)
 	}
 	if c.Attn != nil {
-		r.Attn = *c.Attn
+		r.Attn = estimate.Attention(*c.Attn)
 	} else {
 		assumed = append(assumed, "attn")
 	}
 	if c.FusedCE != nil {
-		r.FusedCE = *c.FusedCE
+		r.FusedCE = estimate.LossKernel(*c.FusedCE)
 	}
 	if st, err := estimate.StackByName(c.Framework); err == nil {
 		st.Apply(&r)
@@ -143,7 +155,7 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 		st.Apply(&r)
 	}
 	if r.GradCkpt == "" {
-		r.GradCkpt = "none"
+		r.GradCkpt = estimate.CkptNone
 	}
 	// GPU: the card's own memory when it is in the table, else the stated size.
 	if c.GPU.Name != nil {
@@ -162,18 +174,19 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 		if n < 2 && c.Sharding.Strategy != "ddp" {
 			return r, assumed, fmt.Sprintf("sharding %s without a GPU count", c.Sharding.Strategy)
 		}
-		r.Sharding = estimate.Sharding{Strategy: c.Sharding.Strategy, GPUs: n, CPUOffload: c.Sharding.CPUOffload}
+		r.Sharding = estimate.Sharding{Strategy: estimate.Strategy(c.Sharding.Strategy), GPUs: n, CPUOffload: estimate.Offload(c.Sharding.CPUOffload)}
 	}
 	return r, assumed, ""
 }
 
-// normalizeOptimizer maps optimizer names that behave alike onto the names
-// the estimators know.
-func normalizeOptimizer(name string) string {
+// normalizeOptimizer maps optimizer names that measurement sources use and
+// behave alike onto the names the estimators know (estimate.Optimizers;
+// Normalize reads their own aliases).
+func normalizeOptimizer(name string) estimate.Optimizer {
 	name = strings.ToLower(name)
 	switch name {
-	case "adamw_hf", "adamw", "adam":
-		return "adamw_torch" // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
+	case "adamw_hf", "adam":
+		return estimate.AdamWTorch // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
 	}
-	return name
+	return estimate.Optimizer(name)
 }

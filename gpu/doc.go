@@ -11,14 +11,17 @@
 //     them), what a card supports (SupportsBF16, SupportsFlashAttention2),
 //     and parsing of card lists such as "4xA100-80GB" or "2xH100,1x4090"
 //     (ParseGPUList) and of detected indices such as "0,2" (ParseIndexList);
-//   - pure parsers of nvidia-smi and rocm-smi output, and a Prober interface
-//     with a real implementation that runs those tools under a timeout and a
-//     fake for tests;
-//   - a probe of the Python training stack (torch, transformers, peft, …)
-//     behind the StackProber interface;
+//   - pure readers of what nvidia-smi and rocm-smi print (ParseGPUQuery,
+//     ParseAppQuery, ParseBanner, ParseROCmSMI, assembled into an Inventory by
+//     NVIDIAInventory and ROCmInventory) and of the Python stack script's
+//     JSON (ParseStack);
 //   - Diagnose, which turns an inventory and a stack into findings a user can
 //     act on; and
 //   - SelectGPUs / SelectExplicit, the multi-GPU placement (Unsloth Studio's rule, docs/memory-model.md#multi-gpu-placement).
+//
+// It runs nothing: package gpu/probe runs the tools and the Python
+// interpreter and hands their output to these readers, so that a package
+// needing only the table never reaches os/exec.
 //
 // It refuses to guess: a card that is not in the table stays unmatched rather
 // than being mapped to the nearest name, a missing Python package is absent

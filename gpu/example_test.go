@@ -1,7 +1,6 @@
 package gpu_test
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/canifinetune/canifinetune/gpu"
@@ -42,11 +41,12 @@ func ExampleParseGPUList() {
 
 // --gpu auto on a multi-GPU host: detect, then place a 100 GiB plan (seed 001).
 func ExampleSelectGPUs() {
-	inv, _ := gpu.FakeProber{Inventory: gpu.Inventory{GPUs: []gpu.Device{
+	// The devices a probe (package gpu/probe) found.
+	inv := gpu.Inventory{GPUs: []gpu.Device{
 		{Index: 0, Name: "NVIDIA A100-SXM4-80GB", TotalMiB: 81920, FreeMiB: 2726},
 		{Index: 1, Name: "NVIDIA A100-SXM4-80GB", TotalMiB: 81920, FreeMiB: 81036},
 		{Index: 2, Name: "NVIDIA A100-SXM4-80GB", TotalMiB: 81920, FreeMiB: 60552},
-	}}}.Probe(context.Background())
+	}}
 	sel, err := gpu.SelectGPUs(100*gpu.GiB, inv.GPUs)
 	if err != nil {
 		panic(err)

@@ -1,5 +1,12 @@
 package gpu
 
+import "errors"
+
+// ErrNoGPU is no GPU to work with: a probe that found none (neither
+// nvidia-smi nor rocm-smi is installed, or the tool lists no device), or a
+// placement given no devices. Callers branch on it (doctor exits 5).
+var ErrNoGPU = errors.New("no GPU found")
+
 // Unknown is the value of a memory field the tool did not report ("[N/A]",
 // "[Not Supported]"): a missing value is not zero (seed 000).
 const Unknown int64 = -1

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -283,6 +284,75 @@ func mergeProcesses(banner, apps []Process, devs []Device) []Process {
 		}
 	}
 	return out
+}
+
+// NVIDIAAnswers are nvidia-smi's answers to the three questions a probe
+// asks: the GPU query, the compute-apps query and plain nvidia-smi (for the
+// CUDA version and graphics processes). The probe runs the tool; this
+// package only reads what it printed.
+type NVIDIAAnswers struct {
+	// Fields are the fields the GPU query asked for: GPUQueryFields, or
+	// LegacyGPUQueryFields on a driver before 510.
+	Fields []string
+	// GPUs is the answer to --query-gpu with Fields.
+	GPUs string
+	// Apps is the answer to --query-compute-apps with AppQueryFields;
+	// AppsErr is why there is none.
+	Apps    string
+	AppsErr error
+	// Banner is plain nvidia-smi's output; BannerErr is why there is none.
+	Banner    string
+	BannerErr error
+}
+
+// NVIDIAInventory reads nvidia-smi's answers into an inventory. Only the GPU
+// query is needed: a failed process query or banner is a warning, and a
+// driver that knows no compute_cap gets it from the card table. It fails
+// when the GPU query holds no readable row.
+func NVIDIAInventory(a NVIDIAAnswers) (Inventory, error) {
+	inv := Inventory{Tool: "nvidia-smi"}
+	if !slices.Contains(a.Fields, "compute_cap") {
+		// Drivers before 510 know neither compute_cap nor, on some, MIG.
+		inv.Warnings = append(inv.Warnings, "this driver reports neither compute capability nor MIG mode: compute capability comes from the GPU table, MIG is taken as off")
+	}
+	devs, driver, warns := ParseGPUQuery(a.GPUs, a.Fields)
+	inv.Warnings = append(inv.Warnings, warns...)
+	if len(devs) == 0 {
+		return inv, fmt.Errorf("nvidia-smi printed no readable GPU row: %q", clip(strings.TrimSpace(a.GPUs)))
+	}
+	fillComputeCapability(devs)
+	inv.GPUs, inv.Driver = devs, driver
+
+	var apps []Process
+	if a.AppsErr != nil {
+		inv.Warnings = append(inv.Warnings, fmt.Sprintf("compute process query failed: %v", a.AppsErr))
+	} else {
+		var w []string
+		apps, w = ParseAppQuery(a.Apps, devs)
+		inv.Warnings = append(inv.Warnings, w...)
+	}
+	var banner Banner
+	if a.BannerErr != nil {
+		inv.Warnings = append(inv.Warnings, fmt.Sprintf("plain nvidia-smi (for the CUDA version and graphics processes) failed: %v", a.BannerErr))
+	} else {
+		banner = ParseBanner(a.Banner)
+	}
+	inv.CUDA = banner.CUDA
+	if inv.Driver == "" {
+		inv.Driver = banner.Driver
+	}
+	inv.Processes = mergeProcesses(banner.Processes, apps, devs)
+	return inv, nil
+}
+
+// fillComputeCapability takes a device's compute capability from its card
+// when the tool did not report one.
+func fillComputeCapability(devs []Device) {
+	for i := range devs {
+		if devs[i].ComputeCapability == "" && devs[i].Card != nil {
+			devs[i].ComputeCapability = devs[i].Card.ComputeCapability
+		}
+	}
 }
 
 func clip(s string) string {

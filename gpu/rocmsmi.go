@@ -73,6 +73,20 @@ func ParseROCmSMI(out []byte) (devs []Device, driver string, warnings []string, 
 }
 
 // stringField finds a key case-insensitively and returns its string value.
+// ROCmInventory reads rocm-smi's answer to ROCmArgs into an inventory, with
+// compute capabilities from the card table. An answer listing no card is an
+// inventory without GPUs, not an error; a malformed one is an error.
+func ROCmInventory(out []byte) (Inventory, error) {
+	inv := Inventory{Tool: "rocm-smi"}
+	devs, driver, warns, err := ParseROCmSMI(out)
+	if err != nil {
+		return inv, err
+	}
+	fillComputeCapability(devs)
+	inv.GPUs, inv.Driver, inv.Warnings = devs, driver, warns
+	return inv, nil
+}
+
 func stringField(fields map[string]any, key string) string {
 	for k, v := range fields {
 		if strings.EqualFold(strings.TrimSpace(k), key) {

@@ -106,7 +106,7 @@ func Evaluate(est estimate.Estimator, r estimate.Request, g GPUs) (*Plan, error)
 	return plan, nil
 }
 
-func sharded(st string) bool { return st != "" && st != "none" }
+func sharded(st estimate.Strategy) bool { return st.Spec().DataParallel }
 
 // Place is the model-parallel placement: without a data-parallel strategy,
 // a run that does not fit its budget card is split across GPUs (accelerate
@@ -187,6 +187,27 @@ func eligible(devices []gpu.Device) []gpu.Device {
 	return el
 }
 
+// DataParallelRanks chooses the detected GPUs a data-parallel run of n ranks
+// per node uses: the n usable ones (not MIG, with memory readings) with the
+// most free memory, most free first, so the last bounds every rank — DDP,
+// FSDP and ZeRO keep ranks in lockstep, and the rank with the least free
+// memory is the first to run out. n = 0 asks for every usable GPU. It
+// returns the chosen GPUs and how many were usable; when fewer than n are,
+// it returns them all.
+func DataParallelRanks(devices []gpu.Device, n int) (ranks []gpu.Device, usable int) {
+	var el []gpu.Device
+	for _, d := range devices {
+		if !d.MIG && d.FreeMiB >= 0 && d.TotalMiB > 0 {
+			el = append(el, d)
+		}
+	}
+	sort.SliceStable(el, func(a, b int) bool { return el[a].FreeMiB > el[b].FreeMiB })
+	if n <= 0 || n > len(el) {
+		n = len(el)
+	}
+	return el[:n], len(el)
+}
+
 // available is how many GPUs a data-parallel strategy could spread over per
 // node: the run's own when it has a strategy, else the GPUs it may use.
 func (g GPUs) available(r estimate.Request) int64 {
@@ -249,7 +270,7 @@ func (g GPUs) budgetFor(q, base estimate.Request, n int64) estimate.Request {
 
 // DataParallel is the per-GPU view of a sharded run.
 type DataParallel struct {
-	Strategy    string
+	Strategy    estimate.Strategy
 	Nodes       int64
 	GPUsPerNode int64
 	WorldSize   int64
@@ -258,7 +279,7 @@ type DataParallel struct {
 	ShardGroup int64
 	// Offload is the CPU offload; HostPerGPU and HostPerNode the host memory
 	// it takes.
-	Offload                 string
+	Offload                 estimate.Offload
 	HostPerGPU, HostPerNode int64
 	// Scaling says what changes with the node count.
 	Scaling string
@@ -273,7 +294,7 @@ func (g GPUs) DataParallel(r estimate.Request, e *estimate.Estimate) *DataParall
 	nodes, perNode, world := g.Nodes, g.GPUsPerNode, g.WorldSize()
 	d := &DataParallel{Strategy: st, Nodes: nodes, GPUsPerNode: perNode, WorldSize: world, ShardGroup: r.Sharding.GPUs,
 		Offload: r.Sharding.CPUOffload, HostPerGPU: e.HostOffload, HostPerNode: e.HostOffload * perNode}
-	if st == "ddp" || st == "fsdp_no_shard" {
+	if st.Spec().Shards == estimate.ShardNothing {
 		d.ShardGroup = 1
 	}
 	switch st {
@@ -301,7 +322,7 @@ func (g GPUs) DataParallel(r estimate.Request, e *estimate.Estimate) *DataParall
 // allgather_bucket_size default to 5e8 elements, stage3_max_live_parameters
 // to 1e9), and NCCL's environment documentation (NCCL_BUFFSIZE defaults to
 // 4 MiB per channel and peer).
-func CommBuffers(st string, e *estimate.Estimate) []string {
+func CommBuffers(st estimate.Strategy, e *estimate.Estimate) []string {
 	nccl := "NCCL's own buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer by default) grow with the peers and are not in the total"
 	switch st {
 	case "ddp", "fsdp_no_shard":

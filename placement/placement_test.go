@@ -9,6 +9,7 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/hfconfig"
+	"github.com/google/go-cmp/cmp"
 )
 
 const gib = estimate.GiB
@@ -102,7 +103,7 @@ func TestPlaceExplicitAndSharded(t *testing.T) {
 func TestDataParallel(t *testing.T) {
 	e := &estimate.Estimate{HostOffload: 3 * gib, TrainableParams: 1e9}
 	for _, tt := range []struct {
-		st                     string
+		st                     estimate.Strategy
 		perNode, nodes, shards int64
 		wantGroup, wantWorld   int64
 		scaling                string
@@ -164,7 +165,7 @@ func TestEvaluateChangesOnPlacement(t *testing.T) {
 		{3, "", "--grad-ckpt full", estimate.FitNo, 0.6, 0.72, false},
 	} {
 		devs, card := a100s(t, tt.gpus)
-		r := estimate.Request{Model: m, Method: estimate.LoRA, SeqLen: 2048, Batch: 1, GradCkpt: tt.ckpt, GPUTotal: card.MemoryBytes()}
+		r := estimate.Request{Model: m, Method: estimate.LoRA, SeqLen: 2048, Batch: 1, GradCkpt: estimate.Checkpointing(tt.ckpt), GPUTotal: card.MemoryBytes()}
 		plan, err := Evaluate(est, r, GPUs{Devices: devs, Positional: true, GPUsPerNode: 1, Nodes: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -205,4 +206,40 @@ func BenchmarkChanges(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "searches/s")
+}
+
+// A data-parallel run on detected GPUs takes the ones with the most free
+// memory, most free first, leaving out MIG slices and GPUs without readings;
+// the last chosen bounds every rank.
+func TestDataParallelRanks(t *testing.T) {
+	devs := []gpu.Device{
+		{Index: 0, TotalMiB: 81920, FreeMiB: 2000},
+		{Index: 1, TotalMiB: 81920, FreeMiB: 80000},
+		{Index: 2, TotalMiB: 81920, FreeMiB: 60000, MIG: true},
+		{Index: 3, TotalMiB: 81920, FreeMiB: 70000},
+		{Index: 4, TotalMiB: 81920, FreeMiB: gpu.Unknown},
+		{Index: 5, TotalMiB: 81920, FreeMiB: 70000},
+	}
+	for _, c := range []struct {
+		n          int
+		want       []int
+		wantUsable int
+	}{
+		{0, []int{1, 3, 5, 0}, 4},
+		{2, []int{1, 3}, 4},
+		{3, []int{1, 3, 5}, 4}, // equal free memory keeps the detected order
+		{8, []int{1, 3, 5, 0}, 4},
+	} {
+		ranks, usable := DataParallelRanks(devs, c.n)
+		var got []int
+		for _, d := range ranks {
+			got = append(got, d.Index)
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" || usable != c.wantUsable {
+			t.Errorf("n=%d: usable %d (want %d), ranks (-want +got):\n%s", c.n, usable, c.wantUsable, diff)
+		}
+	}
+	if ranks, usable := DataParallelRanks(nil, 2); len(ranks) != 0 || usable != 0 {
+		t.Errorf("no devices: %v, %d", ranks, usable)
+	}
 }

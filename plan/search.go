@@ -93,12 +93,17 @@ type Options struct {
 
 // candidate is the lever settings of one configuration.
 type candidate struct {
-	method            estimate.Method
-	seq               int64
-	ckpt, ce, opt     string
-	strategy, offload string
-	world, nodes      int64
-	micro, accum      int64
+	method   estimate.Method
+	seq      int64
+	ckpt     estimate.Checkpointing
+	ce       estimate.LossKernel
+	opt      estimate.Optimizer
+	strategy estimate.Strategy
+	offload  estimate.Offload
+	world    int64
+	nodes    int64
+	micro    int64
+	accum    int64
 }
 
 // Search estimates every combination of the levers, keeps those that fit
@@ -247,7 +252,10 @@ func Layouts(s Space, effective int64) []Layout {
 	return out
 }
 
-type shard struct{ strategy, offload string }
+type shard struct {
+	strategy estimate.Strategy
+	offload  estimate.Offload
+}
 
 // shardings are the data-parallel strategies tried on more than one GPU:
 // DDP; ZeRO 1, 2, 3; FSDP's two sharded modes; and CPU offload with them.
@@ -311,8 +319,8 @@ func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
 	return out
 }
 
-func uniq(first string, more ...string) []string {
-	out := []string{first}
+func uniq[T comparable](first T, more ...T) []T {
+	out := []T{first}
 	for _, m := range more {
 		if !slices.Contains(out, m) {
 			out = append(out, m)
@@ -362,7 +370,7 @@ func trades(base, q estimate.Request, t Time) []string {
 		}
 	}
 	if q.FusedCE != base.FusedCE {
-		out = append(out, q.FusedCE+" loss kernel")
+		out = append(out, string(q.FusedCE)+" loss kernel")
 	}
 	if q.Optimizer != base.Optimizer {
 		out = append(out, "8-bit optimizer states")
@@ -378,7 +386,7 @@ func trades(base, q estimate.Request, t Time) []string {
 		out = append(out, s)
 	}
 	if off := q.Sharding.CPUOffload; off != "none" {
-		s := "CPU offload of " + strings.ReplaceAll(off, "+", " and ")
+		s := "CPU offload of " + strings.ReplaceAll(string(off), "+", " and ")
 		if t.Known && t.Offload > 0 && t.Step > 0 {
 			s += fmt.Sprintf(" (%.0f %% of the step on the host link)", 100*t.Offload/t.Step)
 		}

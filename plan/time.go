@@ -245,7 +245,7 @@ func StepTime(hw Hardware, r estimate.Request, e *estimate.Estimate, f FLOPs, pa
 
 	shard := float64(max(r.Sharding.GPUs, 1))
 	if hw.Host.BytesPerSec > 0 {
-		off := r.Sharding.CPUOffload
+		off := string(r.Sharding.CPUOffload)
 		if strings.Contains(off, "optimizer") {
 			// Gradients go to the host, updated 16-bit weights come back.
 			t.Offload += 2 * tr * gBytes / shard / hw.Host.BytesPerSec

@@ -163,6 +163,11 @@ func (t *Trace) report(opts Options) (_ *Report, err error) {
 	if err := a.join(ops, launches, byTime, joins); err != nil {
 		return nil, fmt.Errorf("join ops to launches: %w", err)
 	}
+	if a.orphans > 0 {
+		r.Flags = append(r.Flags, Flag{Code: "gpu_ops_missing", Count: a.orphans,
+			Detail:      fmt.Sprintf("%d kernel launches have no GPU op with their correlation id: the trace lost those GPU records (a full CUPTI buffer, or the profiler stopped before they ran)", a.orphans),
+			BlastRadius: "the lost ops are missing from every figure: busy time, categories, kernels and steps are low, gaps high; if they ran on other GPUs, those GPUs' figures"})
+	}
 	// The joined records carry what the sweep needs of the launches.
 	if err := errors.Join(ops.close(), launches.close()); err != nil {
 		return nil, fmt.Errorf("release scratch: %w", err)
@@ -268,13 +273,14 @@ type analysis struct {
 	rank     []int32
 	cats     []Category // per name, decided by the first op seen in time order
 	catSeen  []bool
+	orphans  int64 // launches whose correlation id no GPU op has
 
 	gpuLabels, hostLabels *sorted[Label]
 }
 
 // joinStats are one device's join and step-tagging counts.
 type joinStats struct {
-	noCorr, noLaunch, before int64
+	noCorr, noLaunch, before, beforeLaunch int64
 }
 
 // join reads ops and launches, both sorted by correlation id, and writes
@@ -284,6 +290,21 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 	lp := newPeeker(launches.iter())
 	oi := ops.iter()
 	steps := a.steps
+	// A kernel launch whose correlation id no op has is a GPU record the
+	// trace lost (CUPTI's buffer full, the profiler stopped early):
+	// counted once per id, however many launches share it.
+	matched, lastCounted := false, uint32(0)
+	skip := func() {
+		c := lp.cur.Corr
+		if !matched && c != lastCounted && lp.cur.Kernel {
+			a.orphans++
+			lastCounted = c
+		}
+		lp.advance()
+		if lp.ok && lp.cur.Corr != c {
+			matched = false
+		}
+	}
 	var o Op
 	for oi.next(&o) {
 		st := stats[o.Device]
@@ -296,10 +317,18 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 			st.noCorr++
 		} else {
 			for lp.ok && lp.cur.Corr < o.Corr {
-				lp.advance()
+				skip()
 			}
 			if lp.ok && lp.cur.Corr == o.Corr {
+				matched = true
 				j.LStart, j.LEnd, j.Thread, j.HasLaunch = lp.cur.Start, lp.cur.End, lp.cur.Thread, true
+				if o.Start < j.LStart {
+					// The GPU cannot run an op before the host asks for
+					// it: one of the two timestamps is corrupt, and the op
+					// cannot be placed on the timeline.
+					st.beforeLaunch++
+					continue
+				}
 			} else {
 				st.noLaunch++
 			}
@@ -318,6 +347,9 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 		if err := out.add(j); err != nil {
 			return err
 		}
+	}
+	for lp.ok {
+		skip()
 	}
 	return errors.Join(oi.err, lp.it.err)
 }
@@ -348,6 +380,22 @@ type deviceAnalysis struct {
 	hostUnlab   int64 // busy time of ops without a launch, for the host label table
 	gapLens     *sorter[gapRec]
 	gaps        Gaps
+	untaggedGap int64 // gaps ended by ops in no step
+
+	// Category unions: how many ops of each category run at the current
+	// instant, device-wide and per step, and the time at least one did.
+	activeCat    [numCategories]int32
+	catUnion     [numCategories]int64
+	tailUnion    [numCategories]int64 // since the last gap the host caused
+	activeStep   []stepCat            // (step, category) pairs running now
+	stepCatUnion [][numCategories]int64
+}
+
+// stepCat counts the running ops of one step and category.
+type stepCat struct {
+	step int32
+	cat  Category
+	n    int32
 }
 
 // slot is a running op with its exclusive time so far.
@@ -384,6 +432,7 @@ func (a *deviceAnalysis) run(p *peeker[jop]) (Device, error) {
 	a.byName = map[int32]*acc{}
 	n := len(a.steps)
 	a.stepRows = make([]Step, n)
+	a.stepCatUnion = make([][numCategories]int64, n)
 	a.gpuFirst = make([]int64, n)
 	a.gpuLast = make([]int64, n)
 	for k, s := range a.steps {
@@ -444,6 +493,10 @@ func (a *deviceAnalysis) joinFlags() {
 	}
 	if a.js.noLaunch > 0 {
 		a.flag("no_launch", a.js.noLaunch, fmt.Sprintf("%d ops have a correlation id with no cuda_runtime/cuda_driver launch in the trace", a.js.noLaunch), blast)
+	}
+	if a.js.beforeLaunch > 0 {
+		a.flag("starts_before_launch", a.js.beforeLaunch, fmt.Sprintf("%d ops start before their own launch call: a corrupt GPU or host timestamp", a.js.beforeLaunch),
+			"they are left out of every figure (ops, busy time, span, breakdowns, steps, gaps) rather than stretch the span")
 	}
 }
 
@@ -583,6 +636,7 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 			a.ends.remove(a.slots[x].endPos)
 			a.owner.remove(a.slots[x].ownPos)
 			s := &a.slots[x]
+			a.running(&s.j, -1)
 			if err := a.retire(&s.j, s.seq, s.excl); err != nil {
 				return st, err
 			}
@@ -596,6 +650,7 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 			next = p.cur.Start
 		}
 		a.slots[a.owner.top()].excl += next - t
+		a.unions(next - t)
 		t = next
 	}
 	if p.it.err != nil {
@@ -625,6 +680,43 @@ func (a *deviceAnalysis) start(o jop) {
 	a.slots[x] = slot{j: o, seq: a.seq, prio: a.cats[o.Name].priority()}
 	a.ends.push(x)
 	a.owner.push(x)
+	a.running(&o, 1)
+}
+
+// running counts op o in (delta 1) or out (-1) of the ops running now, by
+// category and by step and category.
+func (a *deviceAnalysis) running(o *jop, delta int32) {
+	c := a.cats[o.Name]
+	a.activeCat[c] += delta
+	if o.Step < 0 {
+		return
+	}
+	for i := range a.activeStep {
+		e := &a.activeStep[i]
+		if e.step == o.Step && e.cat == c {
+			if e.n += delta; e.n == 0 {
+				a.activeStep[i] = a.activeStep[len(a.activeStep)-1]
+				a.activeStep = a.activeStep[:len(a.activeStep)-1]
+			}
+			return
+		}
+	}
+	a.activeStep = append(a.activeStep, stepCat{step: o.Step, cat: c, n: delta})
+}
+
+// unions adds dt of running time to every category, and every step's
+// category, with an op running now. The (step, category) pairs running at
+// one instant are few: the ops running at one instant are.
+func (a *deviceAnalysis) unions(dt int64) {
+	for c, n := range a.activeCat {
+		if n > 0 {
+			a.catUnion[c] += dt
+			a.tailUnion[c] += dt
+		}
+	}
+	for _, e := range a.activeStep {
+		a.stepCatUnion[e.step][e.cat] += dt
+	}
 }
 
 // retire books a finished op's exclusive time into every table.
@@ -688,6 +780,13 @@ func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
 		g.HostLate = ls - start
 		g.Launch = le - ls
 		g.Queued = end - le
+		if g.HostLate+g.Launch > 0 {
+			// The GPU went idle before the launch call of the op that ends
+			// the gap returned: with the host's launch times fixed, nothing
+			// before the gap can make that op, or any after it, start
+			// earlier, so the tail starts again here (see WhatIf).
+			a.tailUnion = [numCategories]int64{}
+		}
 	} else {
 		g.Unattributed = end - start
 	}
@@ -700,6 +799,9 @@ func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
 	if k := next.Step; k >= 0 {
 		a.stepRows[k].GapCount++
 		a.stepRows[k].GapNS += end - start
+		a.stepRows[k].HostWaitNS += g.HostLate + g.Launch
+	} else {
+		a.untaggedGap += end - start
 	}
 	if a.opts.onGap != nil {
 		a.opts.onGap(int(a.dev), g)
@@ -781,8 +883,9 @@ func shareOf(x, busy int64) float64 {
 func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	for c := range numCategories {
 		x := a.byCat[c]
+		u, tail := a.catUnion[c], a.tailUnion[c]
 		cats = append(cats, Row{Name: c.String(), Ops: x.ops, SumDurNS: x.sum, ExclusiveNS: x.ex,
-			Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ)})
+			Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ), UnionNS: &u, TailUnionNS: &tail})
 	}
 	for name, x := range a.byName {
 		kernels = append(kernels, Row{Name: a.t.Names[name], Category: a.cats[name].String(), Ops: x.ops,
@@ -797,50 +900,52 @@ func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	return cats, kernels
 }
 
-// stepFigures finishes the per-step table and the typical medians.
+// stepFigures finishes the per-step table and picks the typical step.
 func (a *deviceAnalysis) stepFigures() Steps {
 	n := len(a.steps)
-	out := Steps{Steps: []Step{}, UntaggedBusyNS: a.untagged}
+	out := Steps{Steps: []Step{}, UntaggedBusyNS: a.untagged, UntaggedGapNS: a.untaggedGap}
 	if n == 0 {
 		return out
 	}
 	out.Steps = a.stepRows
 	for k := range out.Steps {
+		s := &out.Steps[k]
 		if a.gpuFirst[k] >= 0 {
-			out.Steps[k].GPUSpanNS = a.gpuLast[k] - a.gpuFirst[k]
+			s.GPUSpanNS = a.gpuLast[k] - a.gpuFirst[k]
 		}
+		s.GPUTimeNS = s.BusyNS + s.GapNS
 	}
 	if n >= 3 && !a.opts.AllSteps {
 		out.Steps[0].Note = "first step: warm-up, excluded from typical figures"
 		out.Steps[n-1].Note = "last step: may be cut by the profiler window, excluded from typical figures"
 	}
-	var spans, busy, gaps []int64
-	var fracs []float64
-	for _, s := range out.Steps {
-		if !s.Typical {
-			continue
-		}
-		spans = append(spans, s.SpanNS)
-		busy = append(busy, s.BusyNS)
-		gaps = append(gaps, s.GapNS)
-		if s.SpanNS > 0 {
-			fracs = append(fracs, float64(s.BusyNS)/float64(s.SpanNS))
+	// The typical step is one step, so that its figures agree with each
+	// other: medians taken figure by figure can pair one step's busy time
+	// with another's span.
+	var typical []int
+	for k, s := range out.Steps {
+		if s.Typical {
+			typical = append(typical, k)
 		}
 	}
-	out.Typical = Typical{Steps: len(spans), SpanNS: median(spans), BusyNS: median(busy), GapNS: median(gaps),
-		BusyFraction: median(fracs)}
+	if len(typical) == 0 {
+		return out
+	}
+	slices.SortStableFunc(typical, func(x, y int) int { return cmp.Compare(out.Steps[x].SpanNS, out.Steps[y].SpanNS) })
+	k := typical[(len(typical)-1)/2]
+	s := out.Steps[k]
+	t := Typical{Steps: len(typical), Step: s.Name, SpanNS: s.SpanNS, GPUTimeNS: s.GPUTimeNS, BusyNS: s.BusyNS, GapNS: s.GapNS,
+		HostWaitNS: s.HostWaitNS, CategoryUnionNS: map[string]int64{}}
+	if s.GPUTimeNS > 0 {
+		t.BusyFraction = float64(s.BusyNS) / float64(s.GPUTimeNS)
+	}
+	for c, u := range a.stepCatUnion[k] {
+		if u > 0 {
+			t.CategoryUnionNS[Category(c).String()] = u
+		}
+	}
+	out.Typical = t
 	return out
-}
-
-// median is the lower median: an observed value, never an average of two;
-// 0 for no values. It sorts v.
-func median[T cmp.Ordered](v []T) T {
-	if len(v) == 0 {
-		var zero T
-		return zero
-	}
-	slices.Sort(v)
-	return v[(len(v)-1)/2]
 }
 
 // slotHeap is a binary min-heap of slot indices that keeps each slot's

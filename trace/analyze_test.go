@@ -51,15 +51,15 @@ func catExcl(d Device) map[string]int64 {
 // One gap [20,25); D's launch runs [21,23): host late 1, launch 2, queued 2.
 func TestReportCrafted(t *testing.T) {
 	in := traceJSON(
-		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 11, "ts": -5, "dur": 13}`,
-		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 10, "tid": 11, "ts": 8, "dur": 22}`,
-		launch("-1", "0.5", 1), launch("3", "1", 3), launch("9", "1", 2), launch("21", "2", 4),
-		kernel("sm80_gemm", 7, "0", "10", 1),
-		kernel("vectorized_add", 7, "12", "3", 2),
-		kernel("ncclKernel_AllReduce", 8, "5", "15", 3),
-		`{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 0, "tid": 7, "ts": 25, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 4}}`,
-		`{"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 0, "dur": 16}`,
-		`{"ph": "X", "cat": "gpu_user_annotation", "name": "mm", "pid": 0, "tid": 7, "ts": 0, "dur": 11}`,
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 11, "ts": 95, "dur": 13}`,
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 10, "tid": 11, "ts": 108, "dur": 22}`,
+		launch("99", "0.5", 1), launch("103", "1", 3), launch("109", "1", 2), launch("121", "2", 4),
+		kernel("sm80_gemm", 7, "100", "10", 1),
+		kernel("vectorized_add", 7, "112", "3", 2),
+		kernel("ncclKernel_AllReduce", 8, "105", "15", 3),
+		`{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 0, "tid": 7, "ts": 125, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 4}}`,
+		`{"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 100, "dur": 16}`,
+		`{"ph": "X", "cat": "gpu_user_annotation", "name": "mm", "pid": 0, "tid": 7, "ts": 100, "dur": 11}`,
 	)
 	var gaps []Gap
 	r := analyzeString(t, in, Options{onGap: func(_ int, g Gap) { gaps = append(gaps, g) }})
@@ -83,8 +83,8 @@ func TestReportCrafted(t *testing.T) {
 		t.Errorf("streams (-want +got):\n%s", diff)
 	}
 	// Parse interns names in the order Analyze does, so tr gives D's name id.
-	wantGaps := []Gap{{Start: 20000, End: 25000, HostLate: 1000, Launch: 2000, Queued: 2000, Step: 1,
-		Next: Op{Start: 25000, Dur: 1000, Corr: 4, Name: tr.names["Memcpy DtoD"], Stream: 7, Kind: KindMemcpy}}}
+	wantGaps := []Gap{{Start: 120000, End: 125000, HostLate: 1000, Launch: 2000, Queued: 2000, Step: 1,
+		Next: Op{Start: 125000, Dur: 1000, Corr: 4, Name: tr.names["Memcpy DtoD"], Stream: 7, Kind: KindMemcpy}}}
 	if diff := cmp.Diff(wantGaps, gaps); diff != "" {
 		t.Errorf("gaps (-want +got):\n%s", diff)
 	}
@@ -198,8 +198,9 @@ func TestReportMatchesBruteForce(t *testing.T) {
 			o := op{start: rng.IntN(60), stream: 7 + rng.IntN(3), name: names[rng.IntN(len(names))]}
 			o.end = o.start + rng.IntN(15)
 			ops = append(ops, o)
-			events = append(events, kernel(o.name, o.stream, fmt.Sprint(o.start), fmt.Sprint(o.end-o.start), i+1))
-			events = append(events, launch(fmt.Sprint(o.start-rng.IntN(8)), fmt.Sprint(rng.IntN(4)), i+1))
+			// 100 µs on in the trace: timestamps ≤ 0 are corrupt.
+			events = append(events, kernel(o.name, o.stream, fmt.Sprint(100+o.start), fmt.Sprint(o.end-o.start), i+1))
+			events = append(events, launch(fmt.Sprint(100+o.start-rng.IntN(8)), fmt.Sprint(rng.IntN(4)), i+1))
 		}
 		var gaps []Gap
 		r := analyzeString(t, traceJSON(events...), Options{onGap: func(_ int, g Gap) { gaps = append(gaps, g) }})
@@ -407,6 +408,36 @@ func checkInvariants(t *testing.T, d Device) {
 	if d.BusyNS+d.Gaps.TotalNS != d.SpanNS {
 		t.Errorf("busy %d + gaps %d != span %d", d.BusyNS, d.Gaps.TotalNS, d.SpanNS)
 	}
+	// Per step as at device level: busy + gaps = the step's GPU time, and
+	// the steps' GPU times with the untagged parts fill the span.
+	parts := d.Steps.UntaggedBusyNS + d.Steps.UntaggedGapNS
+	for _, s := range d.Steps.Steps {
+		if s.BusyNS+s.GapNS != s.GPUTimeNS {
+			t.Errorf("%s: busy %d + gaps %d != GPU time %d", s.Name, s.BusyNS, s.GapNS, s.GPUTimeNS)
+		}
+		parts += s.GPUTimeNS
+	}
+	if parts != d.SpanNS {
+		t.Errorf("steps' GPU time and untagged busy and gaps sum to %d, span is %d", parts, d.SpanNS)
+	}
+	ty := d.Steps.Typical
+	if ty.BusyNS+ty.GapNS != ty.GPUTimeNS || ty.BusyNS > ty.GPUTimeNS {
+		t.Errorf("typical step: busy %d + gaps %d vs GPU time %d", ty.BusyNS, ty.GapNS, ty.GPUTimeNS)
+	}
+	for _, f := range []float64{d.BusyFraction, ty.BusyFraction} {
+		if f < 0 || f > 1 {
+			t.Errorf("busy fraction %v outside [0, 1]", f)
+		}
+	}
+	for _, c := range d.Categories {
+		u := *c.UnionNS
+		if u < c.ExclusiveNS || u > c.SumDurNS || u > d.BusyNS || *c.TailUnionNS > u {
+			t.Errorf("category %s: union %d, tail %d, exclusive %d, Σdur %d, busy %d", c.Name, u, *c.TailUnionNS, c.ExclusiveNS, c.SumDurNS, d.BusyNS)
+		}
+		if ty.CategoryUnionNS[c.Name] > u {
+			t.Errorf("category %s: typical step's union %d > device's %d", c.Name, ty.CategoryUnionNS[c.Name], u)
+		}
+	}
 	g := d.Gaps
 	if g.HostLateNS+g.LaunchNS+g.QueuedNS+g.UnattributedNS != g.TotalNS {
 		t.Errorf("gap parts %d+%d+%d+%d != total %d", g.HostLateNS, g.LaunchNS, g.QueuedNS, g.UnattributedNS, g.TotalNS)
@@ -458,9 +489,9 @@ func TestStepFlags(t *testing.T) {
 		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": 10}`, n, ts)
 	}
 	in := traceJSON(
-		step(1, "0"), step(2, "10"), step(5, "20"), step(6, "30"), step(6, "30"), // #6 twice: one step
-		launch("-5", "1", 1), kernel("early", 7, "1", "2", 1),
-		launch("12", "1", 2), kernel("k", 7, "13", "2", 2),
+		step(1, "100"), step(2, "110"), step(5, "120"), step(6, "130"), step(6, "130"), // #6 twice: one step
+		launch("95", "1", 1), kernel("early", 7, "101", "2", 1),
+		launch("112", "1", 2), kernel("k", 7, "113", "2", 2),
 	)
 	r := analyzeString(t, in, Options{})
 	var got []string
@@ -476,5 +507,82 @@ func TestStepFlags(t *testing.T) {
 	}
 	if u := r.Devices[0].Steps.UntaggedBusyNS; u != 2000 {
 		t.Errorf("untagged busy = %d, want 2000 (the early op)", u)
+	}
+}
+
+// TestTypicalIsOneStep: the typical figures are the median step's (by host
+// span), not medians taken figure by figure, which paired one step's busy
+// time with another's span and gave busy fractions above 1.
+func TestTypicalIsOneStep(t *testing.T) {
+	step := func(n int, ts, dur string) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": %s}`, n, ts, dur)
+	}
+	// Host spans 10, 20 and 30 µs; step 2 launches 30 µs of GPU work, the
+	// others 1 and 2 µs.
+	in := traceJSON(step(1, "100", "10"), step(2, "110", "20"), step(3, "130", "30"),
+		launch("101", "1", 1), kernel("k1", 7, "102", "1", 1),
+		launch("111", "1", 2), kernel("k2", 7, "112", "30", 2),
+		launch("131", "1", 3), kernel("k3", 7, "150", "2", 3))
+	r := analyzeString(t, in, Options{AllSteps: true})
+	d := r.Devices[0]
+	checkInvariants(t, d)
+	// Step 2's GPU time: its 30 µs of work and the 9 µs gap before it.
+	want := Typical{Steps: 3, Step: "ProfilerStep#2", SpanNS: 20000, GPUTimeNS: 39000, BusyNS: 30000, GapNS: 9000,
+		HostWaitNS: 9000, BusyFraction: 30.0 / 39, CategoryUnionNS: map[string]int64{Categorize(KindKernel, "k2").String(): 30000}}
+	if diff := cmp.Diff(want, d.Steps.Typical); diff != "" {
+		t.Errorf("typical step (-want +got):\n%s", diff)
+	}
+	if got := []int64{d.Steps.Steps[0].GPUTimeNS, d.Steps.Steps[2].GPUTimeNS}; got[0] != 1000 || got[1] != 10000 {
+		t.Errorf("GPU time of steps 1 and 3 = %v, want [1000 10000]", got)
+	}
+}
+
+// TestCorruptRecordsAreFlagged: lost GPU records, timestamps at or before
+// zero and ops that start before their own launch are counted and flagged,
+// and none of them stretches a span; ROCm's string streams are read.
+func TestCorruptRecordsAreFlagged(t *testing.T) {
+	const epoch = 1712195495519689 // µs, as Kineto writes them
+	at := func(us int) string { return fmt.Sprint(epoch + us) }
+	ev := []string{
+		launch(at(0), "1", 1), kernel("sm80_gemm", 7, at(2), "10", 1),
+		launch(at(20), "1", 2), kernel("sm80_gemm", 7, at(22), "10", 2),
+		// Corrupt timestamps: at zero, before zero, and an op 1.6e9 s before its launch.
+		kernel("zero_ts", 7, "0", "10", 0), kernel("negative_ts", 7, "-3", "10", 0),
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "pid": 10, "tid": 11, "ts": 0, "dur": 1}`,
+		launch(at(40), "1", 3), kernel("early", 7, "5", "10", 3),
+		// A memset the trace has no record of is not a lost record.
+		`{"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": 10, "tid": 11, "ts": ` + at(50) + `, "dur": 1, "args": {"correlation": 4}}`,
+		// ROCm writes the stream as a string.
+		`{"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 10, "tid": 11, "ts": ` + at(60) + `, "dur": 1, "args": {"correlation": 5, "stream": "0x0"}}`,
+		`{"ph": "X", "cat": "kernel", "name": "Cijk_Ailk_Bljk", "pid": 0, "tid": 7, "ts": ` + at(62) + `, "dur": 10, "args": {"device": 0, "stream": "0x7", "correlation": 5}}`,
+	}
+	// 500 kernel launches whose kernels the trace lost.
+	for i := range 500 {
+		ev = append(ev, launch(at(100+i), "0.5", 1000+i))
+	}
+	r := analyzeString(t, traceJSON(ev...), Options{})
+	got := map[string]int64{}
+	for _, f := range r.Flags {
+		switch f.Code {
+		case "gpu_ops_missing", "dropped", "starts_before_launch", "no_launch":
+			got[f.Code] = f.Count
+		}
+		if f.Code == "dropped" && !strings.Contains(f.Detail, "zero or negative timestamp") {
+			t.Errorf("dropped flag %q", f.Detail)
+		}
+	}
+	// The ROCm launch joins its kernel: no no_launch flag.
+	want := map[string]int64{"gpu_ops_missing": 500, "dropped": 3, "starts_before_launch": 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("flags [code: count] (-want +got):\n%s", diff)
+	}
+	d := r.Devices[0]
+	checkInvariants(t, d)
+	// Three good ops, the ROCm one included, from 2 to 72 µs.
+	if d.Ops != 3 || d.SpanNS != 70000 || d.BusyNS != 30000 || d.Gaps.UnattributedNS != 0 {
+		t.Errorf("ops %d, span %d, busy %d, unattributed gaps %d; want 3, 70000, 30000, 0", d.Ops, d.SpanNS, d.BusyNS, d.Gaps.UnattributedNS)
+	}
+	if len(d.Streams) != 1 || d.Streams[0].Stream != 7 {
+		t.Errorf("streams %+v, want only stream 7", d.Streams)
 	}
 }

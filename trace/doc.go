@@ -2,7 +2,7 @@
 // PyTorch profiler (Kineto) Chrome-trace JSON, so that the parts add up.
 //
 // It provides a streaming parser (Parse), the accounting (Trace.Report, or
-// Analyze for both), an Amdahl projection (WhatIf) and a two-run comparison
+// Analyze for both), a bound on what a faster category saves (WhatIf) and a two-run comparison
 // (Compare). It takes an io.Reader of JSON: opening files and gunzipping
 // them is the caller's job, and nothing here touches the file system, the
 // network or the clock. It refuses to guess: what it cannot account for is
@@ -34,14 +34,22 @@
 //   - Steps come from host-side ProfilerStep#N annotations. An op belongs to
 //     the step that launched it (joined by correlation id), not the step in
 //     which it ran. The first step (warm-up) and the last (cut by the
-//     profiler window) are left out of the typical figures, which are medians.
+//     profiler window) are not typical. The typical step is one step, the
+//     one with the median host span, so its figures agree with each other;
+//     per_step_ns in the tables is a mean over the typical steps. A step's
+//     GPU time is its ops' busy time plus the gaps they end, so that the
+//     steps' parts add up to the device's span as busy and gaps do.
 //   - Idle gaps are the spaces between busy intervals. Each gap splits
 //     exactly into host late (before the launch call of the op that ends the
 //     gap began), launch (inside that call), queued (after the call
 //     returned) and unattributed (no launch to join). Statistics are
 //     nearest-rank percentiles, with p50 × n beside mean × n.
-//   - WhatIf bounds the wall-clock gain of speeding up a category by S as
-//     share × busy fraction × (1 − 1/S).
+//   - WhatIf bounds what speeding up a category by S can take off the
+//     device's timeline: (1 − 1/S) × the union of the category's intervals
+//     over all streams, since the chain of waiting ops that sets the
+//     timeline's end never overlaps itself; with the host's launch times
+//     as recorded, only the union after the last gap the host caused
+//     counts (see Projection for the model and its assumptions).
 //
 // # Categories
 //
@@ -79,7 +87,7 @@
 // # Memory
 //
 // The analysis is a pipeline of sorts over compact fixed-size records:
-// GPU ops (31 bytes) and launches (24) by correlation id for the join, the
+// GPU ops (31 bytes) and launches (25) by correlation id for the join, the
 // joined ops (56) by time for the sweep, label points (29) by track for the
 // label tables, and gap lengths (12) for exact percentiles. Given
 // Options.Scratch (the CLI gives it temporary files), each sort holds at

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -59,6 +60,10 @@ type Launch struct {
 	End    int64 // ns
 	Corr   uint32
 	Thread int32 // index into the thread table
+	// Kernel marks a kernel launch (cudaLaunchKernel, cudaGraphLaunch, …),
+	// which always has GPU ops; memcpy and memset calls may have none in
+	// the trace (CUPTI records memsets only when asked).
+	Kernel bool
 }
 
 // Label is one annotation interval: a user_annotation on a host thread or a
@@ -466,9 +471,9 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 		case "correlation":
 			e.corr, e.corrOK, err = t.readNum(s, e, 0, "args.correlation")
 		case "stream":
-			e.stream, e.streamOK, err = t.readNum(s, e, 0, "args.stream")
+			e.stream, e.streamOK, err = t.readIntOrString(s, e, "args.stream")
 		case "device":
-			e.dev, e.devOK, err = t.readNum(s, e, 0, "args.device")
+			e.dev, e.devOK, err = t.readIntOrString(s, e, "args.device")
 		default:
 			err = s.skipValue()
 		}
@@ -477,6 +482,25 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 		}
 	}
 	return err
+}
+
+// readIntOrString reads an integer field that ROCm traces write as a
+// string, decimal or hexadecimal ("stream": "0x0"). A string that is
+// neither leaves the field unset (a GPU op then falls back to pid or tid)
+// rather than dropping the event: a launch does not need its stream.
+func (t *Trace) readIntOrString(s *scanner, e *event, field string) (int64, bool, error) {
+	c, err := s.peek()
+	if err != nil || c != '"' {
+		if err != nil {
+			return 0, false, err
+		}
+		return t.readNum(s, e, 0, field)
+	}
+	if e.str, err = s.readString(e.str[:0]); err != nil {
+		return 0, false, err
+	}
+	v, perr := strconv.ParseInt(string(e.str), 0, 64)
+	return v, perr == nil, nil
 }
 
 // Category names Kineto writes, with the capitalised legacy spellings.
@@ -544,6 +568,13 @@ func (t *Trace) use(e *event) {
 		t.drop("ts or dur out of range")
 		return
 	}
+	if e.ts <= 0 && (isGPU || isStep) {
+		// Kineto's timestamps are positive (epoch or profiler-relative
+		// µs); an op or step at 0 or before is a corrupted record, and
+		// kept it would stretch a span across decades.
+		t.drop("GPU op or step with a zero or negative timestamp")
+		return
+	}
 	end := e.ts + e.dur
 	switch {
 	case isGPU:
@@ -573,7 +604,8 @@ func (t *Trace) use(e *event) {
 		t.addOp(op)
 	case isRuntime:
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 && isLaunchName(e.name) {
-			t.addLaunch(Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid})})
+			t.addLaunch(Launch{Corr: uint32(e.corr), Start: e.ts, End: end, Thread: t.thread(threadKey{e.pid, e.tid}),
+				Kernel: bytes.Contains(e.name, []byte("Launch")) && !bytes.Contains(e.name, []byte("HostFunc"))})
 		}
 	case isStep:
 		t.Steps = append(t.Steps, Label{Start: e.ts, End: end, Name: t.intern(e.name), Track: t.thread(threadKey{e.pid, e.tid})})

@@ -84,7 +84,7 @@ func TestParseFields(t *testing.T) {
 		`{"ph": "X", "cat": "cuda_runtime", "name": "cudaGetDevice", "pid": 10, "tid": 11, "ts": 9, "dur": 1, "args": {"correlation": 41}}`,
 		kernel("gemm\u00e9 \\u00e9", 7, "20.001", "5.5", 42),
 		`{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7, "ts": 30, "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 43}}`,
-		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 11, "ts": 0, "dur": 100}`,
+		`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 11, "ts": 1, "dur": 99}`,
 		`{"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 10, "tid": 11, "ts": 5, "dur": 10}`,
 		`{"ph": "X", "cat": "gpu_user_annotation", "name": "fwd", "pid": 0, "tid": 7, "ts": 19, "dur": 10}`,
 		`{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 0, "dur": 1000}`,
@@ -105,7 +105,7 @@ func TestParseFields(t *testing.T) {
 		t.Errorf("ops (-want +got):\n%s", diff)
 	}
 	// cudaGetDevice enqueues nothing and is not kept.
-	if diff := cmp.Diff([]Launch{{Corr: 42, Start: 10500, End: 13500}}, tr.Launches); diff != "" {
+	if diff := cmp.Diff([]Launch{{Corr: 42, Start: 10500, End: 13500, Kernel: true}}, tr.Launches); diff != "" {
 		t.Errorf("launches (-want +got):\n%s", diff)
 	}
 	if len(tr.Steps) != 1 || tr.Names[tr.Steps[0].Name] != "ProfilerStep#3" || tr.Steps[0].End != 100000 {

@@ -40,19 +40,21 @@ var opCodec = codec[Op]{size: 31,
 	},
 }
 
-// launchCodec: a Launch in 24 bytes.
-var launchCodec = codec[Launch]{size: 24,
+// launchCodec: a Launch in 25 bytes.
+var launchCodec = codec[Launch]{size: 25,
 	put: func(b []byte, l *Launch) {
 		le.PutUint64(b[0:], uint64(l.Start))
 		le.PutUint64(b[8:], uint64(l.End))
 		le.PutUint32(b[16:], l.Corr)
 		le.PutUint32(b[20:], uint32(l.Thread))
+		putBool(b[24:], l.Kernel)
 	},
 	get: func(b []byte, l *Launch) {
 		l.Start = int64(le.Uint64(b[0:]))
 		l.End = int64(le.Uint64(b[8:]))
 		l.Corr = le.Uint32(b[16:])
 		l.Thread = int32(le.Uint32(b[20:]))
+		l.Kernel = b[24] != 0
 	},
 }
 

@@ -62,6 +62,15 @@ type Row struct {
 	Share       float64 `json:"share"`
 	// PerStepNS is the mean exclusive time per typical step; null without steps.
 	PerStepNS *int64 `json:"per_step_ns"`
+	// UnionNS (categories only) is the union of the category's op
+	// intervals over all streams: the time at least one of its ops ran.
+	// UnionNS − ExclusiveNS is the time it ran under another category's op.
+	// It is what a speed-up of the category can take off the timeline.
+	UnionNS *int64 `json:"union_ns,omitempty"`
+	// TailUnionNS (categories only) is the part of UnionNS after the last
+	// gap the host caused (see WhatIf): with the host's launch times as
+	// recorded, only this part can shorten the device's timeline.
+	TailUnionNS *int64 `json:"tail_union_ns,omitempty"`
 }
 
 // LabelTable attributes busy time to one kind of annotation.
@@ -104,12 +113,16 @@ type LabelRow struct {
 // Steps is the per-step view from ProfilerStep#N annotations.
 type Steps struct {
 	Steps []Step `json:"steps"`
-	// Typical are medians over the typical steps: all steps but the first
-	// (warm-up) and the last (cut by the profiler window), unless there are
-	// fewer than three or Options.AllSteps is set.
+	// Typical is one step: the median of the typical steps by host span.
+	// The typical steps are all steps but the first (warm-up) and the last
+	// (cut by the profiler window), unless there are fewer than three or
+	// Options.AllSteps is set.
 	Typical Typical `json:"typical"`
-	// UntaggedBusyNS is busy time of ops launched outside every step.
+	// UntaggedBusyNS is busy time of ops launched outside every step, and
+	// UntaggedGapNS the gaps such ops end: Σ steps' gpu_time_ns +
+	// UntaggedBusyNS + UntaggedGapNS = the device's span_ns.
 	UntaggedBusyNS int64 `json:"untagged_busy_ns"`
+	UntaggedGapNS  int64 `json:"untagged_gap_ns"`
 }
 
 // Step is one ProfilerStep. Ops belong to the step in which they were
@@ -118,25 +131,44 @@ type Step struct {
 	Name   string `json:"name"`
 	Number int64  `json:"number"`
 	// StartNS is relative to the first step's start.
-	StartNS   int64  `json:"start_ns"`
-	SpanNS    int64  `json:"span_ns"` // host-side step duration
-	GPUSpanNS int64  `json:"gpu_span_ns"`
-	Ops       int    `json:"ops"`
-	BusyNS    int64  `json:"busy_ns"`
-	GapCount  int    `json:"gap_count"`
-	GapNS     int64  `json:"gap_ns"`
-	GapP50NS  int64  `json:"gap_p50_ns"`
-	Typical   bool   `json:"typical"`
-	Note      string `json:"note,omitempty"`
+	StartNS   int64 `json:"start_ns"`
+	SpanNS    int64 `json:"span_ns"` // host-side step duration
+	GPUSpanNS int64 `json:"gpu_span_ns"`
+	// GPUTimeNS = BusyNS + GapNS: the step's part of the device's timeline
+	// (its ops' busy time and the gaps they end). The steps' parts and the
+	// untagged parts add up to the device's span exactly; for steps that
+	// run one after another on the GPU it is the time from the previous
+	// step's last op end to this step's.
+	GPUTimeNS int64 `json:"gpu_time_ns"`
+	Ops       int   `json:"ops"`
+	BusyNS    int64 `json:"busy_ns"`
+	GapCount  int   `json:"gap_count"`
+	GapNS     int64 `json:"gap_ns"`
+	GapP50NS  int64 `json:"gap_p50_ns"`
+	// HostWaitNS is the part of GapNS the GPU spent waiting for the host:
+	// the host-late and in-launch-call parts of the step's gaps.
+	HostWaitNS int64  `json:"host_wait_ns"`
+	Typical    bool   `json:"typical"`
+	Note       string `json:"note,omitempty"`
 }
 
-// Typical summarises the typical steps by their medians.
+// Typical is the typical step: of the typical steps, the one with the
+// median host span (the lower median; the earlier step on ties). Every
+// figure in it is that one step's, so they agree with each other: BusyNS +
+// GapNS = GPUTimeNS, BusyFraction = BusyNS / GPUTimeNS in [0, 1].
 type Typical struct {
+	// Steps is how many steps are typical; Step names the median one ("" without steps).
 	Steps        int     `json:"steps"`
-	SpanNS       int64   `json:"span_ns"`
+	Step         string  `json:"step"`
+	SpanNS       int64   `json:"span_ns"` // host-side duration
+	GPUTimeNS    int64   `json:"gpu_time_ns"`
 	BusyNS       int64   `json:"busy_ns"`
 	BusyFraction float64 `json:"busy_fraction"`
 	GapNS        int64   `json:"gap_ns"`
+	HostWaitNS   int64   `json:"host_wait_ns"`
+	// CategoryUnionNS is, per category with ops in the step, the union of
+	// the intervals of the step's ops of that category.
+	CategoryUnionNS map[string]int64 `json:"category_union_ns"`
 }
 
 // Gaps describes the idle time between consecutive busy intervals of a device.

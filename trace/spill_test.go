@@ -258,7 +258,7 @@ func TestNamesCapped(t *testing.T) {
 		if i%2 == 1 {
 			name = fmt.Sprintf("relu_%d", i)
 		}
-		ev = append(ev, kernel(name, 7, fmt.Sprint(2*i), "1", i+1))
+		ev = append(ev, kernel(name, 7, fmt.Sprint(2*i+2), "1", i+1))
 	}
 	r, _ := analyzeBoth(t, []byte(traceJSON(ev...)), 64<<10, Options{})
 	d := r.Devices[0]

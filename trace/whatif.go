@@ -3,25 +3,73 @@ package trace
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Projection is the Amdahl bound for speeding up one category.
+// Projection bounds what speeding up one category by Speedup can change on
+// one device.
+//
+// The model: every op keeps its stream and its place in the stream's order,
+// and starts as soon as its stream is free, its launch has happened and the
+// work on other streams it waits for is done; the category's ops take
+// 1/Speedup of their time, nothing else changes. Then the device's timeline
+// ends at the end of a chain of ops, each waiting for the one before it
+// (on its stream or across streams), from a launch. Ops in such a chain
+// never overlap, in the trace or after the change, so the category's share
+// of any chain is at most the union of its intervals over all streams
+// (UnionNS), and the timeline gets shorter by at most UnionNS × (1 −
+// 1/Speedup) — and longer, for a Speedup below 1, by at most UnionNS ×
+// (1/Speedup − 1). That holds whatever the cross-stream waits are, and
+// whether the host launches as recorded or is always ahead of the GPU
+// (GPU-bound). Ops that run under another category's op count in full:
+// that overlap can be on the chain that sets the length (a GEMM stream
+// beside a longer NCCL stream).
+//
+// With the host's launch times as recorded, a chain cannot cross a gap the
+// host caused (the GPU idle before the launch call of the next op
+// returned): nothing before it can make that op start earlier. Then only
+// the category's union after the last such gap counts (TailUnionNS). It
+// assumes the trace is what the model would give: every op started as soon
+// as its stream, its launch and its waits allowed (the queued part of such
+// a gap is launch latency, not a wait on other work).
 type Projection struct {
-	Device       int     `json:"device"`
-	Category     string  `json:"category"`
-	Speedup      float64 `json:"speedup"`
-	Share        float64 `json:"share"`         // of busy time
-	BusyFraction float64 `json:"busy_fraction"` // busy / span
-	// Bound is share × busy fraction × (1 − 1/S): the largest fraction of
-	// wall-clock the speed-up can save. It is reached only when every saved
-	// GPU nanosecond is on the critical path; host-bound traces gain less.
-	Bound float64 `json:"bound"`
-	// StepNS is the typical step span (or the device span without steps)
-	// and SavedNS the bound applied to it.
-	StepNS  int64 `json:"step_ns"`
-	SavedNS int64 `json:"saved_ns"`
+	Device   int     `json:"device"`
+	Category string  `json:"category"`
+	Speedup  float64 `json:"speedup"`
+	// The category on the device's whole timeline (its span): the union of
+	// its intervals over all streams, its exclusive part (the category row)
+	// and the part it ran under ops of other categories.
+	SpanNS       int64 `json:"span_ns"`
+	UnionNS      int64 `json:"union_ns"`
+	ExclusiveNS  int64 `json:"exclusive_ns"`
+	OverlappedNS int64 `json:"overlapped_ns"`
+	// SavedNS is the most the device's timeline gets shorter: ⌈UnionNS ×
+	// (1 − 1/Speedup)⌉, negative for a slow-down (then |SavedNS| is the
+	// most it gets longer). Bound is SavedNS / SpanNS.
+	SavedNS int64   `json:"saved_ns"`
+	Bound   float64 `json:"bound"`
+	// HostAsRecordedSavedNS is the same with the host's launch times as
+	// recorded: from TailUnionNS for a speed-up (a slow-down can fill the
+	// gaps, so it is SavedNS then).
+	TailUnionNS           int64   `json:"tail_union_ns"`
+	HostAsRecordedSavedNS int64   `json:"host_as_recorded_saved_ns"`
+	HostAsRecordedBound   float64 `json:"host_as_recorded_bound"`
+	// The typical step (Steps.Typical; all zero without steps): its length
+	// is the longer of its host span and its GPU time. LimitedBy is "host"
+	// when the GPU spent more than half of the step's GPU time waiting for
+	// the host (HostWaitNS), else "gpu". StepSavedNS is the step's own category
+	// union × (1 − 1/Speedup). It is a bound for the step when each step's
+	// GPU work waits only on its own ops (as when the step ends in a
+	// synchronisation: loss.item(), an optimizer step on the host); when
+	// steps' GPU work runs into each other it holds for their mean. A
+	// host-bound step gets shorter only if the host gets ahead.
+	StepNS      int64   `json:"step_ns"`
+	LimitedBy   string  `json:"limited_by,omitempty"`
+	StepUnionNS int64   `json:"step_union_ns"`
+	StepSavedNS int64   `json:"step_saved_ns"`
+	StepBound   float64 `json:"step_bound"`
 }
 
 // WhatIf is one --what-if request: a category and its speed-up.
@@ -47,22 +95,64 @@ func ParseWhatIf(s string) (WhatIf, error) {
 	return WhatIf{Category: c, Speedup: f}, nil
 }
 
-// Project applies the Amdahl bound to every device of r.
+// saved is u × (1 − 1/speedup) rounded away from zero, so that rounding
+// never makes the bound beatable; a product within 10⁻⁶ ns of a whole
+// number is that number (1 − 1/1.5 is not exactly ⅓ in float64).
+func saved(u int64, speedup float64) int64 {
+	x := math.Abs(float64(u) * (1 - 1/speedup))
+	n := math.Round(x)
+	if math.Abs(x-n) > 1e-6 {
+		n = math.Ceil(x)
+	}
+	if speedup < 1 {
+		return -int64(n)
+	}
+	return int64(n)
+}
+
+func fraction(x, of int64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(x) / float64(of)
+}
+
+// Project bounds the change on every device of r (see Projection).
 func (w WhatIf) Project(r *Report) []Projection {
 	var ps []Projection
+	name := w.Category.String()
 	for _, d := range r.Devices {
-		p := Projection{Device: d.Device, Category: w.Category.String(), Speedup: w.Speedup, BusyFraction: d.BusyFraction}
+		p := Projection{Device: d.Device, Category: name, Speedup: w.Speedup, SpanNS: d.SpanNS}
 		for _, c := range d.Categories {
-			if c.Name == p.Category {
-				p.Share = c.Share
+			if c.Name != name {
+				continue
+			}
+			p.ExclusiveNS = c.ExclusiveNS
+			if c.UnionNS != nil {
+				p.UnionNS = *c.UnionNS
+			}
+			if c.TailUnionNS != nil {
+				p.TailUnionNS = *c.TailUnionNS
 			}
 		}
-		p.Bound = p.Share * p.BusyFraction * (1 - 1/w.Speedup)
-		p.StepNS = d.Steps.Typical.SpanNS
-		if p.StepNS == 0 {
-			p.StepNS = d.SpanNS
+		p.OverlappedNS = p.UnionNS - p.ExclusiveNS
+		p.SavedNS = saved(p.UnionNS, w.Speedup)
+		p.HostAsRecordedSavedNS = p.SavedNS
+		if w.Speedup > 1 {
+			p.HostAsRecordedSavedNS = saved(p.TailUnionNS, w.Speedup)
 		}
-		p.SavedNS = int64(math.Round(p.Bound * float64(p.StepNS)))
+		p.Bound = fraction(p.SavedNS, p.SpanNS)
+		p.HostAsRecordedBound = fraction(p.HostAsRecordedSavedNS, p.SpanNS)
+		if t := d.Steps.Typical; t.Steps > 0 {
+			p.StepNS = max(t.SpanNS, t.GPUTimeNS)
+			p.LimitedBy = "gpu"
+			if 2*t.HostWaitNS > t.GPUTimeNS {
+				p.LimitedBy = "host"
+			}
+			p.StepUnionNS = t.CategoryUnionNS[name]
+			p.StepSavedNS = saved(p.StepUnionNS, w.Speedup)
+			p.StepBound = fraction(p.StepSavedNS, p.StepNS)
+		}
 		ps = append(ps, p)
 	}
 	return ps
@@ -74,16 +164,25 @@ const PointEstimateWarning = "each side is one run: these deltas are point estim
 
 // Comparison sets two reports side by side.
 type Comparison struct {
-	SchemaVersion int           `json:"schema_version"`
-	Before        string        `json:"before"`
-	After         string        `json:"after"`
-	Warning       string        `json:"warning"`
-	Devices       []DeviceDelta `json:"devices"`
+	SchemaVersion int    `json:"schema_version"`
+	Before        string `json:"before"`
+	After         string `json:"after"`
+	Warning       string `json:"warning"`
+	// Pairing is how devices are paired: "device_id" when both traces have
+	// the same device ids, else "position" (the first device of one with
+	// the first of the other, and so on, in id order: a run moved to other
+	// GPUs, or two ranks of one job). Note says so, and names devices left
+	// without a partner.
+	Pairing string        `json:"pairing"`
+	Note    string        `json:"note,omitempty"`
+	Devices []DeviceDelta `json:"devices"`
 }
 
-// DeviceDelta compares one device present in both traces.
+// DeviceDelta compares one device of the first trace with its partner in
+// the second.
 type DeviceDelta struct {
-	Device int `json:"device"`
+	Device      int `json:"device"`
+	AfterDevice int `json:"after_device"`
 	// Basis says what the absolute figures are: "per_step" (means over
 	// typical steps, when both traces have steps) or "total".
 	Basis       string     `json:"basis"`
@@ -94,7 +193,11 @@ type DeviceDelta struct {
 	Categories  []RowDelta `json:"categories"`
 }
 
-// Side is one trace's headline figures in a comparison.
+// Side is one trace's headline figures in a comparison. On the per_step
+// basis they are means over the typical steps, as the category rows are:
+// BusyNS is Σ of the rows' per_step_ns, StepNS the mean host span, and
+// BusyFraction the mean busy time over the mean GPU time. On the total
+// basis they are the device's busy_ns, span_ns and busy_fraction.
 type Side struct {
 	BusyNS       int64   `json:"busy_ns"`
 	StepNS       int64   `json:"step_ns"`
@@ -120,30 +223,71 @@ type RowDelta struct {
 	WithinNoise bool `json:"within_noise"`
 }
 
-// Compare matches devices by id and reports category deltas.
+// Compare pairs the devices of two reports (see Comparison.Pairing) and
+// reports category deltas.
 func Compare(before, after *Report) *Comparison {
 	c := &Comparison{SchemaVersion: SchemaVersion, Before: before.Source, After: after.Source,
-		Warning: PointEstimateWarning, Devices: []DeviceDelta{}}
-	for _, a := range before.Devices {
-		for _, b := range after.Devices {
-			if a.Device == b.Device {
-				c.Devices = append(c.Devices, compareDevice(a, b))
-			}
+		Warning: PointEstimateWarning, Pairing: "device_id", Devices: []DeviceDelta{}}
+	ids := func(r *Report) []int {
+		v := make([]int, len(r.Devices))
+		for i, d := range r.Devices {
+			v[i] = d.Device
 		}
+		return v
+	}
+	a, b := ids(before), ids(after)
+	if slices.Equal(a, b) {
+		for i := range before.Devices {
+			c.Devices = append(c.Devices, compareDevice(before.Devices[i], after.Devices[i]))
+		}
+		return c
+	}
+	c.Pairing = "position"
+	n := min(len(a), len(b))
+	c.Note = fmt.Sprintf("the traces are on different GPUs (before: %s; after: %s), so devices are compared by position in id order", idList(a), idList(b))
+	if len(a) > n {
+		c.Note += fmt.Sprintf("; before's %s have no partner", idList(a[n:]))
+	}
+	if len(b) > n {
+		c.Note += fmt.Sprintf("; after's %s have no partner", idList(b[n:]))
+	}
+	for i := range n {
+		c.Devices = append(c.Devices, compareDevice(before.Devices[i], after.Devices[i]))
 	}
 	return c
 }
 
+func idList(ids []int) string {
+	if len(ids) == 0 {
+		return "no GPU"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = "GPU " + strconv.Itoa(id)
+	}
+	return strings.Join(s, ", ")
+}
+
 func compareDevice(a, b Device) DeviceDelta {
 	perStep := a.Steps.Typical.Steps > 0 && b.Steps.Typical.Steps > 0
-	dd := DeviceDelta{Device: a.Device, Basis: "total"}
+	dd := DeviceDelta{Device: a.Device, AfterDevice: b.Device, Basis: "total"}
 	side := func(d Device) Side {
 		s := Side{BusyNS: d.BusyNS, StepNS: d.SpanNS, BusyFraction: d.BusyFraction}
 		if perStep {
-			s.StepNS = d.Steps.Typical.SpanNS
 			s.BusyNS = 0
 			for _, c := range d.Categories {
 				s.BusyNS += *c.PerStepNS
+			}
+			var span, busy, gpu, n int64
+			for _, st := range d.Steps.Steps {
+				if st.Typical {
+					span, busy, gpu, n = span+st.SpanNS, busy+st.BusyNS, gpu+st.GPUTimeNS, n+1
+				}
+			}
+			s.StepNS = span / n
+			s.BusyFraction = 0
+			if gpu > 0 {
+				s.BusyFraction = float64(busy) / float64(gpu)
 			}
 		}
 		return s

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/canifinetune/canifinetune/bench"
+	"github.com/canifinetune/canifinetune/estimate"
 )
 
 // benchEstimator makes the estimate a receipt records before its run, for
@@ -123,10 +124,13 @@ func (c *BenchCmd) Run(env *Env) error {
 // a usage error naming the flag, never silently dropped.
 func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 	f := c.RequestFlags
+	// kong's enum has checked the value; an alias ("adamw") becomes the
+	// optimizer it names, the name the probe knows.
+	opt, _ := estimate.ParseOptimizer(string(flagOr(f.Optimizer, estimate.AdamWTorch)))
 	cfg := bench.ProbeConfig{
-		Model: c.Model, ModelID: c.ModelID, RandomInit: c.RandomInit, Method: f.Method,
-		Precision: orDefault(f.Precision, "bf16-true"), Optimizer: orDefault(f.Optimizer, "adamw_torch"),
-		Attn: orDefault(f.Attn, "sdpa"), Updates: c.Updates, Device: c.Device,
+		Model: c.Model, ModelID: c.ModelID, RandomInit: c.RandomInit, Method: string(f.Method),
+		Precision: string(flagOr(f.Precision, estimate.BF16True)), Optimizer: string(opt),
+		Attn: string(flagOr(f.Attn, estimate.SDPA)), Updates: c.Updates, Device: c.Device,
 	}
 	for _, n := range []struct {
 		flag string
@@ -152,24 +156,24 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 			return cfg, refuse(o.flag, o.value, strings.Join(o.allowed, ", "))
 		}
 	}
-	switch f.GradCkpt {
-	case "", "none":
-	case "full":
+	switch ck := flagOr(f.GradCkpt, estimate.CkptNone); ck {
+	case estimate.CkptNone:
+	case estimate.CkptFull:
 		cfg.GradCkpt = true
 	default:
-		return cfg, refuse("--grad-ckpt", f.GradCkpt, "none or full (transformers' non-reentrant checkpointing)")
+		return cfg, refuse("--grad-ckpt", string(ck), "none or full (transformers' non-reentrant checkpointing)")
 	}
 	switch {
-	case f.Stack != "" && f.Stack != bench.CaseFramework:
-		return cfg, refuse("--stack", f.Stack, "one stack: "+bench.CaseFramework+" (a plain PyTorch loop over transformers and PEFT)")
-	case f.FusedCE != "" && f.FusedCE != "none":
-		return cfg, refuse("--fused-ce", f.FusedCE, "transformers' own loss: none")
+	case f.Stack != nil && *f.Stack != bench.CaseFramework:
+		return cfg, refuse("--stack", string(*f.Stack), "one stack: "+bench.CaseFramework+" (a plain PyTorch loop over transformers and PEFT)")
+	case f.FusedCE != nil && *f.FusedCE != estimate.LossNone:
+		return cfg, refuse("--fused-ce", string(*f.FusedCE), "transformers' own loss: none")
 	case f.Dynamic:
 		return cfg, refuse("--dynamic-padding", "", "fixed-length synthetic tokens of exactly --seq-len")
 	case f.Compile:
 		return cfg, refuse("--compile", "", "eager PyTorch, without torch.compile")
-	case f.OptimDtype != "":
-		return cfg, refuse("--optimizer-state-dtype", f.OptimDtype, "the optimizer's own state dtype (the parameters'); the receipt records what was allocated")
+	case f.OptimDtype != nil:
+		return cfg, refuse("--optimizer-state-dtype", string(*f.OptimDtype), "the optimizer's own state dtype (the parameters'); the receipt records what was allocated")
 	case len(f.Extra) > 0:
 		return cfg, refuse("--extra-trainable", strings.Join(f.Extra, ","), "adapters only")
 	case f.Dropout != nil && *f.Dropout != 0:
@@ -183,23 +187,23 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		if rank <= 0 || rank > math.MaxInt32 {
 			return cfg, usageErrorf("--rank 16", "bench: --rank %d: a LoRA rank is a positive integer", rank)
 		}
-		cfg.Rank, cfg.Alpha, cfg.Targets = int(rank), c.Alpha, probeTargets(f.Targets)
+		cfg.Rank, cfg.Alpha, cfg.Targets = int(rank), c.Alpha, bench.PEFTTargets(f.Targets)
 	}
-	if f.Method == "qlora" {
-		switch f.Quant {
-		case "", "nf4-dq":
+	if f.Method == estimate.QLoRA {
+		switch q := flagOr(f.Quant, estimate.NF4DQ); q {
+		case estimate.NF4DQ:
 			cfg.Quant = &bench.Quant{Scheme: "nf4", DoubleQuant: true}
-		case "nf4":
+		case estimate.NF4:
 			cfg.Quant = &bench.Quant{Scheme: "nf4"}
 		default:
-			return cfg, refuse("--quant", f.Quant, "nf4 or nf4-dq (bitsandbytes 4-bit NF4)")
+			return cfg, refuse("--quant", string(q), "nf4 or nf4-dq (bitsandbytes 4-bit NF4)")
 		}
-	} else if f.Quant != "" {
-		return cfg, usageErrorf("--method qlora --quant "+f.Quant, "bench: --quant %s: only --method qlora quantizes the base model", f.Quant)
+	} else if f.Quant != nil {
+		return cfg, usageErrorf("--method qlora --quant "+string(*f.Quant), "bench: --quant %s: only --method qlora quantizes the base model", *f.Quant)
 	}
 	// The probe runs in a temporary directory: a local model (bench ./my-model)
 	// and the trace are handed to it as absolute paths. A name that is not a
-	// local path is a Hub id and passes unchanged, as in resolveModel.
+	// local path is a Hub id and passes unchanged, as in modelsource.Resolve.
 	if _, err := os.Stat(c.Model); err == nil && !filepath.IsAbs(c.Model) {
 		if abs, err := filepath.Abs(c.Model); err == nil {
 			cfg.Model = abs
@@ -214,28 +218,6 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, usageErrorf("canifinetune bench --help", "bench: %v", err)
 	}
 	return cfg, nil
-}
-
-// probeTargets turns --targets into the module names PEFT is given. The
-// scopes estimate knows become the names Llama-style models (Llama, Qwen,
-// Mistral, Gemma) use; other families need module names, or all-linear,
-// which PEFT resolves itself.
-func probeTargets(targets []string) []string {
-	if len(targets) == 0 {
-		targets = []string{"attention"}
-	}
-	var out []string
-	for _, t := range targets {
-		switch t {
-		case "attention":
-			out = append(out, "q_proj", "k_proj", "v_proj", "o_proj")
-		case "mlp":
-			out = append(out, "gate_proj", "up_proj", "down_proj")
-		default:
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 func orDefault(s, def string) string {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/bench"
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/evidence"
 	"github.com/canifinetune/canifinetune/gpu"
 )
 
@@ -57,13 +58,12 @@ func estimateProbe(env *Env, cfg bench.ProbeConfig, dev *gpu.Device) (*bench.Est
 }
 
 // probeRequest turns a probe configuration into an estimate request: the
-// model through the same resolver as estimate, the stack the probe runs
-// (bench.CaseFramework: torch AdamW, accelerate-style bf16 autocast, PEFT's
-// prepare_model_for_kbit_training for QLoRA), so that the estimate matches
-// what validate computes for the receipt once it is a case (evidence.RequestFor
-// on bench.ToCase; TestProbeRequestMatchesCase holds the two together). Models
-// resolve without the network (catalog, local directory, Hugging Face cache),
-// which RequestFor, catalog-only, cannot.
+// model through the same resolver as estimate, the rest by the mapping
+// validate uses for the case the receipt becomes (evidence.RequestForModel
+// on bench.ConfigCase), so that the estimate recorded before a run is the
+// one validate makes for it afterwards. Models resolve without the network
+// (catalog, local directory, Hugging Face cache), which RequestFor,
+// catalog-only, cannot.
 func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
 	// Offline: the estimate before a probe must not wait on the network; the
 	// probe itself reads the same catalog config or Hugging Face cache.
@@ -71,27 +71,9 @@ func probeRequest(env *Env, cfg bench.ProbeConfig) (estimate.Request, error) {
 	if err != nil {
 		return estimate.Request{}, err
 	}
-	req := estimate.Request{
-		Model: rm.Model, Method: estimate.Method(cfg.Method), Precision: estimate.Precision(cfg.Precision),
-		SeqLen: int64(cfg.SeqLen), Batch: int64(cfg.Batch), GradAccum: int64(cfg.GradAccum), Optimizer: cfg.Optimizer, Attn: cfg.Attn,
-		GradCkpt: "none", FusedCE: "none",
+	req, _, why := evidence.RequestForModel(rm.Model, bench.ConfigCase(cfg))
+	if why != "" {
+		return estimate.Request{}, fmt.Errorf("estimate %s: %s", cfg.Model, why)
 	}
-	if cfg.GradCkpt {
-		req.GradCkpt = "full"
-	}
-	if cfg.Method != "full" {
-		req.LoRARank, req.LoRATargets = int64(cfg.Rank), cfg.Targets
-	}
-	if q := cfg.Quant; q != nil {
-		req.Quant = q.Scheme
-		if q.Scheme == "nf4" && q.DoubleQuant {
-			req.Quant = "nf4-dq"
-		}
-	}
-	st, err := estimate.StackByName(bench.CaseFramework)
-	if err != nil {
-		return estimate.Request{}, err
-	}
-	st.Apply(&req)
 	return req, nil
 }

@@ -29,14 +29,14 @@ func TestProbeRequest(t *testing.T) {
 			want: func(r estimate.Request) []any {
 				return []any{r.Method, r.Quant, r.LoRARank, r.LoRATargets, r.GradCkpt, r.Optimizer, r.SeqLen, r.Batch, *r.UpcastFrozen, r.Stack}
 			},
-			vals: []any{estimate.QLoRA, "nf4-dq", int64(8), []string{"all-linear"}, "full", "paged_adamw_8bit", int64(512), int64(4), true, "peft-accelerate"},
+			vals: []any{estimate.QLoRA, estimate.NF4DQ, int64(8), []string{"all-linear"}, estimate.CkptFull, estimate.PagedAdamW8bit, int64(512), int64(4), true, estimate.StackPEFTAccelerate},
 		},
 		{
 			name: "qlora without double quant",
 			cfg: bench.ProbeConfig{Model: "Qwen/Qwen2.5-1.5B", Method: "qlora", Rank: 16, Precision: "bf16-true",
 				Quant: &bench.Quant{Scheme: "nf4"}, Optimizer: "adamw_torch", Attn: "eager", SeqLen: 128, Batch: 1},
 			want: func(r estimate.Request) []any { return []any{r.Quant, r.Attn, r.GradCkpt} },
-			vals: []any{"nf4", "eager", "none"},
+			vals: []any{estimate.NF4, estimate.Eager, estimate.CkptNone},
 		},
 		{
 			name: "full fine-tuning keeps no LoRA fields",
@@ -45,7 +45,7 @@ func TestProbeRequest(t *testing.T) {
 			want: func(r estimate.Request) []any {
 				return []any{r.Method, r.Precision, r.LoRARank, len(r.LoRATargets), r.Optimizer, r.Quant}
 			},
-			vals: []any{estimate.Full, estimate.BF16Mixed, int64(0), 0, "adamw_torch_fused", ""},
+			vals: []any{estimate.Full, estimate.BF16Mixed, int64(0), 0, estimate.AdamWTorchFused, estimate.Quant("")},
 		},
 	}
 	for _, tt := range tests {

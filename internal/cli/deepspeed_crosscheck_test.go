@@ -61,7 +61,7 @@ func largestLayer(m *hfconfig.Model) int64 {
 // optimizer states per GPU (activations, logits and overheads are outside
 // them): the resident state plus the optimizer-step phase, read from
 // Estimate.Phases whichever phase is the peak.
-func modelStates(t *testing.T, m *hfconfig.Model, strategy, offload string, n int64) (*estimate.Estimate, int64) {
+func modelStates(t *testing.T, m *hfconfig.Model, strategy estimate.Strategy, offload estimate.Offload, n int64) (*estimate.Estimate, int64) {
 	t.Helper()
 	est, _ := estimate.ByName("")
 	e, err := est.Estimate(estimate.Request{Model: m, Method: estimate.Full, Precision: estimate.BF16Mixed, Optimizer: "adamw_torch",

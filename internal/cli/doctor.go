@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/gpu/probe"
 )
 
 // DoctorCmd reports the machine's GPUs, the processes holding their memory,
@@ -89,10 +90,10 @@ Exit codes: 0 GPUs found, 5 no GPU on this machine, 1 nvidia-smi failed or hung.
 
 // DetectGPUs runs the real GPU probe the way doctor does: tools from
 // CANIFINETUNE_TOOL_PATH or PATH, the whole probe bounded by timeout (0:
-// gpu.DefaultProbeTimeout). It is what `estimate --gpu auto` calls; the error
-// wraps gpu.ErrNoGPU, gpu.ErrProbeTimeout or gpu.ErrProbeFailed.
+// probe.DefaultTimeout). It is what `estimate --gpu auto` calls; the error
+// wraps gpu.ErrNoGPU, probe.ErrProbeTimeout or probe.ErrProbeFailed.
 func DetectGPUs(ctx context.Context, env *Env, timeout time.Duration) (gpu.Inventory, error) {
-	return gpu.SMIProber{LookPath: gpu.LookPathIn(toolPath(env)), Timeout: timeout}.Probe(ctx)
+	return probe.SMI{LookPath: probe.LookPathIn(toolPath(env)), Timeout: timeout}.Probe(ctx)
 }
 
 // Run probes the machine and prints the report.
@@ -100,8 +101,8 @@ func (c *DoctorCmd) Run(env *Env) error {
 	if c.Timeout <= 0 || c.PythonTimeout <= 0 {
 		return usageErrorf("canifinetune doctor --timeout 10s", "--timeout and --python-timeout must be positive durations")
 	}
-	look := gpu.LookPathIn(toolPath(env))
-	var stacker gpu.StackProber
+	look := probe.LookPathIn(toolPath(env))
+	var stacker probe.StackProber
 	switch {
 	case c.Python != "":
 		py := c.Python
@@ -111,22 +112,22 @@ func (c *DoctorCmd) Run(env *Env) error {
 				py = p
 			}
 		}
-		stacker = gpu.PythonProber{Python: py, Timeout: c.PythonTimeout}
+		stacker = probe.Python{Python: py, Timeout: c.PythonTimeout}
 	default:
 		for _, name := range []string{"python3", "python"} {
 			if p, err := look(name); err == nil {
-				stacker = gpu.PythonProber{Python: p, Timeout: c.PythonTimeout}
+				stacker = probe.Python{Python: p, Timeout: c.PythonTimeout}
 				break
 			}
 		}
 		if stacker == nil {
-			stacker = gpu.FakeStackProber{Stack: gpu.Stack{ProbeError: "no python3 or python on PATH"}}
+			stacker = probe.FakeStack{Stack: gpu.Stack{ProbeError: "no python3 or python on PATH"}}
 		}
 	}
 	return runDoctor(context.Background(), env, c, detectProber{env: env, timeout: c.Timeout}, stacker)
 }
 
-// detectProber is DetectGPUs as a gpu.Prober.
+// detectProber is DetectGPUs as a probe.Prober.
 type detectProber struct {
 	env     *Env
 	timeout time.Duration
@@ -137,7 +138,7 @@ func (p detectProber) Probe(ctx context.Context) (gpu.Inventory, error) {
 }
 
 // runDoctor is doctor with its probes injected.
-func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober gpu.Prober, stacker gpu.StackProber) error {
+func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober probe.Prober, stacker probe.StackProber) error {
 	inv, perr := prober.Probe(ctx)
 	noGPU := errors.Is(perr, gpu.ErrNoGPU)
 	if perr != nil && !noGPU {
@@ -145,7 +146,7 @@ func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober gpu.Prober, s
 		if inv.Tool != "" {
 			tool = inv.Tool
 		}
-		if errors.Is(perr, gpu.ErrProbeTimeout) {
+		if errors.Is(perr, probe.ErrProbeTimeout) {
 			return &exitError{code: ExitError,
 				err:  fmt.Errorf("%s did not answer within %s: %w", tool, c.Timeout, perr),
 				hint: "a wedged driver makes nvidia-smi hang; run it yourself, check `dmesg`, or raise --timeout"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/placement"
 )
 
@@ -22,17 +23,17 @@ type EstimateCmd struct {
 
 	RequestFlags `embed:""`
 
-	GPU         string   `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
-	GPUs        string   `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
-	VRAMFlag    *float64 `name:"gpu-vram-gb" placeholder:"FLOAT-64" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
-	FreeFlag    *float64 `name:"available-vram-gb" placeholder:"FLOAT-64" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
-	Strategy    string   `enum:"none,ddp,fsdp_full_shard,fsdp_shard_grad_op,fsdp_no_shard,fsdp_hybrid_shard,zero1,zero2,zero3" default:"none" help:"Data-parallel sharding (${enum})."`
-	NumGPUs     int64    `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
-	Nodes       int64    `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
-	Offload     string   `enum:"none,params,optimizer,params+optimizer" default:"none" help:"CPU offload with sharding (${enum})."`
-	Estimator   string   `default:"" help:"Estimator: canifinetune (default: phase-peak model fitted on measured runs), reference or seed000 (the reference model of docs/memory-model.md, summed term by term), unsloth (Unsloth Studio's estimator)."`
-	Calibration string   `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
-	JSON        bool     `help:"Print JSON (bytes and GiB) instead of a table."`
+	GPU         string            `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
+	GPUs        string            `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
+	VRAMFlag    *float64          `name:"gpu-vram-gb" placeholder:"FLOAT-64" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
+	FreeFlag    *float64          `name:"available-vram-gb" placeholder:"FLOAT-64" help:"Memory free for the run in GiB (see 'canifinetune doctor'); the verdict compares with it. Default: the card's total."`
+	Strategy    estimate.Strategy `enum:"${strategy_enum}" default:"none" help:"Data-parallel sharding:${strategy_values}"`
+	NumGPUs     int64             `name:"num-gpus" help:"GPUs per node of the data-parallel run (default: as many as --gpus names, else the detected GPUs, else 1)."`
+	Nodes       int64             `default:"1" help:"Nodes of a data-parallel run: the world size is nodes × GPUs per node (fsdp_hybrid_shard shards within a node)."`
+	Offload     estimate.Offload  `enum:"${cpu_offload_enum}" default:"none" help:"CPU offload with sharding:${cpu_offload_values}"`
+	Estimator   string            `default:"" help:"Estimator: canifinetune (default: phase-peak model fitted on measured runs), reference or seed000 (the reference model of docs/memory-model.md, summed term by term), unsloth (Unsloth Studio's estimator)."`
+	Calibration string            `type:"path" help:"A calibration file from 'canifinetune calibrate'; applied to the default estimator only inside its domain."`
+	JSON        bool              `help:"Print JSON (bytes and GiB) instead of a table."`
 
 	// GPUVRAMGB and AvailableGB are --gpu-vram-gb and --available-vram-gb
 	// once checked (checkMemoryFlags): 0 means not given, so a given 0 must
@@ -105,15 +106,15 @@ func (c *EstimateCmd) Run(env *Env) error {
 		}
 	}
 	req := estimate.Request{
-		Model: rm.Model, Method: estimate.Method(c.Method), Precision: estimate.Precision(c.Precision),
-		Quant: c.Quant, LoRATargets: c.Targets, ExtraTrainable: c.Extra,
+		Model: rm.Model, Method: c.Method, Precision: flagValue(c.Precision),
+		Quant: flagValue(c.Quant), LoRATargets: c.Targets, ExtraTrainable: c.Extra,
 		SeqLen: c.SeqLen, Batch: c.Batch, GradAccum: c.GradAccum, DynamicShapes: c.Dynamic, LoRADropout: c.Dropout,
-		GradCkpt: c.GradCkpt, Optimizer: c.Optimizer,
-		OptimizerStateDtype: c.OptimDtype, Attn: c.Attn, FusedCE: c.FusedCE, Compile: c.Compile,
+		GradCkpt: flagValue(c.GradCkpt), Optimizer: flagValue(c.Optimizer),
+		OptimizerStateDtype: flagValue(c.OptimDtype), Attn: flagValue(c.Attn), FusedCE: flagValue(c.FusedCE), Compile: c.Compile,
 		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
 	}
-	if c.Stack != "" {
-		st, err := estimate.StackByName(c.Stack)
+	if c.Stack != nil {
+		st, err := estimate.StackByName(string(*c.Stack))
 		if err != nil {
 			return usageErrorf("--stack hf-trainer", "%v", err)
 		}
@@ -254,24 +255,24 @@ type modelJSON struct {
 }
 
 type configJSON struct {
-	Method    string   `json:"method"`
-	Precision string   `json:"precision"`
-	Quant     string   `json:"quant,omitempty"`
-	Rank      int64    `json:"lora_rank,omitempty"`
-	Targets   []string `json:"lora_targets,omitempty"`
-	SeqLen    int64    `json:"seq_len"`
-	Batch     int64    `json:"batch"`
-	GradAccum int64    `json:"grad_accum"`
-	Dynamic   bool     `json:"dynamic_padding"`
-	Dropout   float64  `json:"lora_dropout"`
-	GradCkpt  string   `json:"grad_ckpt"`
-	Optimizer string   `json:"optimizer"`
-	Attn      string   `json:"attn"`
-	FusedCE   string   `json:"fused_ce"`
-	Stack     string   `json:"stack,omitempty"`
-	Strategy  string   `json:"sharding"`
-	NumGPUs   int64    `json:"num_gpus"`
-	Offload   string   `json:"cpu_offload"`
+	Method    string                 `json:"method"`
+	Precision string                 `json:"precision"`
+	Quant     estimate.Quant         `json:"quant,omitempty"`
+	Rank      int64                  `json:"lora_rank,omitempty"`
+	Targets   []string               `json:"lora_targets,omitempty"`
+	SeqLen    int64                  `json:"seq_len"`
+	Batch     int64                  `json:"batch"`
+	GradAccum int64                  `json:"grad_accum"`
+	Dynamic   bool                   `json:"dynamic_padding"`
+	Dropout   float64                `json:"lora_dropout"`
+	GradCkpt  estimate.Checkpointing `json:"grad_ckpt"`
+	Optimizer estimate.Optimizer     `json:"optimizer"`
+	Attn      estimate.Attention     `json:"attn"`
+	FusedCE   estimate.LossKernel    `json:"fused_ce"`
+	Stack     estimate.StackName     `json:"stack,omitempty"`
+	Strategy  estimate.Strategy      `json:"sharding"`
+	NumGPUs   int64                  `json:"num_gpus"`
+	Offload   estimate.Offload       `json:"cpu_offload"`
 }
 
 type gpuJSON struct {
@@ -342,12 +343,12 @@ type changeJSON struct {
 	CostNotes     []string `json:"cost_notes"`
 }
 
-func newEstimateJSON(rm *resolvedModel, card *gpu.Card, req estimate.Request, e *estimate.Estimate, changes []estimate.Change) EstimateJSON {
+func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request, e *estimate.Estimate, changes []estimate.Change) EstimateJSON {
 	n, _ := req.Normalize()
 	out := EstimateJSON{
 		SchemaVersion: 1,
 		Estimator:     estimatorJSON{e.Estimator, e.Version},
-		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: rm.Where, CatalogEntry: rm.Entry, Source: rm.Source,
+		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: string(rm.From), CatalogEntry: rm.Entry, Source: rm.Source,
 			Revision: rm.Revision, Commit: rm.Commit, ModelType: rm.Model.ModelType, Params: e.Params,
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
@@ -498,7 +499,7 @@ func costWords(ch changeJSON) string {
 // paramsLine says which parameter count the estimate used and where it came
 // from, so a reader knows whether it is exact.
 func paramsLine(m modelJSON) string {
-	if m.ParamsSource == paramsFromSafetensors {
+	if m.ParamsSource == modelsource.ParamsFromSafetensors {
 		shards := "1 shard"
 		if m.Shards != 1 {
 			shards = fmt.Sprintf("%d shards", m.Shards)

@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/gpu/probe"
 	"github.com/canifinetune/canifinetune/placement"
 )
 
 // autoDetectTimeout bounds the GPU probe of `estimate`. A healthy nvidia-smi
 // answers in well under a second; an estimate is a planning question that
 // must not wait on a wedged driver (doctor, which exists to diagnose one,
-// waits longer: gpu.DefaultProbeTimeout).
+// waits longer: probe.DefaultTimeout).
 const autoDetectTimeout = 3 * time.Second
 
 // Budget sources, the stable values of the JSON field gpu.budget_source.
@@ -116,7 +116,7 @@ func detect(env *Env, s *gpuSetup) (gpu.Inventory, error) {
 		}
 	case errors.Is(err, gpu.ErrNoGPU):
 		d.Status, d.Message = "none", err.Error()
-	case errors.Is(err, gpu.ErrProbeTimeout):
+	case errors.Is(err, probe.ErrProbeTimeout):
 		d.Status, d.Message = "timeout", fmt.Sprintf("no answer within %s: %v", autoDetectTimeout, err)
 	default:
 		d.Status, d.Message = "failed", err.Error()
@@ -279,12 +279,12 @@ func (c *EstimateCmd) fromCardList(req *estimate.Request, s *gpuSetup) error {
 // detected GPUs) times --nodes. fsdp_hybrid_shard shards within a node and
 // replicates across nodes, so its shard group is one node's GPUs.
 func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
-	sharded := c.Strategy != "none"
+	sharded := c.Strategy.Spec().DataParallel
 	if !sharded && c.Nodes > 1 {
 		return usageErrorf("--strategy fsdp_full_shard --nodes 2 --num-gpus 8", "--nodes %d needs a data-parallel --strategy: without one every GPU holds the whole run", c.Nodes)
 	}
 	if !sharded && c.Offload != "none" {
-		return usageErrorf("--strategy zero3 --offload "+c.Offload, "--offload %s needs a --strategy: CPU offload is part of FSDP or DeepSpeed ZeRO", c.Offload)
+		return usageErrorf("--strategy zero3 --offload "+string(c.Offload), "--offload %s needs a --strategy: CPU offload is part of FSDP or DeepSpeed ZeRO", c.Offload)
 	}
 	perNode := c.NumGPUs
 	switch {
@@ -307,10 +307,10 @@ func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
 	}
 	s.perNode, s.world = perNode, perNode*c.Nodes
 	if sharded && s.world < 2 {
-		return usageErrorf("--strategy "+c.Strategy+" --num-gpus 4  (or --gpus 4xA100-80GB, --nodes 2)", "--strategy %s needs at least 2 GPUs in all; have %d", c.Strategy, s.world)
+		return usageErrorf("--strategy "+string(c.Strategy)+" --num-gpus 4  (or --gpus 4xA100-80GB, --nodes 2)", "--strategy %s needs at least 2 GPUs in all; have %d", c.Strategy, s.world)
 	}
 	switch {
-	case c.Strategy == "fsdp_hybrid_shard":
+	case c.Strategy.Spec().PerNode:
 		req.Sharding.GPUs = perNode
 	case sharded:
 		req.Sharding.GPUs = s.world
@@ -330,21 +330,14 @@ func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
 // with the most free memory (all eligible when n is 0); the one with the
 // least free among them bounds every rank.
 func (s *gpuSetup) dataParallelOnDetected(req *estimate.Request, n int64) error {
-	var el []gpu.Device
-	for _, d := range s.devices {
-		if !d.MIG && d.FreeMiB >= 0 && d.TotalMiB > 0 {
-			el = append(el, d)
-		}
-	}
-	sort.SliceStable(el, func(a, b int) bool { return el[a].FreeMiB > el[b].FreeMiB })
+	use, usable := placement.DataParallelRanks(s.devices, int(n))
 	if n == 0 {
-		n = int64(len(el))
+		n = int64(usable)
 	}
-	if n < 2 || len(el) == 0 {
+	if n < 2 || usable == 0 {
 		s.perNode = n
 		return nil
 	}
-	use := el[:min(int(n), len(el))]
 	bound := use[len(use)-1]
 	if err := s.useDevice(req, bound, budgetDetectedFree); err != nil {
 		return err
@@ -361,8 +354,8 @@ func (s *gpuSetup) dataParallelOnDetected(req *estimate.Request, n int64) error 
 	if others := slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return i == bound.Index }); len(others) >= 2 {
 		msg += fmt.Sprintf(" (--gpus %s leaves it out)", joinIndex(others))
 	}
-	if int(n) > len(el) {
-		msg = fmt.Sprintf("%d GPUs asked for, %d detected can be used: the others are assumed to match GPU %d", n, len(el), bound.Index)
+	if int(n) > usable {
+		msg = fmt.Sprintf("%d GPUs asked for, %d detected can be used: the others are assumed to match GPU %d", n, usable, bound.Index)
 	}
 	s.notes = append(s.notes, msg)
 	return nil
@@ -411,16 +404,16 @@ type placementJSON struct {
 
 // dataParallelJSON is the per-GPU view of a sharded run.
 type dataParallelJSON struct {
-	Strategy    string `json:"strategy"`
-	Nodes       int64  `json:"nodes"`
-	GPUsPerNode int64  `json:"gpus_per_node"`
-	WorldSize   int64  `json:"world_size"`
+	Strategy    estimate.Strategy `json:"strategy"`
+	Nodes       int64             `json:"nodes"`
+	GPUsPerNode int64             `json:"gpus_per_node"`
+	WorldSize   int64             `json:"world_size"`
 	// ShardGroup is how many GPUs the sharded state is divided by (the world
 	// size; one node's GPUs for fsdp_hybrid_shard; 1 for ddp / no_shard).
-	ShardGroup    int64   `json:"shard_group"`
-	Offload       string  `json:"cpu_offload"`
-	HostPerGPUGB  float64 `json:"host_offload_per_gpu_gb"`
-	HostPerNodeGB float64 `json:"host_offload_per_node_gb"`
+	ShardGroup    int64            `json:"shard_group"`
+	Offload       estimate.Offload `json:"cpu_offload"`
+	HostPerGPUGB  float64          `json:"host_offload_per_gpu_gb"`
+	HostPerNodeGB float64          `json:"host_offload_per_node_gb"`
 	// Scaling says what changes with the node count.
 	Scaling string `json:"scaling"`
 	// CommBuffers are the communication buffers assumed, and whether the

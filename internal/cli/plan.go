@@ -9,6 +9,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/plan"
 )
 
@@ -228,15 +229,16 @@ func (c *PlanCmd) goal() plan.Goal {
 
 // requestFromFlags is the request the run flags describe, as estimate
 // builds it.
-func requestFromFlags(f RequestFlags, rm *resolvedModel) (estimate.Request, error) {
+func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Request, error) {
 	req := estimate.Request{
-		Model: rm.Model, Method: estimate.Method(f.Method), Precision: estimate.Precision(f.Precision),
-		Quant: f.Quant, LoRATargets: f.Targets, ExtraTrainable: f.Extra,
+		Model: rm.Model, Method: f.Method, Precision: flagValue(f.Precision),
+		Quant: flagValue(f.Quant), LoRATargets: f.Targets, ExtraTrainable: f.Extra,
 		SeqLen: f.SeqLen, Batch: f.Batch, GradAccum: f.GradAccum, DynamicShapes: f.Dynamic, LoRADropout: f.Dropout,
-		GradCkpt: f.GradCkpt, Optimizer: f.Optimizer, OptimizerStateDtype: f.OptimDtype, Attn: f.Attn, FusedCE: f.FusedCE, Compile: f.Compile,
+		GradCkpt: flagValue(f.GradCkpt), Optimizer: flagValue(f.Optimizer),
+		OptimizerStateDtype: flagValue(f.OptimDtype), Attn: flagValue(f.Attn), FusedCE: flagValue(f.FusedCE), Compile: f.Compile,
 	}
-	if f.Stack != "" {
-		st, err := estimate.StackByName(f.Stack)
+	if f.Stack != nil {
+		st, err := estimate.StackByName(string(*f.Stack))
 		if err != nil {
 			return req, usageErrorf("--stack hf-trainer", "%v", err)
 		}
@@ -391,7 +393,7 @@ func (c *PlanCmd) chosen(est estimate.Estimator, p plan.Plan, s *gpuSetup) *chos
 }
 
 // runMaximize answers --maximize.
-func (c *PlanCmd) runMaximize(env *Env, opts plan.Options, rm *resolvedModel, out *PlanJSON) error {
+func (c *PlanCmd) runMaximize(env *Env, opts plan.Options, rm *modelsource.Resolved, out *PlanJSON) error {
 	m, err := plan.Maximize(opts, plan.Quantity(c.Maximize))
 	if err != nil {
 		if errors.Is(err, estimate.ErrInvalidRequest) {

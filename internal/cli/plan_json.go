@@ -176,8 +176,8 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 	q := p.Request
 	e := p.Estimate
 	t := p.Time
-	pj := planJSON{Rank: rank, Method: string(q.Method), Quant: q.Quant, SeqLen: q.SeqLen, MicroBatch: p.MicroBatch, GradAccum: p.GradAccum,
-		GradCkpt: q.GradCkpt, FusedCE: q.FusedCE, Optimizer: q.Optimizer, Strategy: q.Sharding.Strategy, Offload: q.Sharding.CPUOffload,
+	pj := planJSON{Rank: rank, Method: string(q.Method), Quant: string(q.Quant), SeqLen: q.SeqLen, MicroBatch: p.MicroBatch, GradAccum: p.GradAccum,
+		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
 		Nodes: p.Nodes, GPUsPerNode: p.GPUsPerNode, WorldSize: p.World,
 		TotalGB: round(gib(e.Total), 3), Ratio: round(e.Verdict.Ratio, 4), Fit: string(e.Verdict.Fit), HostOffloadGB: round(gib(e.HostOffload), 3),
 		Time: planTimeJSON{Known: t.Known, Why: t.Why, ComputeS: round(t.Compute, 4), RecomputeS: round(t.Recompute, 4),
@@ -198,17 +198,17 @@ func planCommand(model string, p plan.Plan) string {
 		a = append(a, "--rank", fmt.Sprint(q.LoRARank), "--targets", strings.Join(q.LoRATargets, ","))
 	}
 	if q.Quant != "" && q.Quant != "nf4-dq" {
-		a = append(a, "--quant", q.Quant)
+		a = append(a, "--quant", string(q.Quant))
 	}
 	a = append(a, "--seq-len", fmt.Sprint(q.SeqLen), "--batch", fmt.Sprint(p.MicroBatch), "--grad-accum", fmt.Sprint(p.GradAccum),
-		"--grad-ckpt", q.GradCkpt, "--fused-ce", q.FusedCE, "--optimizer", q.Optimizer)
+		"--grad-ckpt", string(q.GradCkpt), "--fused-ce", string(q.FusedCE), "--optimizer", string(q.Optimizer))
 	if st := q.Sharding.Strategy; st != "none" {
-		a = append(a, "--strategy", st, "--num-gpus", fmt.Sprint(p.GPUsPerNode))
+		a = append(a, "--strategy", string(st), "--num-gpus", fmt.Sprint(p.GPUsPerNode))
 		if p.Nodes > 1 {
 			a = append(a, "--nodes", fmt.Sprint(p.Nodes))
 		}
 		if q.Sharding.CPUOffload != "none" {
-			a = append(a, "--offload", q.Sharding.CPUOffload)
+			a = append(a, "--offload", string(q.Sharding.CPUOffload))
 		}
 	}
 	return strings.Join(a, " ")

@@ -24,7 +24,7 @@ func cliReference(t *testing.T) string {
 	t.Helper()
 	t.Setenv("COLUMNS", "80") // kong wraps help to the terminal width
 	var root Root
-	parser, err := kong.New(&root, kong.Name("canifinetune"))
+	parser, err := kong.New(&root, kong.Name("canifinetune"), vocabularyVars())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,26 +1,32 @@
 package cli
 
+import "github.com/canifinetune/canifinetune/estimate"
+
 // RequestFlags are the flags that describe the training run, shared by every
 // command that takes one (estimate, bench), so that a run is spelled the same
 // way everywhere. A command that cannot honour a value (bench's probe runs
 // one stack) refuses it with a usage error naming the flag.
+//
+// The option flags' values, completions and help lines come from estimate's
+// option tables (vocabularyVars); nil means not given, so that a --stack
+// fills it.
 type RequestFlags struct {
-	Method     string   `enum:"full,lora,qlora" default:"lora" help:"What is trained: full, lora or qlora (${enum})."`
-	Precision  string   `help:"bf16-true (default): weights, grads and optimizer states in bf16; bf16-mixed, fp16-mixed keep fp32 master weights; fp16-true; fp32."`
-	Quant      string   `help:"QLoRA base quantization: nf4, nf4-dq (double quant, default), fp4, int8."`
-	Rank       *int64   `placeholder:"16" help:"LoRA rank, from 1 up to the widest targeted module (default 16)."`
-	Targets    []string `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
-	Extra      []string `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
-	SeqLen     int64    `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
-	Batch      int64    `default:"1" help:"Micro-batch size per GPU."`
-	GradAccum  int64    `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
-	Dynamic    bool     `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
-	Dropout    *float64 `name:"lora-dropout" help:"LoRA dropout probability; above 0 each adapter keeps its dropped-out input and mask for the backward. Default: the stack's (0 for plain PEFT)."`
-	GradCkpt   string   `name:"grad-ckpt" help:"Activation checkpointing: none (default), full, unsloth, offload."`
-	Optimizer  string   `help:"adamw_torch (foreach; default), adamw_torch_fused, sgd, adamw_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit."`
-	OptimDtype string   `name:"optimizer-state-dtype" help:"fp32 or bf16; default: the parameter dtype."`
-	Attn       string   `help:"Attention implementation: sdpa (default), flash_attention_2, flex_attention, or eager, which adds the s² score matrix."`
-	FusedCE    string   `name:"fused-ce" help:"Fused or chunked cross-entropy: none (default), liger or cut_cross_entropy (no logits materialised), chunked."`
-	Compile    bool     `help:"The run uses torch.compile (not modelled: noted in the assumptions)."`
-	Stack      string   `help:"Framework preset that fills what the flags leave unset: hf-trainer, trl, peft-accelerate, axolotl, litgpt, torchtune, fsdp_qlora, unsloth (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path)."`
+	Method     estimate.Method         `enum:"${method_enum}" default:"lora" help:"What is trained:${method_values}"`
+	Precision  *estimate.Precision     `enum:"${precision_enum}" help:"How weights, gradients and optimizer states are held (default bf16-true, or the --stack's):${precision_values}"`
+	Quant      *estimate.Quant         `enum:"${quant_enum}" help:"QLoRA base quantization (default nf4-dq):${quant_values}"`
+	Rank       *int64                  `placeholder:"16" help:"LoRA rank, from 1 up to the widest targeted module (default 16)."`
+	Targets    []string                `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
+	Extra      []string                `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
+	SeqLen     int64                   `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
+	Batch      int64                   `default:"1" help:"Micro-batch size per GPU."`
+	GradAccum  int64                   `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
+	Dynamic    bool                    `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
+	Dropout    *float64                `name:"lora-dropout" help:"LoRA dropout probability; above 0 each adapter keeps its dropped-out input and mask for the backward. Default: the stack's (0 for plain PEFT)."`
+	GradCkpt   *estimate.Checkpointing `name:"grad-ckpt" enum:"${grad_ckpt_enum}" help:"Activation checkpointing (default none, or the --stack's):${grad_ckpt_values}"`
+	Optimizer  *estimate.Optimizer     `enum:"${optimizer_enum}" help:"Optimizer (default adamw_torch, or the --stack's):${optimizer_values}"`
+	OptimDtype *estimate.Dtype         `name:"optimizer-state-dtype" placeholder:"DTYPE" enum:"${optimizer_state_dtype_enum}" help:"Dtype of the optimizer states (default: the parameters'):${optimizer_state_dtype_values}"`
+	Attn       *estimate.Attention     `enum:"${attn_enum}" help:"Attention implementation (default sdpa, or the --stack's):${attn_values}"`
+	FusedCE    *estimate.LossKernel    `name:"fused-ce" enum:"${fused_ce_enum}" help:"Loss kernel (default none, or the --stack's):${fused_ce_values}"`
+	Compile    bool                    `help:"The run uses torch.compile (not modelled: noted in the assumptions)."`
+	Stack      *estimate.StackName     `enum:"${stack_enum}" help:"Framework preset that fills what the flags leave unset (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path):${stack_values}"`
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/canifinetune/canifinetune/modelsource"
 )
 
 // Exit codes. They are documented in the README and stable: scripts branch on them.
@@ -40,14 +42,14 @@ type Env struct {
 	// Hub returns the source of Hub models (config.json and safetensors
 	// headers); nil means the real Hub client configured from Getenv.
 	// Tests inject a fake.
-	Hub func(hubOptions) (modelSource, error)
+	Hub func(hubOptions) (modelsource.Source, error)
 }
 
 // OSEnv is the Env of the real process.
 func OSEnv() Env {
 	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv,
 		IsTerminal: isTerminal(os.Stdout), ErrIsTerminal: isTerminal(os.Stderr),
-		Hub: func(o hubOptions) (modelSource, error) { return newHubClient(os.Getenv, o) }}
+		Hub: func(o hubOptions) (modelsource.Source, error) { return newHubClient(os.Getenv, o) }}
 }
 
 // isTerminal reports whether f is a character device (a terminal).
@@ -114,6 +116,7 @@ func Main(args []string, env Env) (code int) {
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(kongExit(c)) }),
 		kong.Vars{"version": versionLine()},
+		vocabularyVars(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 	)
 	parser, err := kong.New(&root, opts...)

@@ -22,7 +22,7 @@ import (
 type TraceCmd struct {
 	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped. Two files: compare before and after."`
 	JSON     bool     `help:"Print the report as JSON (schema: docs/trace-json.md)."`
-	WhatIf   []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Amdahl bound on wall-clock if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
+	WhatIf   []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Bound on how much shorter the GPU timeline gets if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
 	Top      int      `default:"10" help:"Kernel names to list in the table (all are in --json)."`
 	AllSteps bool     `help:"Keep the first (warm-up) and last (truncated) steps in the typical figures."`
 }
@@ -381,22 +381,50 @@ func writeTraceSteps(out io.Writer, s trace.Steps) {
 	}
 	tw.Flush()
 	t := s.Typical
-	fmt.Fprintf(out, "  typical (median of %d): span %s, busy %s (%s), gaps %s\n", t.Steps, fmtNS(t.SpanNS), fmtNS(t.BusyNS), tracePct(t.BusyFraction), fmtNS(t.GapNS))
+	fmt.Fprintf(out, "  typical: %s (median span of %d steps): span %s; GPU time %s = busy %s (%s) + gaps %s\n",
+		t.Step, t.Steps, fmtNS(t.SpanNS), fmtNS(t.GPUTimeNS), fmtNS(t.BusyNS), tracePct(t.BusyFraction), fmtNS(t.GapNS))
+}
+
+// shorterOrLonger says a signed saving as people read it: a slow-down
+// makes things longer, not "-9.7% shorter".
+func shorterOrLonger(saved int64, frac float64) (string, string, string) {
+	if saved < 0 {
+		return tracePct(-frac), fmtNS(-saved), "longer"
+	}
+	return tracePct(frac), fmtNS(saved), "shorter"
 }
 
 func writeTraceWhatIf(out io.Writer, ps []trace.Projection) {
 	for _, p := range ps {
-		fmt.Fprintf(out, "\nwhat if %s were %gx faster on GPU %d: wall-clock at most %s shorter (%s per step of %s)\n",
-			p.Category, p.Speedup, p.Device, tracePct(p.Bound), fmtNS(p.SavedNS), fmtNS(p.StepNS))
-		fmt.Fprintf(out, "  Amdahl bound = share %s × busy fraction %s × (1 − 1/%g); reached only if all of it is on the critical path\n",
-			tracePct(p.Share), tracePct(p.BusyFraction), p.Speedup)
+		pct, ns, dir := shorterOrLonger(p.SavedNS, p.Bound)
+		fmt.Fprintf(out, "\nwhat if %s ran %gx as fast on GPU %d: its timeline at most %s %s (%s of %s)\n",
+			p.Category, p.Speedup, p.Device, pct, dir, ns, fmtNS(p.SpanNS))
+		fmt.Fprintf(out, "  bound = |1 − 1/%g| × %s's union over streams %s (exclusive %s + %s under other ops): ops keep their streams, order and waits\n",
+			p.Speedup, p.Category, fmtNS(p.UnionNS), fmtNS(p.ExclusiveNS), fmtNS(p.OverlappedNS))
+		pct, ns, dir = shorterOrLonger(p.HostAsRecordedSavedNS, p.HostAsRecordedBound)
+		fmt.Fprintf(out, "  with the host launching as recorded: at most %s %s (%s)\n", pct, dir, ns)
+		if p.StepNS > 0 {
+			pct, ns, dir = shorterOrLonger(p.StepSavedNS, p.StepBound)
+			why := "GPU-bound: the GPU waited for the host less than half of it"
+			if p.LimitedBy == "host" {
+				why = "host-bound: the GPU waited for the host most of it, and a faster GPU shortens it only if the host gets ahead"
+			}
+			fmt.Fprintf(out, "  typical step (%s): at most %s %s (%s of %s)\n", why, pct, dir, ns, fmtNS(p.StepNS))
+		}
 	}
 }
 
 func writeTraceComparison(out io.Writer, c *trace.Comparison) {
 	fmt.Fprintf(out, "before %s\nafter  %s\n", c.Before, c.After)
+	if c.Note != "" {
+		fmt.Fprintf(out, "note: %s\n", c.Note)
+	}
 	for _, d := range c.Devices {
-		fmt.Fprintf(out, "\nGPU %d (%s): busy %s → %s (%s), step %s → %s (%s), busy fraction %s → %s\n", d.Device, strings.ReplaceAll(d.Basis, "_", " "),
+		gpu := fmt.Sprintf("GPU %d", d.Device)
+		if d.AfterDevice != d.Device {
+			gpu = fmt.Sprintf("GPU %d → GPU %d", d.Device, d.AfterDevice)
+		}
+		fmt.Fprintf(out, "\n%s (%s): busy %s → %s (%s), step %s → %s (%s), busy fraction %s → %s\n", gpu, strings.ReplaceAll(d.Basis, "_", " "),
 			fmtNS(d.Before.BusyNS), fmtNS(d.After.BusyNS), fmtNS(d.BusyDeltaNS), fmtNS(d.Before.StepNS), fmtNS(d.After.StepNS), fmtNS(d.StepDeltaNS),
 			tracePct(d.Before.BusyFraction), tracePct(d.After.BusyFraction))
 		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)

@@ -33,7 +33,7 @@ func TestUserTextStandsOnItsOwn(t *testing.T) {
 		texts[strings.TrimPrefix(f, "../../")] = string(b)
 	}
 	var root Root
-	parser, err := kong.New(&root, kong.Name("canifinetune"))
+	parser, err := kong.New(&root, kong.Name("canifinetune"), vocabularyVars())
 	if err != nil {
 		t.Fatal(err)
 	}

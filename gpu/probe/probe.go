@@ -1,4 +1,4 @@
-package gpu
+package probe
 
 import (
 	"bytes"
@@ -10,19 +10,19 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/canifinetune/canifinetune/gpu"
 )
 
 // Prober finds the GPUs of a machine.
 type Prober interface {
-	Probe(ctx context.Context) (Inventory, error)
+	Probe(ctx context.Context) (gpu.Inventory, error)
 }
 
 // Sentinel errors of probing; callers branch on them (doctor exits 5 on
-// ErrNoGPU and 1 on the others).
+// gpu.ErrNoGPU, which a probe returns when neither nvidia-smi nor rocm-smi
+// is installed or the tool found no device, and 1 on these).
 var (
-	// ErrNoGPU: neither nvidia-smi nor rocm-smi is installed, or the tool
-	// found no device.
-	ErrNoGPU = errors.New("no GPU found")
 	// ErrProbeTimeout: a tool did not answer in time (a wedged driver makes
 	// nvidia-smi hang for minutes).
 	ErrProbeTimeout = errors.New("GPU probe timed out")
@@ -30,10 +30,10 @@ var (
 	ErrProbeFailed = errors.New("GPU probe failed")
 )
 
-// DefaultProbeTimeout bounds the whole GPU probe. A healthy nvidia-smi
+// DefaultTimeout bounds the whole GPU probe. A healthy nvidia-smi
 // answers in well under a second; 10 s leaves room for a cold driver load
 // (persistence mode off) without letting a hung one hang us.
-const DefaultProbeTimeout = 10 * time.Second
+const DefaultTimeout = 10 * time.Second
 
 // Runner runs a program and returns its standard output. A non-zero exit is
 // an error that carries the program's standard error.
@@ -87,18 +87,18 @@ func LookPathIn(pathList string) func(string) (string, error) {
 	}
 }
 
-// SMIProber is the real Prober: nvidia-smi when present, else rocm-smi.
-type SMIProber struct {
+// SMI is the real Prober: nvidia-smi when present, else rocm-smi.
+type SMI struct {
 	// LookPath finds a program; nil means LookPathIn($PATH).
 	LookPath func(string) (string, error)
 	// Runner runs it; nil means ExecRunner.
 	Runner Runner
-	// Timeout bounds the whole probe; 0 means DefaultProbeTimeout.
+	// Timeout bounds the whole probe; 0 means DefaultTimeout.
 	Timeout time.Duration
 }
 
 // Probe implements Prober.
-func (p SMIProber) Probe(ctx context.Context) (Inventory, error) {
+func (p SMI) Probe(ctx context.Context) (gpu.Inventory, error) {
 	look := p.LookPath
 	if look == nil {
 		look = LookPathIn(os.Getenv("PATH"))
@@ -109,7 +109,7 @@ func (p SMIProber) Probe(ctx context.Context) (Inventory, error) {
 	}
 	timeout := p.Timeout
 	if timeout <= 0 {
-		timeout = DefaultProbeTimeout
+		timeout = DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -119,21 +119,21 @@ func (p SMIProber) Probe(ctx context.Context) (Inventory, error) {
 	if path, err := look("rocm-smi"); err == nil {
 		return probeROCm(ctx, run, path)
 	}
-	return Inventory{}, fmt.Errorf("%w: neither nvidia-smi nor rocm-smi is on PATH", ErrNoGPU)
+	return gpu.Inventory{}, fmt.Errorf("%w: neither nvidia-smi nor rocm-smi is on PATH", gpu.ErrNoGPU)
 }
 
-func probeNVIDIA(ctx context.Context, run Runner, path string) (Inventory, error) {
-	inv := Inventory{Tool: "nvidia-smi"}
-	fields := GPUQueryFields
-	out, err := run.Run(ctx, path, "--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
+// probeNVIDIA asks nvidia-smi the three questions of gpu.NVIDIAAnswers,
+// retrying the GPU query without the fields a driver before 510 rejects.
+func probeNVIDIA(ctx context.Context, run Runner, path string) (gpu.Inventory, error) {
+	a := gpu.NVIDIAAnswers{Fields: gpu.GPUQueryFields}
+	out, err := run.Run(ctx, path, "--query-gpu="+strings.Join(a.Fields, ","), "--format=csv,noheader,nounits")
 	if err != nil && !errors.Is(err, ErrProbeTimeout) && strings.Contains(err.Error(), "not a valid field") {
-		// Drivers before 510 know neither compute_cap nor, on some, MIG.
-		inv.Warnings = append(inv.Warnings, "this driver reports neither compute capability nor MIG mode: compute capability comes from the GPU table, MIG is taken as off")
-		fields = LegacyGPUQueryFields
-		out, err = run.Run(ctx, path, "--query-gpu="+strings.Join(fields, ","), "--format=csv,noheader,nounits")
+		a.Fields = gpu.LegacyGPUQueryFields
+		out, err = run.Run(ctx, path, "--query-gpu="+strings.Join(a.Fields, ","), "--format=csv,noheader,nounits")
 	}
+	inv := gpu.Inventory{Tool: "nvidia-smi"}
 	if noDevices(out, err) {
-		return inv, fmt.Errorf("%w: nvidia-smi reports no devices", ErrNoGPU)
+		return inv, fmt.Errorf("%w: nvidia-smi reports no devices", gpu.ErrNoGPU)
 	}
 	if err != nil {
 		if errors.Is(err, ErrProbeTimeout) {
@@ -141,38 +141,16 @@ func probeNVIDIA(ctx context.Context, run Runner, path string) (Inventory, error
 		}
 		return inv, fmt.Errorf("%w: %w", ErrProbeFailed, err)
 	}
-	devs, driver, warns := ParseGPUQuery(string(out), fields)
-	inv.Warnings = append(inv.Warnings, warns...)
-	if len(devs) == 0 {
-		return inv, fmt.Errorf("%w: nvidia-smi printed no readable GPU row: %q", ErrProbeFailed, clip(strings.TrimSpace(string(out))))
-	}
-	for i := range devs {
-		if devs[i].ComputeCapability == "" && devs[i].Card != nil {
-			devs[i].ComputeCapability = devs[i].Card.ComputeCapability
-		}
-	}
-	inv.GPUs, inv.Driver = devs, driver
-
+	a.GPUs = string(out)
 	// The rest enriches the inventory; its failure is a warning, not a failed probe.
-	var apps []Process
-	if out, err := run.Run(ctx, path, "--query-compute-apps="+strings.Join(AppQueryFields, ","), "--format=csv,noheader,nounits"); err != nil {
-		inv.Warnings = append(inv.Warnings, fmt.Sprintf("compute process query failed: %v", err))
-	} else {
-		var w []string
-		apps, w = ParseAppQuery(string(out), devs)
-		inv.Warnings = append(inv.Warnings, w...)
+	out, a.AppsErr = run.Run(ctx, path, "--query-compute-apps="+strings.Join(gpu.AppQueryFields, ","), "--format=csv,noheader,nounits")
+	a.Apps = string(out)
+	out, a.BannerErr = run.Run(ctx, path)
+	a.Banner = string(out)
+	inv, err = gpu.NVIDIAInventory(a)
+	if err != nil {
+		return inv, fmt.Errorf("%w: %w", ErrProbeFailed, err)
 	}
-	var banner Banner
-	if out, err := run.Run(ctx, path); err != nil {
-		inv.Warnings = append(inv.Warnings, fmt.Sprintf("plain nvidia-smi (for the CUDA version and graphics processes) failed: %v", err))
-	} else {
-		banner = ParseBanner(string(out))
-	}
-	inv.CUDA = banner.CUDA
-	if inv.Driver == "" {
-		inv.Driver = banner.Driver
-	}
-	inv.Processes = mergeProcesses(banner.Processes, apps, devs)
 	return inv, nil
 }
 
@@ -186,36 +164,37 @@ func noDevices(out []byte, err error) bool {
 	return strings.Contains(s, "No devices were found") || strings.Contains(s, "No NVIDIA GPU found")
 }
 
-func probeROCm(ctx context.Context, run Runner, path string) (Inventory, error) {
-	inv := Inventory{Tool: "rocm-smi"}
-	out, err := run.Run(ctx, path, ROCmArgs...)
+func probeROCm(ctx context.Context, run Runner, path string) (gpu.Inventory, error) {
+	out, err := run.Run(ctx, path, gpu.ROCmArgs...)
 	if err != nil {
 		if errors.Is(err, ErrProbeTimeout) {
-			return inv, err
+			return gpu.Inventory{Tool: "rocm-smi"}, err
 		}
-		return inv, fmt.Errorf("%w: %w", ErrProbeFailed, err)
+		return gpu.Inventory{Tool: "rocm-smi"}, fmt.Errorf("%w: %w", ErrProbeFailed, err)
 	}
-	devs, driver, warns, err := ParseROCmSMI(out)
+	inv, err := gpu.ROCmInventory(out)
 	if err != nil {
 		return inv, fmt.Errorf("%w: %w", ErrProbeFailed, err)
 	}
-	if len(devs) == 0 {
-		return inv, fmt.Errorf("%w: rocm-smi lists no card", ErrNoGPU)
-	}
-	inv.GPUs, inv.Driver, inv.Warnings = devs, driver, warns
-	for i := range inv.GPUs {
-		if inv.GPUs[i].ComputeCapability == "" && inv.GPUs[i].Card != nil {
-			inv.GPUs[i].ComputeCapability = inv.GPUs[i].Card.ComputeCapability
-		}
+	if len(inv.GPUs) == 0 {
+		return inv, fmt.Errorf("%w: rocm-smi lists no card", gpu.ErrNoGPU)
 	}
 	return inv, nil
 }
 
-// FakeProber is a Prober for tests: it returns Inventory and Err.
-type FakeProber struct {
-	Inventory Inventory
+// Fake is a Prober for tests: it returns Inventory and Err.
+type Fake struct {
+	Inventory gpu.Inventory
 	Err       error
 }
 
 // Probe implements Prober.
-func (f FakeProber) Probe(context.Context) (Inventory, error) { return f.Inventory, f.Err }
+func (f Fake) Probe(context.Context) (gpu.Inventory, error) { return f.Inventory, f.Err }
+
+// clip shortens a tool's output for an error message.
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}

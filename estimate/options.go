@@ -1,0 +1,592 @@
+package estimate
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The option vocabulary: every choice a Request offers is a typed value with
+// a table of its properties. The tables are the one place a value is added:
+// Normalize validates against them, the estimators read their properties,
+// and the CLI builds its flag enums and help text from them (Choices).
+
+// Choice is one value of an option as a user interface shows it: the name,
+// a one-line description, and the other spellings Parse accepts for it.
+type Choice struct {
+	Name    string
+	Help    string
+	Aliases []string
+}
+
+// spec is a row of an option table.
+type spec interface{ choice() Choice }
+
+// UnknownValueError is a value outside an option's table. It is an
+// ErrInvalidRequest.
+type UnknownValueError struct {
+	// Option names the option in words: "optimizer", "sharding strategy".
+	Option string
+	Value  string
+	// Valid lists the accepted names, in table order.
+	Valid []string
+}
+
+func (e *UnknownValueError) Error() string {
+	return fmt.Sprintf("unknown %s %q (want one of %s)", e.Option, e.Value, strings.Join(e.Valid, ", "))
+}
+
+// Is makes every UnknownValueError an ErrInvalidRequest.
+func (e *UnknownValueError) Is(target error) bool { return target == ErrInvalidRequest }
+
+// choices lists a table's rows for a user interface.
+func choices[S spec](table []S) []Choice {
+	out := make([]Choice, len(table))
+	for i, s := range table {
+		out[i] = s.choice()
+	}
+	return out
+}
+
+// parseIn finds s among a table's names and aliases and returns the row's
+// canonical value.
+func parseIn[T ~string, S spec](option, s string, table []S) (T, error) {
+	var valid []string
+	for _, row := range table {
+		c := row.choice()
+		if c.Name == s {
+			return T(c.Name), nil
+		}
+		for _, a := range c.Aliases {
+			if a == s {
+				return T(c.Name), nil
+			}
+		}
+		valid = append(valid, c.Name)
+	}
+	return "", &UnknownValueError{Option: option, Value: s, Valid: valid}
+}
+
+// lookup is the row named v; the zero row when v is not in the table
+// (Normalize refuses such a request before an estimator reads it).
+func lookup[T ~string, S spec](table []S, v T) S {
+	for _, row := range table {
+		if row.choice().Name == string(v) {
+			return row
+		}
+	}
+	var zero S
+	return zero
+}
+
+// Options lists every option's choices by the name the request fields and
+// flags share ("method", "optimizer", …), in the order a form shows them.
+func Options() []Option {
+	return []Option{
+		{"method", choices(Methods)},
+		{"precision", choices(Precisions)},
+		{"quant", choices(Quants)},
+		{"quant_storage", choices(QuantStorages)},
+		{"grad_ckpt", choices(Checkpointings)},
+		{"optimizer", choices(Optimizers)},
+		{"optimizer_state_dtype", choices(StateDtypes)},
+		{"attn", choices(Attentions)},
+		{"fused_ce", choices(LossKernels)},
+		{"stack", choices(stacks)},
+		{"strategy", choices(Strategies)},
+		{"cpu_offload", choices(Offloads)},
+	}
+}
+
+// Option is one option of a Request and its choices, in table order.
+type Option struct {
+	Name    string
+	Choices []Choice
+}
+
+// ---- Method -----------------------------------------------------------------
+
+// MethodSpec is what a training method trains.
+type MethodSpec struct {
+	Name Method
+	Help string
+	// Adapters: LoRA adapters train on a frozen base.
+	Adapters bool
+	// QuantizedBase: the frozen base is held in 4 or 8 bits.
+	QuantizedBase bool
+}
+
+func (s MethodSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Methods is the table of training methods.
+var Methods = []MethodSpec{
+	{Name: Full, Help: "every weight trains"},
+	{Name: LoRA, Help: "low-rank adapters on a frozen 16-bit base", Adapters: true},
+	{Name: QLoRA, Help: "low-rank adapters on a 4- or 8-bit quantized base", Adapters: true, QuantizedBase: true},
+}
+
+// ParseMethod reads a training method.
+func ParseMethod(s string) (Method, error) { return parseIn[Method]("method", s, Methods) }
+
+// Spec is the method's row of Methods.
+func (m Method) Spec() MethodSpec { return lookup(Methods, m) }
+
+// ---- Precision --------------------------------------------------------------
+
+// PrecisionSpec is how a precision holds weights and runs compute.
+type PrecisionSpec struct {
+	Name Precision
+	Help string
+	// MasterWeights: trained weights stay fp32 and the matmuls run under
+	// torch.autocast in 16 bits (the "-mixed" precisions).
+	MasterWeights bool
+	// ParamBytes is the dtype size of trained weights (docs/memory-model.md#weights: 4 / 2 / 2).
+	ParamBytes int64
+	// ComputeBytes is the dtype size of activations, and of a frozen base
+	// loaded without an override: 4 for fp32 runs, else 2.
+	ComputeBytes int64
+}
+
+func (s PrecisionSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Precisions is the table of precisions.
+var Precisions = []PrecisionSpec{
+	{Name: BF16Mixed, Help: "fp32 master weights, bf16 autocast", MasterWeights: true, ParamBytes: 4, ComputeBytes: 2},
+	{Name: BF16True, Help: "weights, gradients and optimizer states in bf16", ParamBytes: 2, ComputeBytes: 2},
+	{Name: FP16Mixed, Help: "fp32 master weights, fp16 autocast", MasterWeights: true, ParamBytes: 4, ComputeBytes: 2},
+	{Name: FP16True, Help: "everything in fp16", ParamBytes: 2, ComputeBytes: 2},
+	{Name: FP32, Help: "everything in fp32", ParamBytes: 4, ComputeBytes: 4},
+}
+
+// ParsePrecision reads a precision.
+func ParsePrecision(s string) (Precision, error) {
+	return parseIn[Precision]("precision", s, Precisions)
+}
+
+// Spec is the precision's row of Precisions.
+func (p Precision) Spec() PrecisionSpec { return lookup(Precisions, p) }
+
+// ---- Quantization -----------------------------------------------------------
+
+// Quant is the 4/8-bit scheme of a QLoRA base.
+type Quant string
+
+// Quantization schemes (bitsandbytes).
+const (
+	NF4   Quant = "nf4"
+	NF4DQ Quant = "nf4-dq"
+	FP4   Quant = "fp4"
+	Int8  Quant = "int8"
+)
+
+// QuantSpec is how a scheme packs the base's Linear weights.
+type QuantSpec struct {
+	Name Quant
+	Help string
+	// BitsPerWeight is the packed size of one weight.
+	BitsPerWeight int
+	// DoubleQuant: the per-block absmax are quantized again (8-bit, one
+	// fp32 scale per 256 blocks).
+	DoubleQuant bool
+}
+
+func (s QuantSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Quants is the table of quantization schemes.
+var Quants = []QuantSpec{
+	{Name: NF4, Help: "4-bit NormalFloat, one fp32 absmax per 64 weights", BitsPerWeight: 4},
+	{Name: NF4DQ, Help: "NF4 with double quantization (QLoRA's default)", BitsPerWeight: 4, DoubleQuant: true},
+	{Name: FP4, Help: "4-bit float, one fp32 absmax per 64 weights", BitsPerWeight: 4},
+	{Name: Int8, Help: "LLM.int8(): 8-bit weights, a scale per row", BitsPerWeight: 8},
+}
+
+// ParseQuant reads a quantization scheme.
+func ParseQuant(s string) (Quant, error) { return parseIn[Quant]("quantization", s, Quants) }
+
+// Spec is the scheme's row of Quants.
+func (q Quant) Spec() QuantSpec { return lookup(Quants, q) }
+
+// ---- Dtypes -----------------------------------------------------------------
+
+// Dtype is a tensor element type named as the flags name it.
+type Dtype string
+
+// Dtypes.
+const (
+	DtypeUint8 Dtype = "uint8"
+	DtypeBF16  Dtype = "bf16"
+	DtypeFP16  Dtype = "fp16"
+	DtypeFP32  Dtype = "fp32"
+)
+
+// DtypeSpec is an element type's size.
+type DtypeSpec struct {
+	Name  Dtype
+	Help  string
+	Bytes int64
+}
+
+func (s DtypeSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// QuantStorages are the dtypes packed 4-bit weights can be stored in.
+var QuantStorages = []DtypeSpec{
+	{Name: DtypeUint8, Help: "bitsandbytes' default", Bytes: 1},
+	{Name: DtypeBF16, Help: "FSDP-QLoRA's bnb_4bit_quant_storage, so FSDP can shard packed weights", Bytes: 2},
+	{Name: DtypeFP16, Help: "as bf16, for fp16 runs", Bytes: 2},
+	{Name: DtypeFP32, Help: "fp32 storage", Bytes: 4},
+}
+
+// StateDtypes are the dtypes an optimizer can hold its states in.
+var StateDtypes = []DtypeSpec{
+	{Name: DtypeFP32, Help: "fp32 states", Bytes: 4},
+	{Name: DtypeBF16, Help: "bf16 states (torchtune's pure-bf16 recipes)", Bytes: 2},
+}
+
+// ParseQuantStorage reads the storage dtype of packed 4-bit weights.
+func ParseQuantStorage(s string) (Dtype, error) {
+	return parseIn[Dtype]("quant storage dtype", s, QuantStorages)
+}
+
+// ParseStateDtype reads an optimizer state dtype.
+func ParseStateDtype(s string) (Dtype, error) {
+	return parseIn[Dtype]("optimizer state dtype", s, StateDtypes)
+}
+
+// ---- Gradient checkpointing -------------------------------------------------
+
+// Checkpointing is how a step saves activations for the backward.
+type Checkpointing string
+
+// Checkpointing modes.
+const (
+	CkptNone    Checkpointing = "none"
+	CkptFull    Checkpointing = "full"
+	CkptUnsloth Checkpointing = "unsloth"
+	CkptOffload Checkpointing = "offload"
+)
+
+// CheckpointingSpec is what a checkpointing mode keeps and recomputes.
+type CheckpointingSpec struct {
+	Name Checkpointing
+	Help string
+	// Recomputes: only block inputs are saved and each layer's forward runs
+	// again in the backward (one more forward per step).
+	Recomputes bool
+	// OffloadsInputs: the saved block inputs go to host RAM (non-blocking)
+	// and come back for the recomputation; one stays on the GPU.
+	OffloadsInputs bool
+}
+
+func (s CheckpointingSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Checkpointings is the table of checkpointing modes.
+var Checkpointings = []CheckpointingSpec{
+	{Name: CkptNone, Help: "every layer keeps its activations"},
+	{Name: CkptFull, Help: "block inputs only, each layer recomputed in the backward", Recomputes: true},
+	{Name: CkptUnsloth, Help: "Unsloth's: block inputs offloaded to host RAM, layers recomputed", Recomputes: true, OffloadsInputs: true},
+	{Name: CkptOffload, Help: "activation offloading: block inputs in host RAM, layers recomputed", Recomputes: true, OffloadsInputs: true},
+}
+
+// ParseCheckpointing reads a checkpointing mode.
+func ParseCheckpointing(s string) (Checkpointing, error) {
+	return parseIn[Checkpointing]("gradient checkpointing", s, Checkpointings)
+}
+
+// Spec is the mode's row of Checkpointings.
+func (c Checkpointing) Spec() CheckpointingSpec { return lookup(Checkpointings, c) }
+
+// ---- Optimizer --------------------------------------------------------------
+
+// Optimizer is the training optimizer, named as transformers' `optim` names it.
+type Optimizer string
+
+// Optimizers.
+const (
+	AdamWTorch      Optimizer = "adamw_torch"
+	AdamWTorchFused Optimizer = "adamw_torch_fused"
+	SGD             Optimizer = "sgd"
+	AdamW8bit       Optimizer = "adamw_8bit"
+	PagedAdamW8bit  Optimizer = "paged_adamw_8bit"
+	PagedAdamW32bit Optimizer = "paged_adamw_32bit"
+	Adafactor       Optimizer = "adafactor"
+	Lion8bit        Optimizer = "lion_8bit"
+)
+
+// OptimizerSpec is what an optimizer keeps per trainable parameter.
+type OptimizerSpec struct {
+	Name    Optimizer
+	Help    string
+	Aliases []string
+	// States is the number of per-parameter state tensors (AdamW 2, Lion 1,
+	// SGD without momentum 0).
+	States int64
+	// EightBit: states quantized block-wise to 8 bits with one fp32 absmax
+	// per 2048-element block (bitsandbytes).
+	EightBit bool
+	// Paged: states in CUDA unified memory, evicted to host RAM under pressure.
+	Paged bool
+	// Fused: the step runs in one kernel, without the tensor-sized
+	// intermediates of torch's foreach implementation.
+	Fused bool
+	// Factored: the second moment is one row and one column vector per
+	// matrix (Adafactor).
+	Factored bool
+	// StateBytes fixes the states' dtype size whatever the parameters'
+	// (paged_adamw_32bit: fp32); 0 follows the parameters or
+	// Request.OptimizerStateDtype.
+	StateBytes int64
+}
+
+func (s OptimizerSpec) choice() Choice {
+	return Choice{Name: string(s.Name), Help: s.Help, Aliases: s.Aliases}
+}
+
+// Optimizers is the table of optimizers. "adamw" (transformers' own name for
+// torch's AdamW) and "adamw_bnb_8bit" (transformers' other name for
+// bitsandbytes' AdamW8bit) are accepted and read as the value they alias.
+var Optimizers = []OptimizerSpec{
+	{Name: AdamWTorch, Help: "torch AdamW, foreach: two states + a tensor-sized step buffer", Aliases: []string{"adamw"}, States: 2},
+	{Name: AdamWTorchFused, Help: "torch AdamW, fused: two states", States: 2, Fused: true},
+	{Name: SGD, Help: "SGD without momentum: no state"},
+	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, Fused: true},
+	{Name: PagedAdamW8bit, Help: "bitsandbytes AdamW, 8-bit states in paged memory", States: 2, EightBit: true, Paged: true, Fused: true},
+	{Name: PagedAdamW32bit, Help: "bitsandbytes AdamW, fp32 states in paged memory", States: 2, Paged: true, Fused: true, StateBytes: 4},
+	{Name: Adafactor, Help: "factored second moment, no first moment", States: 1, Factored: true},
+	{Name: Lion8bit, Help: "bitsandbytes Lion, one 8-bit state", States: 1, EightBit: true, Fused: true},
+}
+
+// ParseOptimizer reads an optimizer name; an alias gives the value it names.
+func ParseOptimizer(s string) (Optimizer, error) {
+	return parseIn[Optimizer]("optimizer", s, Optimizers)
+}
+
+// Spec is the optimizer's row of Optimizers.
+func (o Optimizer) Spec() OptimizerSpec { return lookup(Optimizers, o) }
+
+// ---- Attention --------------------------------------------------------------
+
+// Attention is the attention implementation (transformers' attn_implementation).
+type Attention string
+
+// Attention implementations.
+const (
+	SDPA            Attention = "sdpa"
+	FlashAttention2 Attention = "flash_attention_2"
+	FlexAttention   Attention = "flex_attention"
+	Eager           Attention = "eager"
+)
+
+// AttentionSpec is what an attention implementation keeps and needs.
+type AttentionSpec struct {
+	Name Attention
+	Help string
+	// KeepsScores: the s² score matrix of every head is materialised and
+	// kept for the backward.
+	KeepsScores bool
+	// NeedsFlashAttention2: runs only where the flash-attn 2 kernels do
+	// (Ampere or newer NVIDIA GPUs).
+	NeedsFlashAttention2 bool
+}
+
+func (s AttentionSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Attentions is the table of attention implementations.
+var Attentions = []AttentionSpec{
+	{Name: SDPA, Help: "torch scaled_dot_product_attention (memory-efficient or flash kernels)"},
+	{Name: FlashAttention2, Help: "the flash-attn 2 package (Ampere or newer)", NeedsFlashAttention2: true},
+	{Name: FlexAttention, Help: "torch flex_attention"},
+	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", KeepsScores: true},
+}
+
+// ParseAttention reads an attention implementation.
+func ParseAttention(s string) (Attention, error) {
+	return parseIn[Attention]("attention", s, Attentions)
+}
+
+// Spec is the implementation's row of Attentions.
+func (a Attention) Spec() AttentionSpec { return lookup(Attentions, a) }
+
+// ---- Loss kernel ------------------------------------------------------------
+
+// LossKernel is how the loss is computed from the last hidden states.
+type LossKernel string
+
+// Loss kernels.
+const (
+	LossNone            LossKernel = "none"
+	LossLiger           LossKernel = "liger"
+	LossChunked         LossKernel = "chunked"
+	LossCutCrossEntropy LossKernel = "cut_cross_entropy"
+)
+
+// LossKernelSpec is what a loss kernel materialises.
+type LossKernelSpec struct {
+	Name LossKernel
+	Help string
+	// MaterialisesLogits: the sequence's logits exist in memory (in full or
+	// chunk by chunk); the fused kernels never hold them.
+	MaterialisesLogits bool
+	// Chunked: the fp32 upcast, log-softmax and gradient exist one chunk at
+	// a time; only the 16-bit logits stay for the backward.
+	Chunked bool
+}
+
+func (s LossKernelSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// LossKernels is the table of loss kernels.
+var LossKernels = []LossKernelSpec{
+	{Name: LossNone, Help: "the model's own cross-entropy over the whole logits", MaterialisesLogits: true},
+	{Name: LossLiger, Help: "Liger's fused linear cross-entropy: no logits materialised"},
+	{Name: LossChunked, Help: "chunked cross-entropy: the upcast one chunk at a time", MaterialisesLogits: true, Chunked: true},
+	{Name: LossCutCrossEntropy, Help: "Apple's Cut Cross-Entropy: no logits materialised"},
+}
+
+// ParseLossKernel reads a loss kernel.
+func ParseLossKernel(s string) (LossKernel, error) {
+	return parseIn[LossKernel]("fused cross-entropy", s, LossKernels)
+}
+
+// Spec is the kernel's row of LossKernels.
+func (k LossKernel) Spec() LossKernelSpec { return lookup(LossKernels, k) }
+
+// ---- Sharding strategy ------------------------------------------------------
+
+// Strategy is a data-parallel sharding strategy.
+type Strategy string
+
+// Strategies.
+const (
+	NoSharding      Strategy = "none"
+	DDP             Strategy = "ddp"
+	FSDPFullShard   Strategy = "fsdp_full_shard"
+	FSDPShardGradOp Strategy = "fsdp_shard_grad_op"
+	FSDPNoShard     Strategy = "fsdp_no_shard"
+	FSDPHybridShard Strategy = "fsdp_hybrid_shard"
+	ZeRO1           Strategy = "zero1"
+	ZeRO2           Strategy = "zero2"
+	ZeRO3           Strategy = "zero3"
+)
+
+// ShardLevel is how much of the training state a strategy divides over the
+// world, in ZeRO's stages.
+type ShardLevel int
+
+// Shard levels.
+const (
+	ShardNothing    ShardLevel = iota // every GPU holds a replica
+	ShardOptimizer                    // optimizer states (ZeRO-1)
+	ShardGradients                    // + gradients (ZeRO-2)
+	ShardParameters                   // + parameters, gathered per unit (ZeRO-3)
+)
+
+// Strategy families.
+const (
+	FamilyTorchDDP  = "ddp"
+	FamilyFSDP      = "fsdp"
+	FamilyDeepSpeed = "deepspeed"
+)
+
+// StrategySpec is what a strategy divides, and what it can offload.
+type StrategySpec struct {
+	Name Strategy
+	Help string
+	// DataParallel: the run is replicated or sharded over GPUs (every
+	// strategy but none).
+	DataParallel bool
+	// Family is the library: FamilyTorchDDP, FamilyFSDP, FamilyDeepSpeed;
+	// "" for none.
+	Family string
+	Shards ShardLevel
+	// PerNode: shards within a node and replicates across nodes.
+	PerNode bool
+	// OffloadsParams and OffloadsOptimizer: the CPU offloads the strategy
+	// can do (DeepSpeed offloads parameters only under ZeRO-3; FSDP's
+	// CPUOffload moves parameters, gradients and the step together).
+	OffloadsParams, OffloadsOptimizer bool
+}
+
+func (s StrategySpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Strategies is the table of sharding strategies.
+var Strategies = []StrategySpec{
+	{Name: NoSharding, Help: "one GPU, or a model placed across GPUs"},
+	{Name: DDP, Help: "PyTorch DDP: a full replica per GPU", DataParallel: true, Family: FamilyTorchDDP},
+	{Name: FSDPFullShard, Help: "FSDP: parameters, gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},
+	{Name: FSDPShardGradOp, Help: "FSDP: gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardGradients, OffloadsParams: true, OffloadsOptimizer: true},
+	{Name: FSDPNoShard, Help: "FSDP without sharding: as DDP", DataParallel: true, Family: FamilyFSDP, OffloadsParams: true, OffloadsOptimizer: true},
+	{Name: FSDPHybridShard, Help: "FSDP: full shard within a node, replicas across nodes", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, PerNode: true, OffloadsParams: true, OffloadsOptimizer: true},
+	{Name: ZeRO1, Help: "DeepSpeed ZeRO-1: optimizer states sharded", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardOptimizer, OffloadsOptimizer: true},
+	{Name: ZeRO2, Help: "DeepSpeed ZeRO-2: gradients and optimizer states sharded", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardGradients, OffloadsOptimizer: true},
+	{Name: ZeRO3, Help: "DeepSpeed ZeRO-3: parameters too", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},
+}
+
+// ParseStrategy reads a sharding strategy.
+func ParseStrategy(s string) (Strategy, error) {
+	return parseIn[Strategy]("sharding strategy", s, Strategies)
+}
+
+// Spec is the strategy's row of Strategies.
+func (s Strategy) Spec() StrategySpec { return lookup(Strategies, s) }
+
+// ---- CPU offload ------------------------------------------------------------
+
+// Offload is what a sharded run keeps in host RAM.
+type Offload string
+
+// CPU offloads.
+const (
+	OffloadNone            Offload = "none"
+	OffloadParams          Offload = "params"
+	OffloadOptimizer       Offload = "optimizer"
+	OffloadParamsOptimizer Offload = "params+optimizer"
+)
+
+// OffloadSpec is what an offload moves to the host.
+type OffloadSpec struct {
+	Name Offload
+	Help string
+	// Params: sharded parameters live in host RAM, two layers on the GPU.
+	Params bool
+	// Optimizer: the optimizer states and step run on the CPU (ZeRO-Offload).
+	Optimizer bool
+}
+
+func (s OffloadSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// Offloads is the table of CPU offloads.
+var Offloads = []OffloadSpec{
+	{Name: OffloadNone, Help: "everything on the GPU"},
+	{Name: OffloadParams, Help: "parameters in host RAM (zero3, FSDP)", Params: true},
+	{Name: OffloadOptimizer, Help: "optimizer states and step on the CPU", Optimizer: true},
+	{Name: OffloadParamsOptimizer, Help: "both", Params: true, Optimizer: true},
+}
+
+// ParseOffload reads a CPU offload.
+func ParseOffload(s string) (Offload, error) { return parseIn[Offload]("cpu offload", s, Offloads) }
+
+// Spec is the offload's row of Offloads.
+func (o Offload) Spec() OffloadSpec { return lookup(Offloads, o) }
+
+// ---- Stack ------------------------------------------------------------------
+
+// StackName names a framework preset (Stacks).
+type StackName string
+
+// Framework presets.
+const (
+	StackHFTrainer      StackName = "hf-trainer"
+	StackTRL            StackName = "trl"
+	StackPEFTAccelerate StackName = "peft-accelerate"
+	StackAxolotl        StackName = "axolotl"
+	StackLitGPT         StackName = "litgpt"
+	StackTorchtune      StackName = "torchtune"
+	StackFSDPQLoRA      StackName = "fsdp_qlora"
+	StackUnsloth        StackName = "unsloth"
+)
+
+func (s Stack) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+
+// ParseStack reads a framework preset's name.
+func ParseStack(s string) (StackName, error) { return parseIn[StackName]("stack", s, stacks) }
+
+// Spec is the preset named n; the zero Stack for "" (no preset).
+func (n StackName) Spec() Stack { return lookup(stacks, n) }

@@ -1,0 +1,502 @@
+"""Fake-tensor oracle: the allocated memory of real training steps, without a GPU.
+
+Builds a model with transformers' ``AutoModelForCausalLM.from_config`` on the
+``meta`` device (tensors with shape, dtype and strides but no storage, so no
+weight is read or allocated), applies PEFT LoRA, gradient checkpointing and
+the attention implementation as an HF Trainer run does, and runs two full
+training steps (forward with labels, so the loss is the model's own; backward;
+AdamW ``foreach`` step; ``zero_grad(set_to_none=True)``). A
+``TorchDispatchMode`` sees every tensor the operators create on the training
+device and counts live storages once each, rounded up to 512 bytes as the CUDA
+caching allocator's ``allocated_bytes`` counter does; a storage stops counting
+when its last reference dies. The result is the peak of live tensor bytes per
+phase (forward, loss, backward, optimizer) and overall: the figure
+``torch.cuda.max_memory_allocated`` reports, less what torch allocates outside
+tensors on a GPU (cuBLAS workspaces, CUDA context; not simulated).
+
+The CUDA path is imitated where it differs from what meta tensors would do:
+
+* SDPA takes the kernel CUDA would choose: flash attention for bf16/fp16 with
+  no mask and head dim <= 256 (it saves the output and an fp32 logsumexp, not
+  the seq x seq probabilities), memory-efficient attention otherwise.
+* transformers' check for packed sequences (a data-dependent ``.all()``) is
+  answered as it is on a real fixed-length, unpacked batch: not packed.
+* Any other data-dependent operation (``.item()`` on a device tensor) stops
+  the run with an error instead of guessing.
+
+Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
+4-bit layers are not faked), bf16-mixed/fp16-mixed (autocast does not apply
+to meta tensors), MoE routing, fused cross-entropy kernels, 8-bit/paged
+optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
+(dynamic) batches.
+
+Command line: ``python -m oracle.fakestep CONFIG_DIR REQUEST.json`` prints one
+JSON Lines case (the measurements schema, ``"simulated": true``) per request;
+REQUEST.json holds one request object or a list, in the vocabulary of
+``canifinetune estimate --json``'s ``config`` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ROUND = 512  # the CUDA caching allocator's block granularity
+STACK = "hf-trainer"
+
+
+class NotSimulated(Exception):
+    """The request asks for something the oracle does not imitate."""
+
+
+class DataDependent(RuntimeError):
+    """The training code asked for a device tensor's value."""
+
+
+@dataclasses.dataclass
+class Request:
+    method: str = "lora"
+    precision: str = "bf16-true"
+    lora_rank: int = 16
+    lora_alpha: int | None = None
+    lora_targets: list[str] = dataclasses.field(default_factory=lambda: ["attention"])
+    lora_dropout: float = 0.0
+    seq_len: int = 2048
+    batch: int = 1
+    grad_accum: int = 1
+    grad_ckpt: str = "none"
+    optimizer: str = "adamw_torch"
+    attn: str = "sdpa"
+    fused_ce: str = "none"
+    sharding: str = "none"
+    num_gpus: int = 1
+    cpu_offload: str = "none"
+    dynamic_padding: bool = False
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Request":
+        known = {f.name for f in dataclasses.fields(cls)}
+        # estimate --json spells these without the lora_ prefix in places.
+        aliases = {"rank": "lora_rank", "alpha": "lora_alpha", "targets": "lora_targets", "dropout": "lora_dropout"}
+        kw = {}
+        for k, v in d.items():
+            k = aliases.get(k, k)
+            if k in known and v is not None:
+                kw[k] = v
+        r = cls(**kw)
+        r.check()
+        return r
+
+    def check(self) -> None:
+        def no(what: str) -> None:
+            raise NotSimulated(what)
+
+        if self.method == "qlora":
+            no("qlora: bitsandbytes' 4-bit layers are not faked by this oracle")
+        if self.method not in ("full", "lora"):
+            no(f"method {self.method!r}")
+        if self.precision in ("bf16-mixed", "fp16-mixed"):
+            no(f"precision {self.precision}: autocast does not apply to meta tensors; not imitated yet")
+        if self.precision not in DTYPES:
+            no(f"precision {self.precision!r}")
+        if self.grad_ckpt not in ("none", "full"):
+            no(f"grad_ckpt {self.grad_ckpt!r}")
+        if self.optimizer not in ("adamw_torch", "sgd"):
+            no(f"optimizer {self.optimizer!r} (adamw_torch foreach and sgd are simulated)")
+        if self.attn not in ("sdpa", "eager"):
+            no(f"attn {self.attn!r}")
+        if self.fused_ce != "none":
+            no(f"fused_ce {self.fused_ce!r}")
+        if self.sharding not in ("none", "") or self.num_gpus not in (0, 1) or self.cpu_offload not in ("none", ""):
+            no("sharding, several GPUs or CPU offload")
+        if self.dynamic_padding:
+            no("dynamic padding")
+        for name, v in (("seq_len", self.seq_len), ("batch", self.batch), ("grad_accum", self.grad_accum)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"request field {name}: bad value {v!r} (want a positive integer)")
+        if self.method == "lora" and (not isinstance(self.lora_rank, int) or self.lora_rank < 1):
+            raise ValueError(f"request field lora_rank: bad value {self.lora_rank!r}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"request field lora_dropout: bad value {self.lora_dropout!r}")
+
+
+DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32}
+
+
+def _round(n: int) -> int:
+    return (n + ROUND - 1) // ROUND * ROUND
+
+
+class LiveBytes(TorchDispatchMode):
+    """Counts live storages on the meta (training) device, once each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, tuple[int, Any]] = {}
+        self.cur = 0
+        self.peak = 0
+        self.phase = "setup"
+        self.phase_peak: dict[str, int] = {}
+        self._ppeak = 0
+
+    def track(self, t: torch.Tensor) -> None:
+        if t.device.type != "meta":
+            return  # CPU scalars (optimizer step counts, RNG state) stay off the GPU too
+        s = t.untyped_storage()
+        key = s._cdata
+        if key in self.live:
+            return
+        n = _round(s.nbytes())
+        live = self.live
+
+        def gone(_ref: Any, key: int = key, n: int = n) -> None:
+            if live.pop(key, None) is not None:
+                self.cur -= n
+
+        live[key] = (n, weakref.ref(s, gone))
+        self.cur += n
+        if self.cur > self._ppeak:
+            self._ppeak = self.cur
+            if self.cur > self.peak:
+                self.peak = self.cur
+
+    def set_phase(self, name: str) -> None:
+        self.phase_peak[self.phase] = max(self.phase_peak.get(self.phase, 0), self._ppeak)
+        self.phase = name
+        self._ppeak = self.cur
+
+    def bytes_of(self, tensors) -> int:
+        seen, n = set(), 0
+        for t in tensors:
+            if t is None or t.device.type != "meta":
+                continue
+            k = t.untyped_storage()._cdata
+            if k not in seen:
+                seen.add(k)
+                n += _round(t.untyped_storage().nbytes())
+        return n
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _LOCAL_SCALAR and args[0].device.type == "meta":
+            raise DataDependent(
+                "the training code read a device tensor's value (.item()); the oracle does not guess data-dependent results"
+            )
+        out = func(*args, **(kwargs or {}))
+        if type(out) is torch.Tensor:
+            self.track(out)
+        elif isinstance(out, (tuple, list)):
+            for o in out:
+                if type(o) is torch.Tensor:
+                    self.track(o)
+                elif isinstance(o, (tuple, list)):
+                    for p in o:
+                        if type(p) is torch.Tensor:
+                            self.track(p)
+        return out
+
+
+_LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
+_real_sdpa = torch.nn.functional.scaled_dot_product_attention
+
+
+def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """SDPA as the CUDA dispatcher runs it: flash, else memory-efficient."""
+    if query.device.type != "meta":
+        return _real_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    hd = query.shape[-1]
+    if attn_mask is None and query.dtype in (torch.bfloat16, torch.float16) and hd <= 256 and hd == value.shape[-1]:
+        # Flash takes grouped key/value heads natively.
+        return torch.ops.aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, False, scale=scale
+        )[0]
+    if key.shape[-3] != query.shape[-3]:
+        n = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(n, dim=-3), value.repeat_interleave(n, dim=-3)
+    return torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale
+    )[0]
+
+
+def _patched():
+    """Context: imitate the CUDA path in transformers/torch for the run."""
+    import contextlib
+
+    import transformers.masking_utils as mu
+
+    @contextlib.contextmanager
+    def ctx():
+        old_pack, old_sdpa = mu.find_packed_sequence_indices, torch.nn.functional.scaled_dot_product_attention
+        # A fixed-length batch with position_ids 0..seq-1 is not packed: the
+        # real check returns None after reading the tensor.
+        mu.find_packed_sequence_indices = lambda position_ids: None
+        torch.nn.functional.scaled_dot_product_attention = _cuda_sdpa
+        try:
+            yield
+        finally:
+            mu.find_packed_sequence_indices = old_pack
+            torch.nn.functional.scaled_dot_product_attention = old_sdpa
+
+    return ctx()
+
+
+def lora_targets(model: torch.nn.Module, spec: list[str]) -> list[str]:
+    """Resolves scope keywords (attention, mlp, all-linear) to module names."""
+    attn, mlp = [], []
+    out_emb = model.get_output_embeddings()
+    for name, mod in model.named_modules():
+        if not isinstance(mod, torch.nn.Linear) or mod is out_emb:
+            continue
+        parts = name.split(".")
+        leaf = parts[-1]
+        if any("attn" in p or "attention" in p for p in parts[:-1]):
+            if leaf not in attn:
+                attn.append(leaf)
+        elif leaf not in mlp and not any(p in ("gate", "router") for p in parts[-1:]):
+            mlp.append(leaf)
+    out: list[str] = []
+    for s in spec:
+        k = s.strip().lower()
+        names = {"attention": attn, "mlp": mlp, "all-linear": attn + mlp, "all_linear": attn + mlp, "all": attn + mlp}.get(k, [s.strip()])
+        for n in names:
+            if n not in out:
+                out.append(n)
+    return out
+
+
+@dataclasses.dataclass
+class Result:
+    peak_bytes: int
+    phase_peak_bytes: dict[str, int]
+    params_bytes: int
+    trainable_params_bytes: int
+    grads_bytes: int
+    optimizer_state_bytes: int
+    trainable_params: int
+    total_params: int
+    lora_targets: list[str]
+    adapter_dtype: str | None
+    build_s: float
+    run_s: float
+    cpu_s: float
+
+
+def build(config_dir: str, req: Request):
+    """The model as the run trains it, on the meta device."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.from_pretrained(config_dir)
+    if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None):
+        raise NotSimulated(f"{cfg.model_type}: MoE routing is data-dependent; not simulated yet")
+    dtype = DTYPES[req.precision]
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=req.attn)
+    targets: list[str] = []
+    if req.method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        targets = lora_targets(model, req.lora_targets)
+        lc = LoraConfig(
+            r=req.lora_rank,
+            lora_alpha=req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank,
+            lora_dropout=req.lora_dropout,
+            target_modules=targets,
+            task_type="CAUSAL_LM",
+        )
+        with torch.device("meta"):
+            model = get_peft_model(model, lc)
+    if req.grad_ckpt == "full":
+        # As the Trainer enables it (use_reentrant False is the default too).
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    model.train()
+    return model, targets
+
+
+def _param_groups(model: torch.nn.Module):
+    """HF Trainer's two groups: weight decay on all but biases and norms."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if name.endswith("bias") or "norm" in name.lower() else decay).append(p)
+    return [{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def simulate(config_dir: str, req: Request, steps: int = 2) -> Result:
+    """Runs `steps` optimizer steps of the request and returns the peaks."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    model, targets = build(config_dir, req)
+    t1 = time.perf_counter()
+    live = LiveBytes()
+    params = list(model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    for p in params:
+        live.track(p)
+    for b in model.buffers():
+        live.track(b)
+    groups = [g for g in _param_groups(model) if g["params"]]
+    if req.optimizer == "sgd":
+        opt = torch.optim.SGD(groups, lr=1e-5, foreach=True)
+    else:
+        opt = torch.optim.AdamW(groups, lr=1e-5, foreach=True)
+    head = model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda *a: live.set_phase("loss"))
+    grads_bytes = 0
+    try:
+        with _patched(), live:
+            for _ in range(steps):
+                for _ in range(req.grad_accum):
+                    live.set_phase("forward")
+                    ids = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
+                    labels = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
+                    loss = model(input_ids=ids, labels=labels).loss
+                    if req.grad_accum > 1:
+                        loss = loss / req.grad_accum
+                    live.set_phase("backward")
+                    loss.backward()
+                    del loss, ids, labels
+                grads_bytes = live.bytes_of(p.grad for p in trainable)
+                live.set_phase("optimizer")
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            live.set_phase("done")
+    finally:
+        hook.remove()
+    state = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    phases = {k: v for k, v in live.phase_peak.items() if k in ("forward", "loss", "backward", "optimizer")}
+    adapter = next((str(p.dtype).removeprefix("torch.") for n, p in model.named_parameters() if "lora_" in n), None)
+    return Result(
+        peak_bytes=live.peak,
+        phase_peak_bytes=phases,
+        params_bytes=live.bytes_of(params),
+        trainable_params_bytes=live.bytes_of(trainable),
+        grads_bytes=grads_bytes,
+        optimizer_state_bytes=live.bytes_of(state),
+        trainable_params=sum(p.numel() for p in trainable),
+        total_params=sum(p.numel() for p in params),
+        lora_targets=targets,
+        adapter_dtype=adapter,
+        build_s=t1 - t0,
+        run_s=time.perf_counter() - t1,
+        cpu_s=time.process_time() - c0,
+    )
+
+
+def versions() -> str:
+    import peft
+    import transformers
+
+    return f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
+
+
+def model_id(config_dir: str) -> str:
+    """org/name from a catalog path (catalog/models/<org>/<name>), else the directory name."""
+    parts = os.path.normpath(os.path.abspath(config_dir)).split(os.sep)
+    if "models" in parts and len(parts) - parts.index("models") == 3:
+        return "/".join(parts[-2:])
+    return parts[-1]
+
+
+def case(config_dir: str, req: Request, res: Result, model: str | None = None) -> dict[str, Any]:
+    """The result as a row of the measurements schema, marked simulated."""
+    from transformers import AutoConfig
+
+    model = model or model_id(config_dir)
+    arch = AutoConfig.from_pretrained(config_dir).model_type
+    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
+    slug = model.replace("/", "-").lower()
+    rid = f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    gib = res.peak_bytes / 2**30
+    state_dtype = None
+    if req.optimizer == "adamw_torch":
+        state_dtype = (res.adapter_dtype if req.method == "lora" else str(DTYPES[req.precision]).removeprefix("torch."))
+        state_dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(state_dtype, state_dtype)
+    phases = ", ".join(f"{k} {v / 2**30:.3f}" for k, v in res.phase_peak_bytes.items())
+    return {
+        "id": rid,
+        "source": f"canifinetune fake-tensor oracle (oracle/fakestep.py; {versions()}): two training steps on meta tensors, live storages rounded to 512 B",
+        "trust": "",
+        "simulated": True,
+        "model": model,
+        "arch": arch,
+        "method": req.method,
+        "precision": req.precision,
+        "quant": None,
+        "lora": (
+            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": res.lora_targets, "extra_trainable": []}
+            if req.method == "lora"
+            else None
+        ),
+        "seq_len": req.seq_len,
+        "seq_len_kind": "fixed",
+        "batch": req.batch,
+        "grad_accum": req.grad_accum,
+        "grad_ckpt": req.grad_ckpt,
+        "optimizer": req.optimizer,
+        "optimizer_state_dtype": state_dtype,
+        "attn": req.attn,
+        "fused_ce": "none",
+        "other_kernels": [],
+        "framework": STACK,
+        "gpu": {"name": None, "count": 1, "vram_gib": None},
+        "sharding": {"strategy": "none", "cpu_offload": "none"},
+        "measured": {"kind": "allocated", "gib": round(gib, 4), "oom": False, "original": f"{res.peak_bytes} bytes (simulated)"},
+        "notes": (
+            f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
+            f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
+            f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
+            "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel; "
+            "not counted: cuBLAS workspace, CUDA context, allocator caching"
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m oracle.fakestep", description=__doc__.split("\n\n")[0])
+    ap.add_argument("config", help="directory holding config.json (e.g. catalog/models/Qwen/Qwen2.5-0.5B)")
+    ap.add_argument("request", help="JSON file: one request object or a list ('-' reads stdin)")
+    ap.add_argument("--model", help="model id for the rows (default: org/name from a catalog path)")
+    ap.add_argument("--timing", action="store_true", help="print build/run/CPU seconds per case on stderr")
+    a = ap.parse_args(argv)
+    cfg = a.config[: -len("config.json")] if a.config.endswith("config.json") else a.config
+    cfg = cfg or "."
+    try:
+        raw = json.load(sys.stdin if a.request == "-" else open(a.request))
+    except (OSError, ValueError) as e:
+        print(f"fakestep: request {a.request}: {e}", file=sys.stderr)
+        return 1
+    reqs = raw if isinstance(raw, list) else [raw]
+    rc = 0
+    for i, d in enumerate(reqs):
+        try:
+            req = Request.from_json(d.get("config", d))
+            res = simulate(cfg, req)
+        except NotSimulated as e:
+            print(f"fakestep: {a.request} request {i}: not simulated: {e}", file=sys.stderr)
+            rc = 1
+            continue
+        except (ValueError, OSError, DataDependent) as e:
+            print(f"fakestep: {a.request} request {i}: {e}", file=sys.stderr)
+            rc = 1
+            continue
+        if a.timing:
+            print(f"fakestep: {req.seq_len}x{req.batch} build {res.build_s:.2f}s run {res.run_s:.2f}s cpu {res.cpu_s:.2f}s", file=sys.stderr)
+        print(json.dumps(case(cfg, req, res, a.model)), flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

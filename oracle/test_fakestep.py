@@ -1,0 +1,176 @@
+"""Tests of the fake-tensor oracle on a tiny Llama whose bytes are counted by hand.
+
+Run from the repository root: python -m unittest discover -s oracle -t .
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from oracle import fakestep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# 2 layers, hidden 64, vocab 256, 4 query heads and 2 key/value heads of 16.
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 256,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "hidden_act": "silu",
+}
+
+
+def r512(n):
+    return (n + 511) // 512 * 512
+
+
+# Every parameter is its own storage, rounded up to 512 bytes (bf16: 2 bytes).
+H, I, V, KV = 64, 128, 256, 2 * 16
+LAYER_SHAPES = [H * H, KV * H, KV * H, H * H, I * H, I * H, H * I, H, H]  # q k v o gate up down 2 norms
+
+
+def base(b):
+    """Parameter bytes of TINY at b bytes per element."""
+    return 2 * r512(V * H * b) + r512(H * b) + 2 * sum(r512(n * b) for n in LAYER_SHAPES)
+
+
+BASE_BF16 = base(2)
+assert BASE_BF16 == 215552, BASE_BF16  # 32768 embed + 32768 head + 512 norm + 2 x 74752
+
+
+def lora_fp32(rank, shapes):
+    """Adapter bytes for (out, in) Linear shapes: A is rank x in, B is out x rank, fp32."""
+    return sum(r512(rank * i * 4) + r512(o * rank * 4) for o, i in shapes)
+
+
+class Tiny(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="fakestep-")
+        with open(os.path.join(cls.dir, "config.json"), "w") as f:
+            json.dump(TINY, f)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def run_req(self, **kw):
+        return fakestep.simulate(self.dir, fakestep.Request.from_json(kw))
+
+    def test_full_bytes_by_hand(self):
+        r = self.run_req(method="full", precision="bf16-true", seq_len=32, batch=2)
+        self.assertEqual(r.params_bytes, BASE_BF16)
+        self.assertEqual(r.trainable_params_bytes, BASE_BF16)
+        self.assertEqual(r.grads_bytes, BASE_BF16)
+        self.assertEqual(r.optimizer_state_bytes, 2 * BASE_BF16)  # exp_avg, exp_avg_sq in bf16; step on the CPU
+        self.assertGreaterEqual(r.peak_bytes, 4 * BASE_BF16)
+        self.assertEqual(r.peak_bytes, max(r.phase_peak_bytes.values()))
+        self.assertEqual(set(r.phase_peak_bytes), {"forward", "loss", "backward", "optimizer"})
+
+    def test_fp32_doubles_state(self):
+        r = self.run_req(method="full", precision="fp32", seq_len=32)
+        self.assertEqual(r.params_bytes, base(4))
+        self.assertEqual(base(4), 428544)  # norms stay one 512-byte block each
+        self.assertEqual(r.grads_bytes, base(4))
+        self.assertEqual(r.optimizer_state_bytes, 2 * base(4))
+
+    def test_lora_only_adapters_train(self):
+        rank = 4
+        r = self.run_req(method="lora", lora_rank=rank, lora_targets=["attention"], seq_len=32)
+        attn = [(H, H), (KV, H), (KV, H), (H, H)]
+        adapters = 2 * lora_fp32(rank, attn)
+        self.assertEqual(adapters, 14336)
+        self.assertEqual(r.lora_targets, ["q_proj", "k_proj", "v_proj", "o_proj"])
+        self.assertEqual(r.adapter_dtype, "float32")  # PEFT upcasts adapters of a bf16 model
+        self.assertEqual(r.params_bytes, BASE_BF16 + adapters)
+        self.assertEqual(r.trainable_params_bytes, adapters)
+        self.assertEqual(r.grads_bytes, adapters)
+        self.assertEqual(r.optimizer_state_bytes, 2 * adapters)
+        self.assertGreaterEqual(r.peak_bytes, BASE_BF16 + 4 * adapters)
+
+    def test_lora_all_linear_targets(self):
+        r = self.run_req(method="lora", lora_rank=2, lora_targets=["all-linear"], seq_len=16)
+        self.assertEqual(r.lora_targets, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+        want = 2 * lora_fp32(2, [(H, H), (KV, H), (KV, H), (H, H), (I, H), (I, H), (H, I)])
+        self.assertEqual(r.trainable_params_bytes, want)
+
+    def test_sdpa_keeps_no_probabilities(self):
+        # Eager attention saves the seq x seq probabilities of every layer;
+        # the CUDA flash kernel the oracle imitates keeps an fp32 logsumexp.
+        s = 256
+        sdpa = self.run_req(method="full", seq_len=s, attn="sdpa")
+        eager = self.run_req(method="full", seq_len=s, attn="eager")
+        probs = 4 * s * s * 2  # one layer's heads x seq x seq in bf16
+        self.assertGreaterEqual(eager.phase_peak_bytes["backward"] - sdpa.phase_peak_bytes["backward"], probs)
+
+    def test_checkpointing_lowers_forward(self):
+        s = 256
+        plain = self.run_req(method="lora", seq_len=s, batch=4)
+        ckpt = self.run_req(method="lora", seq_len=s, batch=4, grad_ckpt="full")
+        self.assertLess(ckpt.phase_peak_bytes["forward"], plain.phase_peak_bytes["forward"])
+
+    def test_not_simulated(self):
+        for kw in ({"method": "qlora"}, {"precision": "bf16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
+            with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):
+                fakestep.Request.from_json(kw)
+        with self.assertRaises(ValueError):
+            fakestep.Request.from_json({"seq_len": 0})
+
+
+class CLI(unittest.TestCase):
+    def test_rows_validate(self):
+        """The command's rows parse, are marked simulated and `canifinetune validate` accepts them."""
+        cfg = os.path.join(ROOT, "catalog", "models", "Qwen", "Qwen2.5-0.5B")
+        with tempfile.TemporaryDirectory() as d:
+            req = os.path.join(d, "req.json")
+            with open(req, "w") as f:
+                json.dump([{"config": {"method": "lora", "lora_rank": 8, "lora_targets": ["attention"], "seq_len": 64, "batch": 1, "grad_ckpt": "full"}}], f)
+            p = subprocess.run([sys.executable, "-m", "oracle.fakestep", cfg, req], cwd=ROOT, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            lines = p.stdout.splitlines()
+            self.assertEqual(len(lines), 1, p.stdout)
+            row = json.loads(lines[0])
+            self.assertTrue(row["simulated"])
+            self.assertTrue(row["id"].startswith("oracle-"))
+            self.assertEqual(row["model"], "Qwen/Qwen2.5-0.5B")
+            self.assertEqual(row["measured"]["kind"], "allocated")
+            self.assertGreater(row["measured"]["gib"], 0.9)  # at least the bf16 weights
+            out = os.path.join(d, "oracle.jsonl")
+            with open(out, "w") as f:
+                f.write(p.stdout)
+            go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
+            if go is None:
+                self.skipTest("go not on PATH: validate not run")
+            v = subprocess.run([go, "run", "./cmd/canifinetune", "validate", out], cwd=ROOT, capture_output=True, text=True)
+            self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+            self.assertIn("scored 1, OOM 0", v.stdout)  # scored, not unsupported
+
+    def test_not_simulated_exit(self):
+        with tempfile.TemporaryDirectory() as d:
+            req = os.path.join(d, "req.json")
+            with open(req, "w") as f:
+                json.dump({"method": "qlora"}, f)
+            cfg = os.path.join(ROOT, "catalog", "models", "Qwen", "Qwen2.5-0.5B")
+            p = subprocess.run([sys.executable, "-m", "oracle.fakestep", cfg, req], cwd=ROOT, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 1)
+            self.assertEqual(p.stdout, "")
+            self.assertIn("not simulated: qlora", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
