@@ -53,6 +53,14 @@ type Card struct {
 	// or specification page for the nominal capacity, and the driver reading
 	// MemoryMiB is taken from.
 	Source string `json:"source"`
+	// DenseTFLOPs16 is the card's 16-bit Tensor Core peak in TFLOPS without
+	// structured sparsity: bf16, or fp16 on cards without bf16, as the
+	// vendor's datasheet or architecture whitepaper states it (datasheets
+	// print the sparse figure, twice the dense one, first). nil where no
+	// such figure was found: the time model then says the time is unknown,
+	// rather than guess. TFLOPsSource names the document and the figure.
+	DenseTFLOPs16 *float64 `json:"dense_16bit_tflops,omitempty"`
+	TFLOPsSource  string   `json:"tflops_source,omitempty"`
 	// Nominal marks a row whose memory is the documented nominal capacity
 	// because no driver reading was found; the real reading is a little lower.
 	Nominal bool `json:"nominal,omitempty"`
@@ -186,6 +194,9 @@ func loadTable(data []byte) (cardTable, error) {
 	for i, c := range cards {
 		if c.Name == "" || c.MemoryMiB <= 0 || c.Source == "" {
 			return cardTable{}, fmt.Errorf("row %d (%q): name, memory_mib and source are required", i, c.Name)
+		}
+		if f := c.DenseTFLOPs16; f != nil && (!(*f > 0 && *f < 1e5) || c.TFLOPsSource == "") {
+			return cardTable{}, fmt.Errorf("row %d (%q): dense_16bit_tflops must be a positive figure below 1e5 with its tflops_source, got %v", i, c.Name, *f)
 		}
 		for _, k := range cardKeys(c) {
 			if j, ok := t.byKey[k]; ok && j != i {

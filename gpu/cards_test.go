@@ -364,6 +364,8 @@ func TestLoadTableRejects(t *testing.T) {
 		"missing source":     `[{"name": "A", "memory_mib": 1}]`,
 		"zero memory":        `[{"name": "A", "memory_mib": 0, "source": "s"}]`,
 		"not json":           `[`,
+		"zero tflops":        `[{"name": "A", "memory_mib": 1, "source": "s", "dense_16bit_tflops": 0, "tflops_source": "d"}]`,
+		"tflops, no source":  `[{"name": "A", "memory_mib": 1, "source": "s", "dense_16bit_tflops": 312}]`,
 	} {
 		if _, err := loadTable([]byte(data)); err == nil {
 			t.Errorf("%s: loaded", name)
@@ -419,6 +421,27 @@ func TestSupports(t *testing.T) {
 		major, _, _ := strings.Cut(c.ComputeCapability, ".")
 		if want := major >= "8" || len(major) > 1; c.BF16 != want {
 			t.Errorf("%s: bf16 %v but compute capability %s", c.Name, c.BF16, c.ComputeCapability)
+		}
+	}
+}
+
+// TestDenseTFLOPs pins the peaks the time model divides by to the dense
+// (no sparsity) datasheet figures, and leaves unsourced cards without one.
+func TestDenseTFLOPs(t *testing.T) {
+	for name, want := range map[string]float64{"a100-80gb": 312, "h100": 989, "rtx-4090": 165.2, "t4": 65, "l4": 121, "a800-80gb": 0, "h800": 0, "p40": 0} {
+		c, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got float64
+		if c.DenseTFLOPs16 != nil {
+			got = *c.DenseTFLOPs16
+		}
+		if got != want {
+			t.Errorf("%s: dense_16bit_tflops %v, want %v", name, got, want)
+		}
+		if got > 0 && !strings.Contains(c.TFLOPsSource, "TFLOPS") {
+			t.Errorf("%s: tflops_source %q does not state the figure", name, c.TFLOPsSource)
 		}
 	}
 }

@@ -27,7 +27,7 @@ var forbidden = []string{"os", "os/exec", "os/signal", "net", "net/http", "sysca
 // programs themselves run in gpu/probe, so evidence and placement, which
 // read the table, stay pure.
 var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest", "internal/checked", "internal/bytesize",
-	"gpu", "placement", "evidence"}
+	"gpu", "placement", "evidence", "plan"}
 
 // imports returns the non-test imports of the package in dir, as the go
 // command would build it for this platform.

@@ -64,6 +64,7 @@ type Root struct {
 
 	// Commands are added here, one line each, in the order `--help` lists them.
 	Estimate  EstimateCmd  `cmd:"" help:"Estimate the peak GPU memory of a fine-tuning step and whether it fits."`
+	Plan      PlanCmd      `cmd:"" help:"Search the configurations that fit on your GPUs and rank them by modelled time to train and cost."`
 	Models    ModelsCmd    `cmd:"" help:"List the embedded model catalog."`
 	GPUs      GPUsCmd      `cmd:"" name:"gpus" help:"List the embedded GPU table (memory as the driver reports it)."`
 	Doctor    DoctorCmd    `cmd:"" name:"doctor" help:"Show this machine's GPUs, what holds their memory, the Python training stack, and what will go wrong."`

@@ -175,6 +175,7 @@ func TestJSONSchemasDocumented(t *testing.T) {
 		types []any
 	}{
 		{"estimate-json.md", []any{EstimateJSON{}}},
+		{"plan-json.md", []any{PlanJSON{}}},
 		{"validate-json.md", []any{ValidateJSON{}}},
 		{"calibration-json.md", []any{evidence.Calibration{}, struct {
 			CrossValidation *evidence.CrossValidation `json:"cross_validation"`

@@ -1,0 +1,538 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/estimate"
+)
+
+// Goal is what the run must do.
+type Goal struct {
+	// DatasetTokens is one epoch's tokens; Epochs how many passes.
+	DatasetTokens, Epochs float64
+	// EffectiveBatch is the sequences per optimizer update over all GPUs:
+	// micro-batch × gradient accumulation × data-parallel GPUs. Every plan
+	// keeps it, so that the plans train with the same update size.
+	EffectiveBatch int64
+	// PricePerGPUHour prices a plan (0: no cost).
+	PricePerGPUHour float64
+}
+
+// Tokens is the tokens the run trains on in all.
+func (g Goal) Tokens() float64 { return g.DatasetTokens * max(g.Epochs, 0) }
+
+// Space is what the search may change. The request's own values are always
+// among the candidates.
+type Space struct {
+	// GPUsPerNode and Nodes bound the data-parallel layouts: 1..GPUsPerNode
+	// GPUs on one node, or whole nodes of GPUsPerNode each up to Nodes.
+	GPUsPerNode, Nodes int64
+	// Methods are the methods tried (nil: the request's and those that hold
+	// less: full → lora, qlora; lora → qlora).
+	Methods []estimate.Method
+	// ShorterSeqs tries half and a quarter of the requested sequence length
+	// (at least 256 tokens), which changes the result.
+	ShorterSeqs bool
+}
+
+// Plan is one configuration that fits, with its time.
+type Plan struct {
+	// Request is the candidate, normalized; Estimate its numbers-only
+	// estimate (Terse: no sources or assumptions).
+	Request  estimate.Request
+	Estimate *estimate.Estimate
+	// Nodes × GPUsPerNode = World data-parallel GPUs; MicroBatch ×
+	// GradAccum × World = the goal's effective batch.
+	Nodes, GPUsPerNode, World int64
+	MicroBatch, GradAccum     int64
+	Time                      Time
+	// Cost is the run's price (0 without a price).
+	Cost float64
+	// ChangesResult: the plan trains another model than the request (a
+	// different method or a shorter context).
+	ChangesResult bool
+}
+
+// Result is a search's answer.
+type Result struct {
+	// Plans fit (verdict yes), ranked by Compare.
+	Plans []Plan
+	// Candidates is the configurations estimated; Fits how many fit.
+	Candidates, Fits int
+	// Nearest is the candidate with the lowest ratio when none fits.
+	Nearest *Plan
+	// Binding says which constraint no plan meets, when none fits.
+	Binding string
+	// Base is the request as given, normalized: what Trades compares with.
+	Base estimate.Request
+}
+
+// Trades says what a plan gives up against the request as given. It is
+// built only for the plans shown, not in the search.
+func (r *Result) Trades(p Plan) []string { return trades(r.Base, p.Request, p.Time) }
+
+// changesResult reports whether a candidate trains another model than the
+// request: a different method or a shorter context.
+func changesResult(base, q estimate.Request) bool {
+	return q.Method != base.Method || q.SeqLen < base.SeqLen
+}
+
+// Options are a search's inputs.
+type Options struct {
+	Estimator estimate.Estimator
+	// Request is the run as the user gave it (before Normalize), with the
+	// GPU budget (GPUTotal, Available, Card) of one GPU.
+	Request  estimate.Request
+	Goal     Goal
+	Space    Space
+	Hardware Hardware
+}
+
+// candidate is the lever settings of one configuration.
+type candidate struct {
+	method   estimate.Method
+	seq      int64
+	ckpt     estimate.Checkpointing
+	ce       estimate.LossKernel
+	opt      estimate.Optimizer
+	strategy estimate.Strategy
+	offload  estimate.Offload
+	world    int64
+	nodes    int64
+	micro    int64
+	accum    int64
+}
+
+// Search estimates every combination of the levers, keeps those that fit
+// and ranks them. It fails only when the request itself is invalid.
+func Search(o Options) (*Result, error) {
+	base, err := o.Request.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	if o.Goal.EffectiveBatch < 1 {
+		return nil, fmt.Errorf("%w: effective batch must be at least 1, got %d", estimate.ErrInvalidRequest, o.Goal.EffectiveBatch)
+	}
+	shape := ShapeOf(base.Model)
+	widths := map[estimate.Method]float64{}
+	res := &Result{Base: base}
+	var nearest *Plan
+	all := make([]Plan, 0, 256)
+	layouts := Layouts(o.Space, o.Goal.EffectiveBatch)
+	if len(layouts) == 0 {
+		res.Binding = fmt.Sprintf("the effective batch of %d sequences cannot be split evenly over 1..%d GPUs", o.Goal.EffectiveBatch, max(o.Space.GPUsPerNode, 1)*max(o.Space.Nodes, 1))
+		return res, nil
+	}
+	for _, c := range candidates(base, o.Space, layouts) {
+		q := apply(base, c)
+		e, err := o.Estimator.Estimate(q)
+		if err != nil {
+			continue
+		}
+		res.Candidates++
+		if e.Verdict.Fit != estimate.FitYes && nearest != nil && e.Verdict.Ratio >= nearest.Estimate.Verdict.Ratio {
+			continue // only the nearest miss is kept, for the report
+		}
+		w, ok := widths[q.Method]
+		if !ok && q.Method != estimate.Full {
+			w, err = AdapterWidth(q.Model, q.LoRATargets)
+			if err != nil {
+				continue
+			}
+			widths[q.Method] = w
+		}
+		p := Plan{Request: q, Estimate: e, Nodes: c.nodes, GPUsPerNode: c.world / c.nodes, World: c.world, MicroBatch: c.micro, GradAccum: c.accum}
+		if c.nodes == 1 {
+			p.GPUsPerNode = c.world
+		}
+		lay := layout{world: c.world, perNode: p.GPUsPerNode, nodes: c.nodes, micro: c.micro, accum: c.accum}
+		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), q.Model.Params(), lay)
+		p.Time.finish(o.Goal, q)
+		if p.Time.Known && o.Goal.PricePerGPUHour > 0 {
+			p.Cost = p.Time.Total / 3600 * o.Goal.PricePerGPUHour * float64(c.world)
+		}
+		p.ChangesResult = changesResult(base, q)
+		if e.Verdict.Fit != estimate.FitYes {
+			nearest = new(Plan)
+			*nearest = p
+			continue
+		}
+		all = append(all, p)
+	}
+	// Sorted by index, then laid out once: a Plan is a few hundred bytes.
+	order := make([]int32, len(all))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(i, j int32) int { return compare(&all[i], &all[j]) })
+	res.Fits = len(all)
+	res.Plans = make([]Plan, len(all))
+	for i, k := range order {
+		res.Plans[i] = all[k]
+	}
+	if res.Fits == 0 && nearest != nil {
+		res.Nearest = nearest
+		v := nearest.Estimate.Verdict
+		need := float64(nearest.Estimate.Total) / estimate.YesRatio
+		res.Binding = fmt.Sprintf("GPU memory: the nearest plan needs %.2f GiB per GPU against a budget of %.2f GiB (ratio %.2f; a yes needs ≤ %.2f): %.2f GiB more per GPU, or %.0f %% less memory",
+			float64(nearest.Estimate.Total)/estimate.GiB, float64(v.Budget)/estimate.GiB, v.Ratio, estimate.YesRatio,
+			(need-float64(v.Budget))/estimate.GiB, 100*(1-estimate.YesRatio/v.Ratio))
+	}
+	return res, nil
+}
+
+// Compare ranks plans: those that train the run as requested before those
+// that change the result, then by time to train (plans with a known time
+// first), then by cost, then by fewer micro-batches per update (the time
+// model does not charge small micro-batches, which run a GPU less
+// efficiently), then by memory headroom (lowest ratio first).
+func Compare(a, b Plan) int { return compare(&a, &b) }
+
+func compare(a, b *Plan) int {
+	if a.ChangesResult != b.ChangesResult {
+		return boolOrder(a.ChangesResult)
+	}
+	if a.Time.Known != b.Time.Known {
+		return boolOrder(!a.Time.Known)
+	}
+	if c := cmp.Compare(a.Time.Total, b.Time.Total); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Cost, b.Cost); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.GradAccum, b.GradAccum); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Estimate.Verdict.Ratio, b.Estimate.Verdict.Ratio)
+}
+
+// boolOrder orders false before true: 1 when the first is the true one.
+func boolOrder(firstTrue bool) int {
+	if firstTrue {
+		return 1
+	}
+	return -1
+}
+
+// Layout is a data-parallel spread: World GPUs over Nodes, each running
+// micro-batches of MicroBatch sequences, GradAccum of them per update.
+type Layout struct {
+	World, Nodes, MicroBatch, GradAccum int64
+}
+
+// Layouts lists the spreads that keep the effective batch exactly: 1..n
+// GPUs on one node, then 2..Nodes whole nodes, each with every micro-batch
+// that divides its share of the batch.
+func Layouts(s Space, effective int64) []Layout {
+	per, nodes := max(s.GPUsPerNode, 1), max(s.Nodes, 1)
+	var worlds [][2]int64 // world, nodes
+	for w := int64(1); w <= per; w++ {
+		worlds = append(worlds, [2]int64{w, 1})
+	}
+	for k := int64(2); k <= nodes; k++ {
+		worlds = append(worlds, [2]int64{k * per, k})
+	}
+	var out []Layout
+	for _, wn := range worlds {
+		w := wn[0]
+		if effective%w != 0 {
+			continue
+		}
+		share := effective / w
+		for b := int64(1); b <= min(share, estimate.MaxBatch); b++ {
+			if share%b == 0 {
+				out = append(out, Layout{World: w, Nodes: wn[1], MicroBatch: b, GradAccum: share / b})
+			}
+		}
+	}
+	return out
+}
+
+type shard struct {
+	strategy estimate.Strategy
+	offload  estimate.Offload
+}
+
+// shardings are the data-parallel strategies tried on more than one GPU:
+// DDP; ZeRO 1, 2, 3; FSDP's two sharded modes; and CPU offload with them.
+// Across nodes FSDP's hybrid mode (sharded in a node, replicated across) too.
+func shardings(nodes int64) []shard {
+	s := []shard{{"ddp", "none"}, {"zero1", "none"}, {"zero2", "none"}, {"zero3", "none"},
+		{"fsdp_shard_grad_op", "none"}, {"fsdp_full_shard", "none"},
+		{"zero2", "optimizer"}, {"zero3", "optimizer"}, {"zero3", "params+optimizer"}, {"fsdp_full_shard", "params+optimizer"}}
+	if nodes > 1 {
+		s = append(s, shard{"fsdp_hybrid_shard", "none"})
+	}
+	return s
+}
+
+// candidates enumerates the lever settings.
+func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
+	methods := s.Methods
+	if methods == nil {
+		methods = []estimate.Method{base.Method}
+		switch base.Method {
+		case estimate.Full:
+			methods = append(methods, estimate.LoRA, estimate.QLoRA)
+		case estimate.LoRA:
+			methods = append(methods, estimate.QLoRA)
+		}
+	}
+	seqs := []int64{base.SeqLen}
+	if s.ShorterSeqs {
+		for _, d := range []int64{2, 4} {
+			if v := base.SeqLen / d; v >= 256 {
+				seqs = append(seqs, v)
+			}
+		}
+	}
+	ckpts := uniq(base.GradCkpt, "none", "full")
+	ces := uniq(base.FusedCE, "liger")
+	opts := uniq(base.Optimizer, "paged_adamw_8bit")
+	var out []candidate
+	for _, m := range methods {
+		for _, sq := range seqs {
+			for _, ck := range ckpts {
+				for _, ce := range ces {
+					for _, op := range opts {
+						for _, l := range layouts {
+							c := candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum}
+							if l.World == 1 {
+								c.strategy, c.offload = "none", "none"
+								out = append(out, c)
+								continue
+							}
+							for _, sh := range shardings(l.Nodes) {
+								c.strategy, c.offload = sh.strategy, sh.offload
+								out = append(out, c)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func uniq[T comparable](first T, more ...T) []T {
+	out := []T{first}
+	for _, m := range more {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// apply sets a candidate's levers on the normalized base request.
+func apply(base estimate.Request, c candidate) estimate.Request {
+	q := base
+	if c.method != base.Method {
+		q.Method = c.method
+		if base.Method == estimate.Full {
+			q.LoRARank, q.LoRATargets = 16, []string{"all-linear"}
+		}
+		q.Quant = ""
+		if c.method == estimate.QLoRA {
+			q.Quant = "nf4-dq"
+		}
+	}
+	q.SeqLen, q.GradCkpt, q.FusedCE, q.Optimizer = c.seq, c.ckpt, c.ce, c.opt
+	q.Batch, q.GradAccum = c.micro, c.accum
+	q.Sharding = estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}
+	if c.strategy == "fsdp_hybrid_shard" {
+		q.Sharding.GPUs = c.world / c.nodes
+	}
+	return q
+}
+
+// trades lists what a plan gives up against the request as given, and
+// whether it trains another model.
+func trades(base, q estimate.Request, t Time) []string {
+	var out []string
+	if q.Method != base.Method {
+		out = append(out, fmt.Sprintf("changes the result: %s instead of %s", q.Method, base.Method))
+	}
+	if q.SeqLen < base.SeqLen {
+		out = append(out, fmt.Sprintf("changes the result: context %d instead of %d (longer samples split or truncated)", q.SeqLen, base.SeqLen))
+	}
+	if q.GradCkpt != "none" && base.GradCkpt == "none" {
+		if t.Known && t.Compute > 0 {
+			out = append(out, fmt.Sprintf("+%.0f %% compute for recompute", 100*t.Recompute/t.Compute))
+		} else {
+			out = append(out, "recomputes the forward in the backward")
+		}
+	}
+	if q.FusedCE != base.FusedCE {
+		out = append(out, string(q.FusedCE)+" loss kernel")
+	}
+	if q.Optimizer != base.Optimizer {
+		out = append(out, "8-bit optimizer states")
+	}
+	if q.Method == estimate.QLoRA && base.Method != estimate.QLoRA {
+		out = append(out, fmt.Sprintf("+%.0f %% time for 4-bit dequantization", 100*estimate.QLoRACost))
+	}
+	if st := q.Sharding.Strategy; st != "none" {
+		s := fmt.Sprintf("%s over %d GPUs", st, q.Sharding.GPUs)
+		if t.Known && t.CommExposed > 0 && t.Step > 0 {
+			s += fmt.Sprintf(" (%.0f %% of the step waits on communication)", 100*t.CommExposed/t.Step)
+		}
+		out = append(out, s)
+	}
+	if off := q.Sharding.CPUOffload; off != "none" {
+		s := "CPU offload of " + strings.ReplaceAll(string(off), "+", " and ")
+		if t.Known && t.Offload > 0 && t.Step > 0 {
+			s += fmt.Sprintf(" (%.0f %% of the step on the host link)", 100*t.Offload/t.Step)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		out = append(out, "nothing: the run as requested")
+	}
+	return out
+}
+
+// Bisect returns the largest v in lo..hi for which fits(v) holds, assuming
+// fits is monotone (true up to a boundary, false after), and lo-1 when
+// fits(lo) does not hold. It calls fits O(log(hi-lo)) times.
+func Bisect(lo, hi int64, fits func(int64) bool) int64 {
+	if hi < lo || !fits(lo) {
+		return lo - 1
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// Quantity is what Maximize maximizes.
+type Quantity string
+
+// Quantities.
+const (
+	MaxSeqLen Quantity = "seq-len"
+	MaxBatch  Quantity = "batch"
+	MaxRank   Quantity = "rank"
+)
+
+// Maximum is the largest value of a quantity that fits, and where.
+type Maximum struct {
+	Quantity Quantity
+	// Value fits (verdict yes); Value+1 does not (or Value is the bound).
+	Value int64
+	// Bound is the largest value searched (the model's limit or the
+	// request's bounds).
+	Bound int64
+	// Plan is the configuration that reaches it.
+	Plan *Plan
+	// Candidates is the estimates the bisections ran.
+	Candidates int
+}
+
+// Maximize finds the largest sequence length, micro-batch or LoRA rank that
+// fits with the request's own settings (method, checkpointing, optimizer,
+// loss kernel as given), on one GPU or spread data-parallel over the GPUs of
+// the space with each sharding (the micro-batch is 1 for seq-len and rank).
+// Each layout is a bisection on the estimator; the best over layouts wins
+// (the fewest GPUs among equal values).
+func Maximize(o Options, what Quantity) (*Maximum, error) {
+	base, err := o.Request.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	out := &Maximum{Quantity: what}
+	var lo, hi int64 = 1, 0
+	switch what {
+	case MaxSeqLen:
+		hi = estimate.MaxSeqLen
+	case MaxBatch:
+		hi = min(estimate.MaxBatch, estimate.MaxTokens/base.SeqLen)
+	case MaxRank:
+		if base.Method == estimate.Full {
+			return nil, fmt.Errorf("%w: --maximize rank needs --method lora or qlora", estimate.ErrInvalidRequest)
+		}
+		hi = widest(base)
+	default:
+		return nil, fmt.Errorf("%w: --maximize %q (want seq-len, batch or rank)", estimate.ErrInvalidRequest, what)
+	}
+	out.Bound = hi
+	shape := ShapeOf(base.Model)
+	per, nodes := max(o.Space.GPUsPerNode, 1), max(o.Space.Nodes, 1)
+	type spread struct {
+		world, nodes int64
+		sh           shard
+	}
+	spreads := []spread{{1, 1, shard{"none", "none"}}}
+	for _, wn := range [][2]int64{{per, 1}, {per * nodes, nodes}} {
+		if wn[0] < 2 || (wn[1] == 1 && nodes > 1 && per < 2) {
+			continue
+		}
+		for _, sh := range shardings(wn[1]) {
+			spreads = append(spreads, spread{wn[0], wn[1], sh})
+		}
+	}
+	for _, sp := range spreads {
+		c := candidate{method: base.Method, seq: base.SeqLen, ckpt: base.GradCkpt, ce: base.FusedCE, opt: base.Optimizer,
+			strategy: sp.sh.strategy, offload: sp.sh.offload, world: sp.world, nodes: sp.nodes, micro: 1, accum: 1}
+		set := func(v int64) estimate.Request {
+			q := apply(base, c)
+			switch what {
+			case MaxSeqLen:
+				q.SeqLen = v
+			case MaxBatch:
+				q.Batch = v
+			case MaxRank:
+				q.LoRARank = v
+			}
+			return q
+		}
+		fits := func(v int64) bool {
+			out.Candidates++
+			e, err := o.Estimator.Estimate(set(v))
+			return err == nil && e.Verdict.Fit == estimate.FitYes
+		}
+		v := Bisect(lo, hi, fits)
+		if v < lo || (out.Plan != nil && v <= out.Value) {
+			continue
+		}
+		q := set(v)
+		e, err := o.Estimator.Estimate(q)
+		if err != nil {
+			continue
+		}
+		var w float64
+		if q.Method != estimate.Full {
+			w, _ = AdapterWidth(q.Model, q.LoRATargets)
+		}
+		p := Plan{Request: q, Estimate: e, Nodes: sp.nodes, World: sp.world, GPUsPerNode: sp.world / sp.nodes, MicroBatch: q.Batch, GradAccum: 1}
+		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), q.Model.Params(),
+			layout{world: sp.world, perNode: p.GPUsPerNode, nodes: sp.nodes, micro: q.Batch, accum: 1})
+		p.ChangesResult = changesResult(base, q)
+		out.Value, out.Plan = v, &p
+	}
+	return out, nil
+}
+
+// widest is the largest useful rank: the largest min(in, out) of the
+// targeted modules (the request's own bound).
+func widest(r estimate.Request) int64 {
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return 1
+	}
+	var hi int64 = 1
+	for _, l := range lins {
+		hi = max(hi, min(l.In, l.Out))
+	}
+	return hi
+}
