@@ -335,10 +335,23 @@ def _param_groups(model: torch.nn.Module):
     return [{"params": decay, "weight_decay": 0.0}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def simulate(config_dir: str, req: Request, steps: int = 2) -> Result:
-    """Runs `steps` optimizer steps of the request and returns the peaks."""
+def build_key(req: Request) -> tuple:
+    """The request fields the built model depends on: requests that agree on
+    them can share one model and differ only in shapes (seq_len, batch,
+    grad_accum) and the optimizer."""
+    return (req.method, req.precision, req.attn, req.grad_ckpt, req.lora_rank, req.lora_alpha,
+            tuple(req.lora_targets), req.lora_dropout)
+
+
+def simulate(config_dir: str, req: Request, steps: int = 2, built=None) -> Result:
+    """Runs `steps` optimizer steps of the request and returns the peaks.
+
+    built is (model, targets) from build() for a request with the same
+    build_key, to vary shapes without rebuilding the model; a run leaves the
+    model as it found it (gradients set to None, no optimizer attached).
+    """
     c0, t0 = time.process_time(), time.perf_counter()
-    model, targets = build(config_dir, req)
+    model, targets = built if built is not None else build(config_dir, req)
     t1 = time.perf_counter()
     live = LiveBytes()
     params = list(model.parameters())
@@ -395,11 +408,16 @@ def simulate(config_dir: str, req: Request, steps: int = 2) -> Result:
     )
 
 
-def versions() -> str:
+def version_map() -> dict[str, str]:
+    """The versions of the libraries whose code the oracle runs."""
     import peft
     import transformers
 
-    return f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
+
+
+def versions() -> str:
+    return ", ".join(f"{k} {v}" for k, v in version_map().items())
 
 
 def model_id(config_dir: str) -> str:
