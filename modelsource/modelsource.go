@@ -81,6 +81,8 @@ type Resolved struct {
 	// Model is the parsed architecture; its ExactParams is set when the
 	// safetensors count is used.
 	Model *hfconfig.Model
+	// ConfigJSON is the config.json Model was parsed from, as read.
+	ConfigJSON []byte
 	// ExactParams is the count from safetensors headers; 0 when not read or
 	// not usable (GPTQ/AWQ packing).
 	ExactParams int64
@@ -211,7 +213,7 @@ func fromCatalogEntry(name string, e catalog.Entry) (*Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog entry %s: %w", e.ID, err)
 	}
-	return &Resolved{Name: name, ID: e.ID, From: FromCatalog, Entry: e.ID, Source: e.Source, Model: m, ConfigParams: m.ConfigParams()}, nil
+	return &Resolved{Name: name, ID: e.ID, From: FromCatalog, Entry: e.ID, Source: e.Source, Model: m, ConfigJSON: e.Config, ConfigParams: m.ConfigParams()}, nil
 }
 
 // hubFailure turns a Hub error into what the user reads: an id the Hub
@@ -271,7 +273,7 @@ func fromHubModel(name string, hm *hub.Model) (*Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config.json of %s@%s: %w", hm.ID, hm.Revision, err)
 	}
-	r := &Resolved{Name: name, ID: hm.ID, From: FromHub, Revision: hm.Revision, Commit: hm.Commit, Model: m}
+	r := &Resolved{Name: name, ID: hm.ID, From: FromHub, Revision: hm.Revision, Commit: hm.Commit, Model: m, ConfigJSON: hm.ConfigJSON}
 	if hm.FromCache {
 		r.From = FromHubCache
 	}
@@ -313,7 +315,7 @@ func resolveLocal(name string) (*Resolved, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		r := &Resolved{Name: name, ID: name, From: FromLocal, Source: path, Model: m}
+		r := &Resolved{Name: name, ID: name, From: FromLocal, Source: path, Model: m, ConfigJSON: hm.ConfigJSON}
 		r.Warnings = append(r.Warnings, prefixed(name, hm.Warnings)...)
 		if err := useExactCounts(r, hm); err != nil {
 			return nil, err
@@ -333,7 +335,7 @@ func resolveLocal(name string) (*Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Resolved{Name: name, ID: name, From: FromLocal, Source: path, Model: m, ConfigParams: m.ConfigParams()}, nil
+	return &Resolved{Name: name, ID: name, From: FromLocal, Source: path, Model: m, ConfigJSON: b, ConfigParams: m.ConfigParams()}, nil
 }
 
 // hasSafetensors reports whether dir holds weights whose headers give exact

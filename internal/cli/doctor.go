@@ -14,6 +14,7 @@ import (
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/gpu/probe"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/oracle"
 )
 
 // DoctorCmd reports the machine's GPUs, the processes holding their memory,
@@ -104,6 +105,7 @@ func (c *DoctorCmd) Run(env *Env) error {
 	}
 	look := probe.LookPathIn(toolPath(env))
 	var stacker probe.StackProber
+	stackPy := ""
 	switch {
 	case c.Python != "":
 		py := c.Python
@@ -113,11 +115,11 @@ func (c *DoctorCmd) Run(env *Env) error {
 				py = p
 			}
 		}
-		stacker = probe.Python{Python: py, Timeout: c.PythonTimeout}
+		stacker, stackPy = probe.Python{Python: py, Timeout: c.PythonTimeout}, py
 	default:
 		for _, name := range []string{"python3", "python"} {
 			if p, err := look(name); err == nil {
-				stacker = probe.Python{Python: p, Timeout: c.PythonTimeout}
+				stacker, stackPy = probe.Python{Python: p, Timeout: c.PythonTimeout}, p
 				break
 			}
 		}
@@ -125,7 +127,65 @@ func (c *DoctorCmd) Run(env *Env) error {
 			stacker = probe.FakeStack{Stack: gpu.Stack{ProbeError: "no python3 or python on PATH"}}
 		}
 	}
-	return runDoctor(context.Background(), env, c, detectProber{env: env, timeout: c.Timeout}, stacker)
+	// The Python estimate --simulate would run: the same one with --python,
+	// else its own default (the pinned environment before python3), probed
+	// separately when it is another interpreter.
+	sim := simProbe{}
+	if py, ok := simulationPython(env, c.Python); ok {
+		sim.python = py
+		if py.Path != stackPy {
+			sim.prober = probe.Python{Python: py.Path, Timeout: c.PythonTimeout}
+		}
+	}
+	return runDoctor(context.Background(), env, c, detectProber{env: env, timeout: c.Timeout}, stacker, sim)
+}
+
+// simProbe is the interpreter estimate --simulate would run and its prober;
+// a nil prober means the training stack's probe already read it.
+type simProbe struct {
+	python oracle.Interpreter
+	prober probe.StackProber
+}
+
+// doctorSimulationJSON is doctor's answer to whether estimate --simulate can run.
+type doctorSimulationJSON struct {
+	Available  bool              `json:"available"`
+	Python     string            `json:"python"`
+	PythonFrom string            `json:"python_from"`
+	Versions   map[string]string `json:"versions"`
+	Missing    []string          `json:"missing"`
+	Reason     string            `json:"reason,omitempty"`
+	Hint       string            `json:"hint,omitempty"`
+}
+
+// simulationStatus reads the oracle's needs (torch, transformers, peft that
+// import) off a probed stack.
+func simulationStatus(py oracle.Interpreter, s gpu.Stack) doctorSimulationJSON {
+	out := doctorSimulationJSON{Python: py.Path, PythonFrom: py.From, Versions: map[string]string{}, Missing: []string{}}
+	if py.Path == "" {
+		out.Reason, out.Hint = "no python3 or python found", oracle.InstallHint
+		return out
+	}
+	if s.ProbeError != "" {
+		out.Reason, out.Hint = "the Python could not be probed: "+s.ProbeError, oracle.InstallHint
+		return out
+	}
+	for _, m := range oracle.Modules {
+		if v, ok := s.Packages[m]; ok {
+			out.Versions[m] = v
+		} else {
+			out.Missing = append(out.Missing, m)
+		}
+	}
+	switch {
+	case len(out.Missing) > 0:
+		out.Reason, out.Hint = "not installed: "+strings.Join(out.Missing, ", "), oracle.InstallHint
+	case s.TorchError != "":
+		out.Reason, out.Hint = "torch does not import: "+s.TorchError, oracle.InstallHint
+	default:
+		out.Available = true
+	}
+	return out
 }
 
 // detectProber is DetectGPUs as a probe.Prober.
@@ -139,7 +199,7 @@ func (p detectProber) Probe(ctx context.Context) (gpu.Inventory, error) {
 }
 
 // runDoctor is doctor with its probes injected.
-func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober probe.Prober, stacker probe.StackProber) error {
+func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober probe.Prober, stacker probe.StackProber, sim simProbe) error {
 	inv, perr := prober.Probe(ctx)
 	noGPU := errors.Is(perr, gpu.ErrNoGPU)
 	if perr != nil && !noGPU {
@@ -161,12 +221,19 @@ func runDoctor(ctx context.Context, env *Env, c *DoctorCmd, prober probe.Prober,
 	}
 	stack, _ := stacker.ProbeStack(ctx) // a failed probe is reported in stack.ProbeError
 	findings := gpu.Diagnose(inv, &stack)
+	simStack := stack
+	if sim.prober != nil {
+		simStack, _ = sim.prober.ProbeStack(ctx)
+	}
+	simStatus := simulationStatus(sim.python, simStack)
 
 	if c.JSON {
-		if err := writeJSON(env.Stdout, doctorReport(inv, &stack, findings)); err != nil {
+		rep := doctorReport(inv, &stack, findings)
+		rep.Simulation = simStatus
+		if err := writeJSON(env.Stdout, rep); err != nil {
 			return err
 		}
-	} else if err := printDoctor(env.Stdout, inv, perr, &stack, findings); err != nil {
+	} else if err := printDoctor(env.Stdout, inv, perr, &stack, findings, simStatus); err != nil {
 		return err
 	}
 	if noGPU {
@@ -185,6 +252,8 @@ type doctorJSON struct {
 	Python        *gpu.Stack      `json:"python"`
 	Findings      []gpu.Finding   `json:"findings"`
 	Warnings      []string        `json:"warnings"`
+	// Simulation says whether estimate --simulate can run here.
+	Simulation doctorSimulationJSON `json:"simulation"`
 }
 
 type doctorGPUJSON struct {
@@ -276,7 +345,7 @@ func gibCell(m int64) string {
 	return fmt.Sprintf("%.2f", bytesize.InGiB(m*bytesize.MiB))
 }
 
-func printDoctor(w io.Writer, inv gpu.Inventory, perr error, stack *gpu.Stack, findings []gpu.Finding) error {
+func printDoctor(w io.Writer, inv gpu.Inventory, perr error, stack *gpu.Stack, findings []gpu.Finding, sim doctorSimulationJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(inv.GPUs) == 0 {
 		why := "no GPU was detected"
@@ -335,6 +404,7 @@ func printDoctor(w io.Writer, inv gpu.Inventory, perr error, stack *gpu.Stack, f
 			fmt.Fprintf(tw, "  %s\t%s\n", pkg, v)
 		}
 	}
+	printSimulationStatus(tw, sim)
 	fmt.Fprintln(tw)
 	if len(findings) == 0 {
 		fmt.Fprintln(tw, "Findings: none.")
@@ -372,4 +442,20 @@ func torchDetail(s *gpu.Stack) string {
 		return ""
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func printSimulationStatus(w io.Writer, s doctorSimulationJSON) {
+	if !s.Available {
+		py := ""
+		if s.Python != "" {
+			py = fmt.Sprintf(" with %s (%s)", s.Python, s.PythonFrom)
+		}
+		fmt.Fprintf(w, "Simulation (estimate --simulate): not available%s: %s\n  Try: %s\n", py, s.Reason, s.Hint)
+		return
+	}
+	var vs []string
+	for _, m := range oracle.Modules {
+		vs = append(vs, m+" "+s.Versions[m])
+	}
+	fmt.Fprintf(w, "Simulation (estimate --simulate): available with %s (%s): %s\n", s.Python, s.PythonFrom, strings.Join(vs, ", "))
 }

@@ -23,6 +23,8 @@ type EstimateCmd struct {
 
 	RequestFlags `embed:""`
 
+	SimulateFlags `embed:""`
+
 	GPU         string            `help:"GPU from the embedded table (rtx-4090, a100-80gb, h100; see 'canifinetune gpus'), or auto: the detected card with the most free memory (the default when no --gpu, --gpus or --gpu-vram-gb is given)."`
 	GPUs        string            `name:"gpus" placeholder:"LIST" help:"The run's GPUs: cards by name (4xA100-80GB, 2xH100,1x4090) or detected indices (0,2). Sets the data-parallel world size, and the GPUs a model too large for one is placed across."`
 	VRAMFlag    *float64          `name:"gpu-vram-gb" placeholder:"FLOAT-64" help:"The card's total memory in GiB, instead of --gpu; sizes the overhead allowances."`
@@ -132,6 +134,12 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if err := c.checkMemoryFlags(); err != nil {
 		return err
 	}
+	if c.Python != "" && !c.Simulate {
+		return usageErrorf("canifinetune estimate MODEL --simulate --python PATH", "--python is the interpreter of --simulate; add --simulate")
+	}
+	if c.SimulateTimeout <= 0 {
+		return usageErrorf("--simulate-timeout 5m", "--simulate-timeout must be a positive duration")
+	}
 	// Every number and combination of the flags is checked here, before any
 	// GPU is detected; the GPU's own limits are checked by the estimate.
 	if _, err := req.Normalize(); err != nil {
@@ -155,6 +163,11 @@ func (c *EstimateCmd) Run(env *Env) error {
 	}
 	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, x, plan.Changes)
 	gs.annotate(&out, plan)
+	if c.Simulate {
+		if out.Simulation, err = c.simulate(env, rm, req, out, plan.Estimate.Phases); err != nil {
+			return err
+		}
+	}
 	if c.JSON {
 		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
@@ -224,6 +237,8 @@ type EstimateJSON struct {
 	Assumptions   []string          `json:"assumptions"`
 	Confidence    confidenceJSON    `json:"confidence"`
 	Changes       []changeJSON      `json:"changes_that_fit"`
+	// Simulation is the fake-tensor oracle's figures, with --simulate.
+	Simulation *simulationJSON `json:"simulation,omitempty"`
 }
 
 type estimatorJSON struct {
@@ -468,6 +483,9 @@ func printEstimate(w io.Writer, o EstimateJSON) {
 	fmt.Fprintln(w, "\nassumptions:")
 	for _, a := range o.Assumptions {
 		fmt.Fprintf(w, "  - %s\n", a)
+	}
+	if o.Simulation != nil {
+		printSimulation(w, o.Simulation)
 	}
 }
 
