@@ -51,6 +51,11 @@ import (
 //	    "packages": {"torch": "2.4.0", …},  // absent package: no key
 //	    "torch_cuda": "12.1", "cuda_available": true,
 //	    "torch_error": "…", "probe_error": "…"},   // python: null when not probed
+//	  "simulation": {"available": true,   // estimate --simulate can run here
+//	    "python": "/home/ana/.cache/canifinetune/venv-…/bin/python",
+//	    "python_from": "the pinned environment",  // or --python, $CANIFINETUNE_PYTHON, PATH
+//	    "versions": {"torch": "…", "transformers": "…", "peft": "…"},
+//	    "missing": [], "reason": "…", "hint": "…"},  // reason, hint: when not available
 //	  "findings": [{"code": "display-process", "severity": "warning",
 //	    "gpu": 0, "message": "…", "hint": "…"}],
 //	  "warnings": ["…"]
@@ -83,7 +88,9 @@ used / free MiB, driver and CUDA version, compute capability, MIG mode, and the
 processes holding memory, display compositors and browsers included. Probes
 the Python training stack (torch and its CUDA, transformers, peft,
 bitsandbytes, accelerate, trl, flash-attn, liger-kernel) and lists what will go
-wrong. Pass the free memory it shows to estimate as --available-vram-gb.
+wrong. Says whether estimate --simulate can run (a Python with torch,
+transformers and peft: --python, else the one --simulate would pick). Pass the
+free memory it shows to estimate as --available-vram-gb.
 
 Tools are looked up in $CANIFINETUNE_TOOL_PATH when set, else in $PATH.
 
