@@ -7,12 +7,12 @@ const SchemaVersion = 1
 
 // Report is the analysis of one trace. All times are integer nanoseconds.
 type Report struct {
-	SchemaVersion   int      `json:"schema_version"`
-	Source          string   `json:"source,omitempty"`
-	DisplayTimeUnit string   `json:"display_time_unit,omitempty"`
-	BaseTimeNS      int64    `json:"base_time_ns,omitempty"`
-	Events          int64    `json:"events"`
-	Bytes           int64    `json:"bytes"`
+	SchemaVersion   int    `json:"schema_version"`
+	Source          string `json:"source,omitempty"`
+	DisplayTimeUnit string `json:"display_time_unit,omitempty"`
+	BaseTimeNS      int64  `json:"base_time_ns,omitempty"`
+	Events          int64  `json:"events"`
+	Bytes           int64  `json:"bytes"`
 	// Rank is the trace's distributedInfo.rank, when it has one.
 	Rank *int `json:"rank,omitempty"`
 	// CUDASync sums the trace's cuda_sync events (stream, event, context
