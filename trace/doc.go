@@ -15,12 +15,14 @@
 //   - Busy time is the union of the GPU op intervals (kernels, memcpy,
 //     memset) of a device. Σdur exceeds it wherever ops overlap; the
 //     difference is reported as overlap.
+//
 //   - Every breakdown is exclusive: each busy nanosecond belongs to exactly
 //     one op, so category, kernel, label and step tables each sum to the
 //     union in integer nanoseconds. Where ops overlap, compute ops keep the
 //     time over memcpy/memset, and those over communication (so the
 //     communication row is exposed communication); then the op that started
 //     first; then the lower stream.
+//
 //   - Labels: an op's time goes to its innermost label. For
 //     gpu_user_annotation, the label on the op's stream containing the op's
 //     start; for user_annotation, the label on the launching host thread
@@ -31,6 +33,7 @@
 //     inclusive above busy is flagged as double counting, and labels with
 //     host time but no GPU time are listed (they launch nothing, or their
 //     work is attributed elsewhere).
+//
 //   - Steps come from host-side ProfilerStep#N annotations. An op belongs to
 //     the step that launched it (joined by correlation id), not the step in
 //     which it ran. The first step (warm-up) and the last (cut by the
@@ -39,11 +42,13 @@
 //     per_step_ns in the tables is a mean over the typical steps. A step's
 //     GPU time is its ops' busy time plus the gaps they end, so that the
 //     steps' parts add up to the device's span as busy and gaps do.
+//
 //   - Idle gaps are the spaces between busy intervals. Each gap splits
 //     exactly into host late (before the launch call of the op that ends the
 //     gap began), launch (inside that call), queued (after the call
 //     returned) and unattributed (no launch to join). Statistics are
 //     nearest-rank percentiles, with p50 × n beside mean × n.
+//
 //   - WhatIf bounds what speeding up a category by S can take off the
 //     device's timeline: (1 − 1/S) × the union of the category's intervals
 //     over all streams, since the chain of waiting ops that sets the
