@@ -15,14 +15,12 @@
 //   - Busy time is the union of the GPU op intervals (kernels, memcpy,
 //     memset) of a device. Σdur exceeds it wherever ops overlap; the
 //     difference is reported as overlap.
-//
 //   - Every breakdown is exclusive: each busy nanosecond belongs to exactly
 //     one op, so category, kernel, label and step tables each sum to the
 //     union in integer nanoseconds. Where ops overlap, compute ops keep the
 //     time over memcpy/memset, and those over communication (so the
 //     communication row is exposed communication); then the op that started
 //     first; then the lower stream.
-//
 //   - Labels: an op's time goes to its innermost label. For
 //     gpu_user_annotation, the label on the op's stream containing the op's
 //     start; for user_annotation, the label on the launching host thread
@@ -33,7 +31,6 @@
 //     inclusive above busy is flagged as double counting, and labels with
 //     host time but no GPU time are listed (they launch nothing, or their
 //     work is attributed elsewhere).
-//
 //   - Steps come from host-side ProfilerStep#N annotations. An op belongs to
 //     the step that launched it (joined by correlation id), not the step in
 //     which it ran. The first step (warm-up) and the last (cut by the
@@ -42,20 +39,17 @@
 //     per_step_ns in the tables is a mean over the typical steps. A step's
 //     GPU time is its ops' busy time plus the gaps they end, so that the
 //     steps' parts add up to the device's span as busy and gaps do.
-//
 //   - Idle gaps are the spaces between busy intervals. Each gap splits
 //     exactly into host late (before the launch call of the op that ends the
 //     gap began), launch (inside that call), queued (after the call
 //     returned) and unattributed (no launch to join). Statistics are
 //     nearest-rank percentiles, with p50 × n beside mean × n.
-//
 //   - WhatIf bounds what speeding up a category by S can take off the
 //     device's timeline: (1 − 1/S) × the union of the category's intervals
 //     over all streams, since the chain of waiting ops that sets the
 //     timeline's end never overlaps itself; with the host's launch times
 //     as recorded, only the union after the last gap the host caused
 //     counts (see Projection for the model and its assumptions).
-//
 //   - Beside the accounting, in the same pass: per-kernel duration
 //     statistics (count, mean, min, max, sample std; Welford), each
 //     stream's idle time split as HolisticTraceAnalysis does (host wait,
