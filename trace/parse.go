@@ -363,12 +363,16 @@ func (t *Trace) readDistributed(s *scanner) error {
 			return err
 		}
 		if string(e.key) != "rank" {
-			err = s.skipValue()
+			if err := s.skipValue(); err != nil {
+				return err
+			}
 			continue
 		}
-		var v int64
-		var ok bool
-		if v, ok, err = t.readOptInt(s, &e); ok && v >= 0 && v <= math.MaxInt32 {
+		v, ok, err := t.readOptInt(s, &e)
+		if err != nil {
+			return err
+		}
+		if ok && v >= 0 && v <= math.MaxInt32 {
 			r := int(v)
 			t.Rank = &r
 		}
