@@ -459,13 +459,6 @@ func (r Request) widestTarget() int64 {
 	return hi
 }
 
-func (r Request) targetsOrNil() []string {
-	if r.Method == Full {
-		return []string{hfconfig.ScopeAttention}
-	}
-	return r.LoRATargets
-}
-
 // actBytes is the activation dtype size: 2 under bf16/fp16 autocast or pure
 // 16-bit, 4 for fp32 runs.
 func (r Request) actBytes() int64 { return r.Precision.Spec().ComputeBytes }
