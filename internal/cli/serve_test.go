@@ -163,7 +163,9 @@ func TestServeAddr(t *testing.T) {
 	var o2, e2 syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- (&ServeCmd{Addr: "0.0.0.0:0", AllowRemote: true}).serve(ctx, &Env{Stdout: &o2, Stderr: &e2}) }()
+	go func() {
+		done <- (&ServeCmd{Addr: "0.0.0.0:0", AllowRemote: true}).serve(ctx, &Env{Stdout: &o2, Stderr: &e2})
+	}()
 	for i := 0; i < 300 && !strings.Contains(o2.String(), "serving on"); i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
