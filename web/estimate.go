@@ -9,12 +9,6 @@ import (
 	"github.com/canifinetune/canifinetune/placement"
 )
 
-// Budget sources, as the estimate command reports them in gpu.budget_source.
-const (
-	budgetCardTotal = "card total"
-	budgetFlagFree  = "--available-vram-gb"
-)
-
 // Estimate answers Params with the document `canifinetune estimate --json`
 // prints for the same flags and a card from the table (or --gpu-vram-gb):
 // the model from the embedded catalog, the request checked as the CLI
@@ -38,7 +32,7 @@ func Estimate(p Params) (*report.Estimate, *Problem) {
 	if pr != nil {
 		return nil, pr
 	}
-	plan, err := placement.Evaluate(s.est, s.req, placement.GPUs{Positional: true, GPUsPerNode: 1, Nodes: 1, Rule: placement.RuleFor(s.est.Name())})
+	plan, err := placement.Evaluate(s.est, s.req, s.setup.GPUs(s.est.Name(), 1))
 	if err != nil {
 		if errors.Is(err, estimate.ErrInvalidRequest) {
 			return nil, requestProblem(err)
@@ -49,12 +43,7 @@ func Estimate(p Params) (*report.Estimate, *Problem) {
 	if err != nil {
 		return nil, &Problem{Status: 500, Message: err.Error()}
 	}
-	out := report.NewEstimate(rm, s.card, s.req, plan.Estimate, x, plan.Changes)
-	if out.GPU != nil {
-		out.GPU.BudgetSource = budgetCardTotal
-		if s.req.Available > 0 {
-			out.GPU.BudgetSource = budgetFlagFree
-		}
-	}
+	out := report.NewEstimate(rm, s.setup.Card, s.req, plan.Estimate, x, plan.Changes)
+	out.Annotate(s.setup, plan)
 	return &out, nil
 }

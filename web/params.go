@@ -2,7 +2,10 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/placement"
 	"net/url"
 	"slices"
 	"strconv"
@@ -130,9 +133,9 @@ func (p Params) Query() string {
 
 // setting is what Params decide, before the model and the estimate.
 type setting struct {
-	req  estimate.Request
-	card *gpu.Card
-	est  estimate.Estimator
+	req   estimate.Request
+	setup placement.Setup
+	est   estimate.Estimator
 }
 
 // request turns Params into an estimate request for model m, the way the estimate
@@ -208,16 +211,21 @@ func (p Params) request(m *hfconfig.Model) (setting, *Problem) {
 	if pr := p.gpu(&s); pr != nil {
 		return s, pr
 	}
+	// As the estimate command: every number and combination is checked
+	// before the GPU setup goes into the request.
 	if _, err := r.Normalize(); err != nil {
 		return s, requestProblem(err)
 	}
+	if err := s.setup.SizeWorld(estimate.NoSharding, 0, 1); err != nil {
+		return s, &Problem{Status: 400, Message: err.Error()}
+	}
+	s.setup.Apply(r)
 	return s, nil
 }
 
 // gpu reads gpu, gpu-vram-gb and available-vram-gb as the estimate command
 // reads --gpu, --gpu-vram-gb and --available-vram-gb.
 func (p Params) gpu(s *setting) *Problem {
-	r := &s.req
 	var gib [2]float64
 	for i, f := range []struct{ name, field string }{{"gpu-vram-gb", "gpu_vram_gb"}, {"available-vram-gb", "available_vram_gb"}} {
 		v, ok := p[f.name]
@@ -235,6 +243,9 @@ func (p Params) gpu(s *setting) *Problem {
 	}
 	vram, avail := gib[0], gib[1]
 	name := p["gpu"]
+	s.setup = placement.Setup{Index: -1}
+	var card *gpu.Card
+	total := int64(vram * estimate.GiB)
 	switch {
 	case strings.EqualFold(name, "auto"):
 		return &Problem{Status: 400, Field: "gpu", Message: "gpu auto detects this machine's GPUs: the page plans for a card from the table", Hint: "gpu=rtx-4090, or gpu-vram-gb=24"}
@@ -245,20 +256,19 @@ func (p Params) gpu(s *setting) *Problem {
 		if err != nil {
 			return &Problem{Status: 400, Field: "gpu", Message: err.Error(), Hint: "canifinetune gpus  (the table), or --gpu-vram-gb N"}
 		}
-		s.card = &k
-		r.GPUTotal = k.MemoryBytes()
-		r.Card = &estimate.CardFeatures{Name: k.Name, BF16: k.BF16, FlashAttention2: k.FlashAttention2()}
-	case vram > 0:
-		r.GPUTotal = int64(vram * estimate.GiB)
+		card, total = &k, k.MemoryBytes()
+	case vram == 0 && avail > 0:
+		return &Problem{Status: 400, Field: "available-vram-gb", Message: "--available-vram-gb needs the card's total too (--gpu or --gpu-vram-gb): overheads are sized from the total", Hint: "--gpu rtx-4090 --available-vram-gb 21.5"}
+	case vram == 0:
+		return nil // no GPU: no verdict
 	}
-	if avail > 0 {
-		if r.GPUTotal == 0 {
-			return &Problem{Status: 400, Field: "available-vram-gb", Message: "--available-vram-gb needs the card's total too (--gpu or --gpu-vram-gb): overheads are sized from the total", Hint: "--gpu rtx-4090 --available-vram-gb 21.5"}
+	var err error
+	if s.setup, err = placement.OnCard(card, total, int64(avail*estimate.GiB)); err != nil {
+		var be *placement.BudgetError
+		if errors.As(err, &be) {
+			return &Problem{Status: 400, Field: "available-vram-gb", Message: fmt.Sprintf("--available-vram-gb %.2f exceeds %s's %.2f GiB", avail, be.Of, bytesize.InGiB(be.Total)), Hint: "--available-vram-gb below " + be.Of + "'s total"}
 		}
-		r.Available = int64(avail * estimate.GiB)
-		if r.Available > r.GPUTotal {
-			return &Problem{Status: 400, Field: "available-vram-gb", Message: fmt.Sprintf("--available-vram-gb %.2f exceeds the card's %.2f GiB", avail, float64(r.GPUTotal)/estimate.GiB), Hint: "--available-vram-gb below the card's total"}
-		}
+		return &Problem{Status: 400, Field: "gpu", Message: err.Error()}
 	}
 	return nil
 }

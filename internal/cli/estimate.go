@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/gpu"
-	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/placement"
 )
@@ -106,30 +104,11 @@ func (c *EstimateCmd) Run(env *Env) error {
 			return err
 		}
 	}
-	req := estimate.Request{
-		Model: rm.Model, Method: c.Method, Precision: flagValue(c.Precision),
-		Quant: flagValue(c.Quant), LoRATargets: c.Targets, ExtraTrainable: c.Extra,
-		SeqLen: c.SeqLen, Batch: c.Batch, GradAccum: c.GradAccum, DynamicShapes: c.Dynamic, LoRADropout: c.Dropout,
-		GradCkpt: flagValue(c.GradCkpt), Optimizer: flagValue(c.Optimizer),
-		OptimizerStateDtype: flagValue(c.OptimDtype), Attn: flagValue(c.Attn), FusedCE: flagValue(c.FusedCE), Compile: c.Compile,
-		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
+	req, err := requestFromFlags(c.RequestFlags, rm)
+	if err != nil {
+		return err
 	}
-	if c.Stack != nil {
-		st, err := estimate.StackByName(string(*c.Stack))
-		if err != nil {
-			return usageErrorf("--stack hf-trainer", "%v", err)
-		}
-		st.Apply(&req)
-	}
-	if c.Rank != nil {
-		// The request reads rank 0 as "the default"; a given 0 is an error.
-		if req.LoRARank = *c.Rank; req.LoRARank == 0 {
-			return requestUsageError(&estimate.FieldError{Field: "lora_rank", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxLoRARank)})
-		}
-	}
-	if c.GradAccum == 0 {
-		return requestUsageError(&estimate.FieldError{Field: "grad_accum", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxGradAccum)})
-	}
+	req.Sharding = estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload}
 	if err := c.checkMemoryFlags(); err != nil {
 		return err
 	}
@@ -138,12 +117,12 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if _, err := req.Normalize(); err != nil {
 		return requestUsageError(err)
 	}
-	gs, err := c.resolveGPUs(env, &req)
+	gs, err := c.resolveGPUs(env)
 	if err != nil {
 		return err
 	}
-	req.Card = gs.features()
-	plan, err := placement.Evaluate(est, req, gs.placementGPUs(c, est.Name()))
+	gs.Apply(&req)
+	plan, err := placement.Evaluate(est, req, gs.GPUs(est.Name(), c.Nodes))
 	if err != nil {
 		if errors.Is(err, estimate.ErrInvalidRequest) {
 			return requestUsageError(err)
@@ -154,8 +133,9 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	out := report.NewEstimate(rm, gs.card, req, plan.Estimate, x, plan.Changes)
-	gs.annotate(&out, plan)
+	out := report.NewEstimate(rm, gs.Card, req, plan.Estimate, x, plan.Changes)
+	out.Annotate(gs.Setup, plan)
+	out.Detection = gs.detection
 	if c.JSON {
 		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
@@ -170,34 +150,6 @@ func (c *EstimateCmd) Run(env *Env) error {
 		return verdictExit(ExitNoFit)
 	}
 	return nil
-}
-
-// card resolves --gpu / --gpu-vram-gb / --available-vram-gb into the request.
-func (c *EstimateCmd) card(req *estimate.Request) (*gpu.Card, error) {
-	var card *gpu.Card
-	switch {
-	case c.GPU != "" && c.GPUVRAMGB > 0:
-		return nil, usageErrorf("--gpu rtx-4090  or  --gpu-vram-gb 24", "give --gpu or --gpu-vram-gb, not both")
-	case c.GPU != "":
-		k, err := gpu.Lookup(c.GPU)
-		if err != nil {
-			return nil, withHint(ExitUsage, err, "canifinetune gpus  (the table), or --gpu-vram-gb N")
-		}
-		card = &k
-		req.GPUTotal = k.MemoryBytes()
-	case c.GPUVRAMGB > 0:
-		req.GPUTotal = int64(c.GPUVRAMGB * estimate.GiB)
-	}
-	if c.AvailableGB > 0 {
-		if req.GPUTotal == 0 {
-			return nil, usageErrorf("--gpu rtx-4090 --available-vram-gb 21.5", "--available-vram-gb needs the card's total too (--gpu or --gpu-vram-gb): overheads are sized from the total")
-		}
-		req.Available = int64(c.AvailableGB * estimate.GiB)
-		if req.Available > req.GPUTotal {
-			return nil, usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds the card's %.2f GiB", c.AvailableGB, bytesize.InGiB(req.GPUTotal))
-		}
-	}
-	return card, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

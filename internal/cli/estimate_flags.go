@@ -2,14 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/gpu"
-	"github.com/canifinetune/canifinetune/internal/report"
 )
 
 // requestUsageError turns an invalid request into a usage error (exit 2)
@@ -37,32 +36,6 @@ func (c *EstimateCmd) checkMemoryFlags() error {
 		*f.to = *f.v
 	}
 	return nil
-}
-
-// features is what the run's GPUs can execute, from the GPU table: the
-// budget card, and every card a --gpus list or the detection placed the run
-// on; nil when no card is in the table.
-func (s *gpuSetup) features() *estimate.CardFeatures {
-	cards := []*gpu.Card{s.card}
-	for _, d := range s.devices {
-		cards = append(cards, d.Card)
-	}
-	var f *estimate.CardFeatures
-	for _, k := range cards {
-		if k == nil {
-			continue
-		}
-		if f == nil {
-			f = &estimate.CardFeatures{Name: k.Name, BF16: true, FlashAttention2: true}
-		}
-		if !k.BF16 && f.BF16 {
-			f.BF16, f.Name = false, k.Name
-		}
-		if !k.FlashAttention2() && f.FlashAttention2 {
-			f.FlashAttention2, f.Name = false, k.Name
-		}
-	}
-	return f
 }
 
 // numberMapper decodes an int or float flag and lets its value be negative

@@ -144,9 +144,9 @@ func (c *PlanCmd) gpuJSON(s *gpuSetup, perNode int64, hw plan.Hardware, req esti
 	if avail == 0 {
 		avail = req.GPUTotal
 	}
-	g := planGPUJSON{Name: s.name, GPUsPerNode: perNode, Nodes: c.Nodes, PeakTFLOPs: hw.PeakTFLOPs,
+	g := planGPUJSON{Name: s.Name, GPUsPerNode: perNode, Nodes: c.Nodes, PeakTFLOPs: hw.PeakTFLOPs,
 		TotalGB: bytesize.RoundedGiB(req.GPUTotal, 3), AvailableGB: bytesize.RoundedGiB(avail, 3)}
-	for _, k := range s.cards() {
+	for _, k := range s.Cards() {
 		if k.DenseTFLOPs16 != nil && *k.DenseTFLOPs16 == hw.PeakTFLOPs {
 			g.PeakSource = k.TFLOPsSource
 			break

@@ -163,9 +163,9 @@ type Change struct {
 }
 
 // NewEstimate builds the document of one estimate: the resolved model, the
-// table card (nil for none), the request as given, the estimate, its
-// explanation and the changes that make it fit. What the GPU setup decided
-// (detection, placement, data parallelism) the caller adds.
+// table card (nil for none), the request, the estimate, its explanation and
+// the changes that make it fit. What the GPU setup decided the caller adds
+// with Annotate.
 func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request, e *estimate.Estimate, x estimate.Explanation, changes []estimate.Change) Estimate {
 	n, _ := req.Normalize()
 	out := Estimate{
@@ -227,6 +227,13 @@ func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request,
 	return out
 }
 
+func dropoutOf(r estimate.Request) float64 {
+	if r.LoRADropout == nil || r.Method == estimate.Full {
+		return 0
+	}
+	return *r.LoRADropout
+}
+
 // Detection is what the GPU probe of estimate found.
 type Detection struct {
 	// Status: "found", "none", "timeout" or "failed".
@@ -280,6 +287,33 @@ type DataParallel struct {
 	CommBuffers []string `json:"communication_buffers"`
 }
 
+// Annotate adds what the GPU setup and the placement decided to the
+// document; the caller adds what a GPU probe found (Detection).
+func (o *Estimate) Annotate(s placement.Setup, plan *placement.Plan) {
+	if o.GPU != nil {
+		o.GPU.Detected, o.GPU.BudgetSource = s.Detected, s.BudgetSource
+		if s.Name != "" {
+			o.GPU.Name = s.Name
+		}
+		if s.Detected {
+			i := s.Index
+			o.GPU.Index = &i
+		}
+		o.GPU.Count = s.Listed
+	}
+	o.Notes = append(o.Notes, s.Notes...)
+	if p := plan.Placement; p != nil {
+		o.Placement = NewPlacement(p)
+		o.Verdict = Verdict{Fit: o.Placement.Fit, Ratio: o.Placement.Ratio, BudgetBytes: p.UsableBytes, BudgetGB: o.Placement.UsableGB,
+			BudgetSource: "model-parallel placement over GPUs " + o.Placement.CUDAVisibleDevices + " (free memory, each beyond the first at 85 %)"}
+	}
+	if d := plan.DataParallel; d != nil {
+		o.DataParallel = NewDataParallel(d)
+	} else if plan.Placement == nil && s.Listed > 1 && len(s.Explicit) == 0 {
+		o.Notes = append(o.Notes, fmt.Sprintf("one GPU holds the run, so the other %d listed are not used; with --strategy (ddp, fsdp_*, zero1-3) they would train data-parallel", s.Listed-1))
+	}
+}
+
 // NewPlacement is the document of a model-parallel placement.
 func NewPlacement(p *placement.Placement) *Placement {
 	e := p.SingleGPU
@@ -289,13 +323,6 @@ func NewPlacement(p *placement.Placement) *Placement {
 		SingleGPU:          Verdict{Fit: string(e.Fit), Ratio: bytesize.Round(e.Ratio, 4), BudgetBytes: e.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Budget), 3), BudgetSource: e.BudgetSource},
 		CUDAVisibleDevices: joinIndex(p.Indices()),
 	}
-}
-
-func dropoutOf(r estimate.Request) float64 {
-	if r.LoRADropout == nil || r.Method == estimate.Full {
-		return 0
-	}
-	return *r.LoRADropout
 }
 
 // NewDataParallel is the per-GPU view of a sharded run.

@@ -58,8 +58,11 @@ func DescribeRequestError(err error) RequestProblem {
 	if !ok {
 		f.flag, f.hint = fe.Field, "canifinetune estimate --help"
 	}
-	if strings.HasPrefix(fe.Want, "unset under method full") {
+	switch {
+	case strings.HasPrefix(fe.Want, "unset under method full"):
 		f.hint = fmt.Sprintf("drop %s, or --method lora", f.flag)
+	case fe.Field == "cpu_offload" && strings.HasPrefix(fe.Want, string(estimate.OffloadParamsOptimizer)+" or"):
+		f.hint = "--offload " + string(estimate.OffloadParamsOptimizer)
 	}
 	return RequestProblem{Flag: f.flag, Message: fmt.Sprintf("%s must be %s, got %s", f.flag, fe.Want, fe.Value), Hint: f.hint}
 }
