@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"io"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ const autoDetectTimeout = 3 * time.Second
 type gpuSetup struct {
 	placement.Setup
 	// detection is what the probe found, nil when it did not run.
-	detection *detectionJSON
+	detection *report.Detection
 }
 
 // gpuFlags are the GPU flags estimate and plan share, once checked
@@ -119,12 +120,12 @@ func detect(env *Env, s *gpuSetup) (gpu.Inventory, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoDetectTimeout)
 	defer cancel()
 	inv, err := DetectGPUs(ctx, env, autoDetectTimeout)
-	d := &detectionJSON{Tool: inv.Tool, GPUs: []detectedJSON{}}
+	d := &report.Detection{Tool: inv.Tool, GPUs: []report.Detected{}}
 	switch {
 	case err == nil:
 		d.Status = "found"
 		for _, g := range inv.GPUs {
-			d.GPUs = append(d.GPUs, detectedJSON{Index: g.Index, Name: g.Name, TotalBytes: g.TotalBytes(), FreeBytes: g.FreeBytes(), MIG: g.MIG})
+			d.GPUs = append(d.GPUs, report.Detected{Index: g.Index, Name: g.Name, TotalBytes: g.TotalBytes(), FreeBytes: g.FreeBytes(), MIG: g.MIG})
 		}
 	case errors.Is(err, gpu.ErrNoGPU):
 		d.Status, d.Message = "none", err.Error()
@@ -222,100 +223,9 @@ func joinIndex(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// detectionJSON is what the GPU probe of estimate found.
-type detectionJSON struct {
-	// Status: "found", "none", "timeout" or "failed".
-	Status  string         `json:"status"`
-	Tool    string         `json:"tool,omitempty"`
-	Message string         `json:"message,omitempty"`
-	GPUs    []detectedJSON `json:"gpus"`
-}
-
-type detectedJSON struct {
-	Index      int    `json:"index"`
-	Name       string `json:"name"`
-	TotalBytes int64  `json:"total_bytes"`
-	FreeBytes  int64  `json:"free_bytes"`
-	MIG        bool   `json:"mig"`
-}
-
-// placementJSON is a model-parallel placement (seed 001): the chosen GPUs,
-// the device map, why the others were left out, and the verdict of the pool.
-type placementJSON struct {
-	gpu.Selection
-	// Reason says why the model is placed across GPUs.
-	Reason     string  `json:"reason"`
-	Fit        string  `json:"fit"`
-	Ratio      float64 `json:"ratio"`
-	UsableGB   float64 `json:"usable_gb"`
-	RequiredGB float64 `json:"required_gb"`
-	// SingleGPU is the verdict on the budget card alone.
-	SingleGPU verdictJSON `json:"single_gpu"`
-	// Indices are the chosen GPUs in order, as CUDA_VISIBLE_DEVICES takes them.
-	CUDAVisibleDevices string `json:"cuda_visible_devices"`
-}
-
-// dataParallelJSON is the per-GPU view of a sharded run.
-type dataParallelJSON struct {
-	Strategy    estimate.Strategy `json:"strategy"`
-	Nodes       int64             `json:"nodes"`
-	GPUsPerNode int64             `json:"gpus_per_node"`
-	WorldSize   int64             `json:"world_size"`
-	// ShardGroup is how many GPUs the sharded state is divided by (the world
-	// size; one node's GPUs for fsdp_hybrid_shard; 1 for ddp / no_shard).
-	ShardGroup    int64            `json:"shard_group"`
-	Offload       estimate.Offload `json:"cpu_offload"`
-	HostPerGPUGB  float64          `json:"host_offload_per_gpu_gb"`
-	HostPerNodeGB float64          `json:"host_offload_per_node_gb"`
-	// Scaling says what changes with the node count.
-	Scaling string `json:"scaling"`
-	// CommBuffers are the communication buffers assumed, and whether the
-	// total includes them.
-	CommBuffers []string `json:"communication_buffers"`
-}
-
-// annotate adds what the GPU setup and the placement decided to the JSON view.
-func (s *gpuSetup) annotate(o *EstimateJSON, plan *placement.Plan) {
-	if o.GPU != nil {
-		o.GPU.Detected, o.GPU.BudgetSource = s.Detected, s.BudgetSource
-		if s.Name != "" {
-			o.GPU.Name = s.Name
-		}
-		if s.Detected {
-			i := s.Index
-			o.GPU.Index = &i
-		}
-		o.GPU.Count = s.Listed
-	}
-	o.Detection = s.detection
-	o.Notes = append(o.Notes, s.Notes...)
-	if p := plan.Placement; p != nil {
-		o.Placement = newPlacementJSON(p)
-		o.Verdict = verdictJSON{Fit: o.Placement.Fit, Ratio: o.Placement.Ratio, BudgetBytes: p.UsableBytes, BudgetGB: o.Placement.UsableGB,
-			BudgetSource: "model-parallel placement over GPUs " + o.Placement.CUDAVisibleDevices + " (free memory, each beyond the first at 85 %)"}
-	}
-	if d := plan.DataParallel; d != nil {
-		o.DataParallel = &dataParallelJSON{Strategy: d.Strategy, Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, WorldSize: d.WorldSize,
-			ShardGroup: d.ShardGroup, Offload: d.Offload, HostPerGPUGB: bytesize.Round(bytesize.InGiB(d.HostPerGPU), 3), HostPerNodeGB: bytesize.Round(bytesize.InGiB(d.HostPerNode), 3),
-			Scaling: d.Scaling, CommBuffers: d.CommBuffers}
-	} else if plan.Placement == nil && s.Listed > 1 && len(s.Explicit) == 0 {
-		o.Notes = append(o.Notes, fmt.Sprintf("one GPU holds the run, so the other %d listed are not used; with --strategy (ddp, fsdp_*, zero1-3) they would train data-parallel", s.Listed-1))
-	}
-}
-
-func newPlacementJSON(p *placement.Placement) *placementJSON {
-	e := p.SingleGPU
-	return &placementJSON{
-		Selection: p.Selection, Reason: p.Reason, Fit: string(p.Verdict.Fit), Ratio: bytesize.Round(p.Verdict.Ratio, 4),
-		UsableGB: bytesize.Round(bytesize.InGiB(p.UsableBytes), 3), RequiredGB: bytesize.Round(bytesize.InGiB(p.RequiredBytes), 3),
-		SingleGPU:          verdictJSON{Fit: string(e.Fit), Ratio: bytesize.Round(e.Ratio, 4), BudgetBytes: e.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Budget), 3), BudgetSource: e.BudgetSource},
-		CUDAVisibleDevices: joinIndex(p.Indices()),
-	}
-}
-
 // printGPUSetup writes the budget, the verdict and what the GPU setup
 // decided (placement, per-GPU data parallelism, notes).
-func printGPUSetup(w io.Writer, o EstimateJSON) {
+func printGPUSetup(w io.Writer, o report.Estimate) {
 	for _, n := range o.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

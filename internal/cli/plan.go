@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"math"
 
 	"github.com/canifinetune/canifinetune/estimate"
@@ -103,12 +104,12 @@ func (c *PlanCmd) Run(env *Env) error {
 	}
 	opts := plan.Options{Estimator: est, Request: req, Goal: c.goal(), Hardware: hw,
 		Space: plan.Space{GPUsPerNode: perNode, Nodes: c.Nodes, ShorterSeqs: true}}
-	out := PlanJSON{SchemaVersion: 1, Estimator: estimatorJSON{est.Name(), est.Version()},
+	out := PlanJSON{SchemaVersion: 1, Estimator: report.Estimator{Name: est.Name(), Version: est.Version()},
 		GPU: c.gpuJSON(gs, perNode, hw, req), Goal: goalJSON{DatasetTokens: opts.Goal.DatasetTokens, Epochs: opts.Goal.Epochs,
 			EffectiveBatch: opts.Goal.EffectiveBatch, SeqLen: req.SeqLen, PricePerGPUHour: opts.Goal.PricePerGPUHour},
 		TimeModel: newTimeModelJSON(hw), Plans: []planJSON{}, Notes: append(gs.Notes, hwNotes...)}
 	if e, err := est.Estimate(req); err == nil {
-		out.Model = newEstimateJSON(rm, gs.Card, req, e, estimate.Explanation{}, nil).Model
+		out.Model = report.NewEstimate(rm, gs.Card, req, e, estimate.Explanation{}, nil).Model
 	}
 	if c.Maximize != "" {
 		return c.runMaximize(env, opts, rm, &out)
@@ -301,15 +302,15 @@ func (c *PlanCmd) chosen(est estimate.Estimator, p plan.Plan, s *gpuSetup) *chos
 	}
 	gb := func(b int64) float64 { return bytesize.RoundedGiB(b, 3) }
 	ch := &chosenJSON{TotalGB: gb(e.Total), ProxyGB: gb(e.PlanningProxy),
-		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: gb(e.Verdict.Budget), BudgetSource: e.Verdict.BudgetSource},
+		Verdict:       report.Verdict{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: gb(e.Verdict.Budget), BudgetSource: e.Verdict.BudgetSource},
 		HostOffloadGB: gb(e.HostOffload), Assumptions: x.Assumptions, Warnings: e.Warnings,
-		Confidence: confidenceJSON{string(x.Confidence.Grade), x.Confidence.Reason}}
+		Confidence: report.Confidence{Grade: string(x.Confidence.Grade), Reason: x.Confidence.Reason}}
 	for _, comp := range e.Components {
 		share := 0.0
 		if e.Total > 0 {
 			share = float64(comp.Bytes) / float64(e.Total)
 		}
-		ch.Components = append(ch.Components, componentJSON{string(comp.Name), comp.Bytes, gb(comp.Bytes), bytesize.Round(share, 4), x.Source(comp.Name)})
+		ch.Components = append(ch.Components, report.Component{Name: string(comp.Name), Bytes: comp.Bytes, GB: gb(comp.Bytes), Share: bytesize.Round(share, 4), Source: x.Source(comp.Name)})
 	}
 	return ch
 }
