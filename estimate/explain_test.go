@@ -10,10 +10,10 @@ import (
 func TestShardingNoteFollowsTheNumbers(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-7B")
 	offloads := map[string][]string{
-		"ddp": {"none"}, "fsdp_no_shard": {"none", "optimizer"},
+		"ddp": {"none"}, "fsdp_no_shard": {"none", "params+optimizer"},
 		"zero1": {"none", "optimizer"}, "zero2": {"none", "optimizer"},
 		"zero3": {"none", "optimizer", "params", "params+optimizer"}, "fsdp_full_shard": {"none", "params+optimizer"},
-		"fsdp_shard_grad_op": {"none", "optimizer"}, "fsdp_hybrid_shard": {"none", "params"},
+		"fsdp_shard_grad_op": {"none", "params+optimizer"}, "fsdp_hybrid_shard": {"none", "params"},
 	}
 	bases := map[string]Request{
 		"full mixed": {Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 1024, Batch: 1, GPUTotal: 80 * GiB},

@@ -15,7 +15,7 @@ func FuzzNormalize(f *testing.F) {
 	f.Add(uint8(0), uint8(1), uint8(0), uint8(0), int64(16), int64(2048), int64(1), int64(1), 0.05, 24.0, 21.5, int64(1), 0.0, 0.0)
 	f.Add(uint8(0), uint8(1), uint8(0), uint8(0), int64(1<<40), int64(2048), int64(1), int64(1), 0.0, 24.0, 0.0, int64(1), 0.0, 0.0)
 	f.Add(uint8(1), uint8(0), uint8(3), uint8(2), int64(0), int64(1<<24), int64(4), int64(1<<20), math.NaN(), math.NaN(), math.Inf(1), int64(1<<16), math.NaN(), 0.99)
-	f.Add(uint8(2), uint8(2), uint8(8), uint8(3), int64(3584), int64(1), int64(1<<16), int64(0), 0.999, 1e-308, 16384.0, int64(-1), -0.0, 1.0)
+	f.Add(uint8(2), uint8(2), uint8(8), uint8(3), int64(3584), int64(1), int64(1<<16), int64(0), 0.999, 1e-308, 16384.0, int64(-1), math.Copysign(0, -1), 1.0)
 	f.Add(uint8(3), uint8(1), uint8(1), uint8(1), int64(1<<20), int64(1<<13), int64(1<<13), int64(7), 0.5, 16384.0, 16384.0, int64(65536), 0.5, 0.5)
 	var cached = map[string]Request{}
 	f.Fuzz(func(t *testing.T, model, method, strategy, offload uint8, rank, seq, batch, accum int64, dropout, vramGiB, freeGiB float64, gpus int64, overhead, safety float64) {

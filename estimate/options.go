@@ -498,10 +498,15 @@ type StrategySpec struct {
 	Shards ShardLevel
 	// PerNode: shards within a node and replicates across nodes.
 	PerNode bool
-	// OffloadsParams and OffloadsOptimizer: the CPU offloads the strategy
-	// can do (DeepSpeed offloads parameters only under ZeRO-3; FSDP's
-	// CPUOffload moves parameters, gradients and the step together).
-	OffloadsParams, OffloadsOptimizer bool
+	// OffloadsParams: the strategy can keep the parameters in host RAM
+	// (DeepSpeed only under ZeRO-3; FSDP's CPUOffload(offload_params=True),
+	// which moves the gradients and the optimizer step with them).
+	OffloadsParams bool
+	// OffloadsOptimizer: the strategy can move the optimizer states and
+	// step to the CPU on their own, the parameters staying on the GPU
+	// (DeepSpeed's offload_optimizer, stages 1–3). FSDP cannot: its only
+	// CPU offload is the parameters', the step going with them.
+	OffloadsOptimizer bool
 }
 
 func (s StrategySpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
@@ -510,10 +515,10 @@ func (s StrategySpec) choice() Choice { return Choice{Name: string(s.Name), Help
 var Strategies = []StrategySpec{
 	{Name: NoSharding, Help: "one GPU, or a model placed across GPUs"},
 	{Name: DDP, Help: "PyTorch DDP: a full replica per GPU", DataParallel: true, Family: FamilyTorchDDP},
-	{Name: FSDPFullShard, Help: "FSDP: parameters, gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},
-	{Name: FSDPShardGradOp, Help: "FSDP: gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardGradients, OffloadsParams: true, OffloadsOptimizer: true},
-	{Name: FSDPNoShard, Help: "FSDP without sharding: as DDP", DataParallel: true, Family: FamilyFSDP, OffloadsParams: true, OffloadsOptimizer: true},
-	{Name: FSDPHybridShard, Help: "FSDP: full shard within a node, replicas across nodes", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, PerNode: true, OffloadsParams: true, OffloadsOptimizer: true},
+	{Name: FSDPFullShard, Help: "FSDP: parameters, gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, OffloadsParams: true},
+	{Name: FSDPShardGradOp, Help: "FSDP: gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardGradients, OffloadsParams: true},
+	{Name: FSDPNoShard, Help: "FSDP without sharding: as DDP", DataParallel: true, Family: FamilyFSDP, OffloadsParams: true},
+	{Name: FSDPHybridShard, Help: "FSDP: full shard within a node, replicas across nodes", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, PerNode: true, OffloadsParams: true},
 	{Name: ZeRO1, Help: "DeepSpeed ZeRO-1: optimizer states sharded", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardOptimizer, OffloadsOptimizer: true},
 	{Name: ZeRO2, Help: "DeepSpeed ZeRO-2: gradients and optimizer states sharded", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardGradients, OffloadsOptimizer: true},
 	{Name: ZeRO3, Help: "DeepSpeed ZeRO-3: parameters too", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},

@@ -410,12 +410,18 @@ func noAdapterSettings(r Request) error {
 // gradients and the optimizer step together.
 func checkOffload(s Sharding) error {
 	off, st := s.CPUOffload.Spec(), s.Strategy.Spec()
-	if off.Params && !st.OffloadsParams || off.Optimizer && !st.OffloadsOptimizer {
+	// An offload of the parameters takes the optimizer with it where the
+	// strategy offloads parameters (FSDP); the optimizer alone needs a
+	// strategy that offloads it alone (DeepSpeed ZeRO).
+	ok := off.Params && st.OffloadsParams || !off.Params && (!off.Optimizer || st.OffloadsOptimizer)
+	if !ok {
 		switch {
 		case !st.DataParallel:
 			return fieldErr("cpu_offload", s.CPUOffload, "none without a sharding strategy: CPU offload is part of DeepSpeed ZeRO or FSDP")
-		case !st.OffloadsOptimizer:
+		case !st.OffloadsOptimizer && !st.OffloadsParams:
 			return fieldErr("cpu_offload", s.CPUOffload, "none with %s: PyTorch DDP has no CPU offload (DeepSpeed ZeRO and FSDP do)", s.Strategy)
+		case !st.OffloadsOptimizer:
+			return fieldErr("cpu_offload", s.CPUOffload, "%s or %s with %s: FSDP's CPUOffload moves the parameters, gradients and optimizer step together, it has no optimizer-only offload", OffloadParamsOptimizer, OffloadNone, s.Strategy)
 		default:
 			return fieldErr("cpu_offload", s.CPUOffload, "none or optimizer with %s: DeepSpeed offloads parameters only under ZeRO stage 3 (zero3)", s.Strategy)
 		}
@@ -457,13 +463,6 @@ func (r Request) widestTarget() int64 {
 		hi = max(hi, min(m.Hidden, m.Vocab))
 	}
 	return hi
-}
-
-func (r Request) targetsOrNil() []string {
-	if r.Method == Full {
-		return []string{hfconfig.ScopeAttention}
-	}
-	return r.LoRATargets
 }
 
 // actBytes is the activation dtype size: 2 under bf16/fp16 autocast or pure

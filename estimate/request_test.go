@@ -78,6 +78,8 @@ func TestNormalizeRejectsContradictions(t *testing.T) {
 		{"ddp with optimizer offload", Request{Method: Full, Sharding: Sharding{Strategy: "ddp", GPUs: 4, CPUOffload: "optimizer"}}, "cpu_offload", "none with ddp: PyTorch DDP has no CPU offload"},
 		{"single GPU offload", Request{Method: Full, Sharding: Sharding{CPUOffload: "params+optimizer"}}, "cpu_offload", "none without a sharding strategy"},
 		{"zero2 with param offload", Request{Method: Full, Sharding: Sharding{Strategy: "zero2", GPUs: 4, CPUOffload: "params"}}, "cpu_offload", "only under ZeRO stage 3"},
+		{"fsdp with optimizer offload alone", Request{Method: Full, Sharding: Sharding{Strategy: "fsdp_full_shard", GPUs: 4, CPUOffload: "optimizer"}}, "cpu_offload", "params+optimizer or none with fsdp_full_shard: FSDP's CPUOffload moves"},
+		{"hybrid fsdp with optimizer offload alone", Request{Method: Full, Sharding: Sharding{Strategy: "fsdp_hybrid_shard", GPUs: 4, CPUOffload: "optimizer"}}, "cpu_offload", "no optimizer-only offload"},
 		{"zero1 with both", Request{Method: Full, Sharding: Sharding{Strategy: "zero1", GPUs: 4, CPUOffload: "params+optimizer"}}, "cpu_offload", "only under ZeRO stage 3"},
 		{"rank under full", Request{Method: Full, LoRARank: 8}, "lora_rank", "unset under method full"},
 		{"targets under full", Request{Method: Full, LoRATargets: []string{"all-linear"}}, "lora_targets", "unset under method full"},
@@ -101,6 +103,9 @@ func TestNormalizeRejectsContradictions(t *testing.T) {
 		{Method: Full, Sharding: Sharding{Strategy: "zero3", GPUs: 4, CPUOffload: "params+optimizer"}},
 		{Method: Full, Sharding: Sharding{Strategy: "zero2", GPUs: 4, CPUOffload: "optimizer"}},
 		{Method: Full, Sharding: Sharding{Strategy: "fsdp_full_shard", GPUs: 4, CPUOffload: "params+optimizer"}},
+		{Method: Full, Sharding: Sharding{Strategy: "fsdp_shard_grad_op", GPUs: 4, CPUOffload: "params"}},
+		{Method: Full, Sharding: Sharding{Strategy: "zero3", GPUs: 4, CPUOffload: "params"}},
+		{Method: Full, Sharding: Sharding{Strategy: "zero1", GPUs: 4, CPUOffload: "optimizer"}},
 		{Method: LoRA, ExtraTrainable: []string{"lm_head", "embed_tokens"}, LoRARank: 3584},
 		{Method: LoRA, Attn: "flash_attention_2", Card: &CardFeatures{Name: "A100", BF16: true, FlashAttention2: true}},
 	}

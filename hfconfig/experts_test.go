@@ -1,9 +1,14 @@
 package hfconfig
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // An expert count of 0 is dense only where transformers says so (Qwen2-MoE,
@@ -55,5 +60,41 @@ func TestMaxPositions(t *testing.T) {
 		if m.MaxPositions != tt.want {
 			t.Errorf("%s: MaxPositions = %d, want %d", tt.cfg, m.MaxPositions, tt.want)
 		}
+	}
+}
+
+// A field the config leaves out takes the default of the type's
+// transformers config class: MixtralConfig has num_local_experts=8 and
+// num_experts_per_tok=2, so Mixtral-8x7B's config.json without them
+// describes the same model as with them (its golden file), not a dense one.
+func TestExpertDefaults(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mixtral.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg, "num_local_experts")
+	delete(cfg, "num_experts_per_tok")
+	stripped, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Parse(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.MarshalIndent(describe(m), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "golden", "mixtral.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), string(got)+"\n"); d != "" {
+		t.Errorf("mixtral without num_local_experts / num_experts_per_tok (-golden +got):\n%s", d)
 	}
 }

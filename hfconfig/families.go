@@ -38,6 +38,10 @@ type familySpec struct {
 	routerName       string       // the router Linear; "": gate
 	sharedExpertGate bool         // the shared expert has its own one-output gate
 	denseWidthKey    string       // dense layers are this wide, and the shared expert is intermediate_size
+	// expertsDefault and perTokenDefault are the expert count and the
+	// experts per token the type's transformers config class assumes when
+	// config.json leaves them out (0: the type is dense without them).
+	expertsDefault, perTokenDefault int64
 
 	// Other layouts.
 	multiQuery    bool // multi_query (default true) leaves one K/V head
@@ -87,7 +91,8 @@ var families = map[string]familySpec{
 
 	"stablelm": {family: "stablelm", build: buildLlama, qkvBiasKey: "use_qkv_bias", layerNorm: true, qkNorm: qkLayerNormSwitch},
 
-	"mixtral":     {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts},
+	// MixtralConfig: num_local_experts=8, num_experts_per_tok=2.
+	"mixtral":     {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts, expertsDefault: 8, perTokenDefault: 2},
 	"qwen2_moe":   {family: "qwen2_moe", build: buildLlama, attnBiasDefault: true, noOutputBias: true, sharedExpertGate: true},
 	"qwen3_moe":   {family: "qwen3_moe", build: buildLlama, qkNorm: qkPerHead},
 	"olmoe":       {family: "olmoe", build: buildLlama, qkNorm: qkWholeProjection},

@@ -140,9 +140,9 @@ func (sh *llamaShape) readAttention(f *fieldReader) {
 
 // readMoE reads the expert count and widths.
 func (sh *llamaShape) readMoE(f *fieldReader, m *Model) {
-	sh.experts = f.int(0, "num_local_experts", "num_experts", "n_routed_experts")
+	sh.experts = f.int(sh.spec.expertsDefault, "num_local_experts", "num_experts", "n_routed_experts")
 	m.Experts = sh.experts
-	sh.perToken = f.int(0, "num_experts_per_tok", "moe_topk")
+	sh.perToken = f.int(sh.spec.perTokenDefault, "num_experts_per_tok", "moe_topk")
 	m.ExpertsPerToken = sh.perToken
 	sh.moeWidth = cmp.Or(f.int(0, "moe_intermediate_size"), m.Intermediate)
 	sh.sharedWidth = f.int(0, "shared_expert_intermediate_size")

@@ -409,3 +409,30 @@ func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
 }
+
+// Catalog resolves name in the embedded catalog only: no file is looked at
+// and no network is reached, which is what a server answering names typed by
+// others needs (Resolve would read a local path of that name). A name the
+// catalog lacks is an *Error wrapping catalog.ErrNotFound, with the closest
+// ids in its message.
+func Catalog(name string) (*Resolved, error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, usagef("canifinetune models", "no model given")
+	}
+	id, rev, err := splitRevision(name, "")
+	if err != nil {
+		return nil, err
+	}
+	entry, err := catalog.Lookup(id)
+	if err != nil {
+		return nil, usage("canifinetune models  (the catalog)", err)
+	}
+	r, err := fromCatalogEntry(name, entry)
+	if err != nil {
+		return nil, err
+	}
+	if rev != "" && rev != "main" {
+		r.Notes = append(r.Notes, fmt.Sprintf("revision %q not checked: the catalog holds one revision of %s", rev, entry.ID))
+	}
+	return r, nil
+}

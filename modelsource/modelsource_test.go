@@ -288,3 +288,26 @@ func TestResolveLocal(t *testing.T) {
 		t.Errorf("weights without config.json: err %v, want a usage error", err)
 	}
 }
+
+// TestCatalogReadsNoFile: Catalog answers from the embedded catalog even
+// when a local directory has the name, and refuses what the catalog lacks.
+func TestCatalogReadsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll(filepath.Join("Qwen", "Qwen2.5-7B"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("Qwen", "Qwen2.5-7B", "config.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Catalog("Qwen/Qwen2.5-7B")
+	if err != nil || r.From != FromCatalog {
+		t.Fatalf("Catalog: %+v, %v", r, err)
+	}
+	for _, name := range []string{"", "/etc", "./Qwen/Qwen2.5-7B", "nope/nothing"} {
+		var e *Error
+		if _, err := Catalog(name); !errors.As(err, &e) || !e.Usage {
+			t.Errorf("Catalog(%q): %v, want a usage *Error", name, err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 )
@@ -29,6 +30,15 @@ type Options struct {
 	// alignment); 0 means DefaultBufferBytes. At most five buffers are live
 	// at once (see docs/trace-performance.md).
 	BufferBytes int
+
+	// HostOps attributes each GPU op's duration to the host op that
+	// launched it (Device.HostOps). Host ops outnumber GPU ops, so this
+	// sorts one more record per host op: about 12 bytes each, spilled like
+	// the others.
+	HostOps bool
+
+	// collect, when set (by Ranks), receives every communication kernel.
+	collect *rankCollector
 
 	// onGap, when set, sees every gap; tests use it to check each gap's
 	// identity without the report holding a slice of all gaps.
@@ -59,20 +69,38 @@ type sinks struct {
 	launches   *sorter[Launch]
 	gpuLabels  *sorter[Label]
 	hostLabels *sorter[Label]
+	modLabels  *sorter[Label]
+	hostOps    *sorter[hostOpRec] // nil without Options.HostOps
+	opExts     *sorter[opExt]
 }
+
+// smallBuffer is the buffer of the sorts that only some traces or options
+// use (module labels, host ops): a quarter of the others, so that the
+// memory bound holds with them.
+func (o Options) smallBuffer() int { return max(o.bufferBytes()/4, 1) }
 
 func newSinks(opts Options) *sinks {
 	b := opts.bufferBytes()
-	return &sinks{
+	s := &sinks{
 		ops:        newSorter(opCodec, opByCorr, opts.Scratch, b),
 		launches:   newSorter(launchCodec, launchByCorr, opts.Scratch, b),
 		gpuLabels:  newSorter(labelCodec, labelByTrack, opts.Scratch, b),
 		hostLabels: newSorter(labelCodec, labelByTrack, opts.Scratch, b),
+		modLabels:  newSorter(labelCodec, labelByTrack, opts.Scratch, opts.smallBuffer()),
 	}
+	if opts.HostOps {
+		s.hostOps = newSorter(hostOpCodec, hostOpByExt, opts.Scratch, opts.smallBuffer())
+		s.opExts = newSorter(opExtCodec, opExtByExt, opts.Scratch, opts.smallBuffer())
+	}
+	return s
 }
 
 func (s *sinks) close() error {
-	return errors.Join(s.ops.close(), s.launches.close(), s.gpuLabels.close(), s.hostLabels.close())
+	errs := []error{s.ops.close(), s.launches.close(), s.gpuLabels.close(), s.hostLabels.close(), s.modLabels.close()}
+	if s.hostOps != nil {
+		errs = append(errs, s.hostOps.close(), s.opExts.close())
+	}
+	return errors.Join(errs...)
 }
 
 // Report computes the accounting of a parsed trace, in memory. It sorts
@@ -84,16 +112,24 @@ func (t *Trace) Report(opts Options) *Report {
 		s := newSinks(opts)
 		s.ops.adopt(t.Ops)
 		s.launches.adopt(t.Launches)
-		var gpu, host []Label
+		var gpu, host, mod []Label
 		for _, l := range t.Labels {
-			if l.GPU {
+			switch {
+			case l.GPU:
 				gpu = append(gpu, l)
-			} else {
+			case l.Module:
+				mod = append(mod, l)
+			default:
 				host = append(host, l)
 			}
 		}
 		s.gpuLabels.adopt(gpu)
 		s.hostLabels.adopt(host)
+		s.modLabels.adopt(mod)
+		if opts.HostOps {
+			s.hostOps.adopt(slices.Clone(t.hostOpRecs))
+			s.opExts.adopt(slices.Clone(t.opExtRecs))
+		}
 		t.sink = s
 	}
 	r, err := t.report(opts)
@@ -131,6 +167,8 @@ func (t *Trace) report(opts Options) (_ *Report, err error) {
 		BaseTimeNS:      t.BaseTimeNS,
 		Events:          t.Events,
 		Bytes:           t.Bytes,
+		Rank:            t.Rank,
+		CUDASync:        t.Sync,
 		Devices:         []Device{},
 		Flags:           []Flag{},
 	}
@@ -147,6 +185,11 @@ func (t *Trace) report(opts Options) (_ *Report, err error) {
 		}
 	}
 
+	if sk.hostOps != nil {
+		if a.hostOps, err = t.joinHostOps(sk.hostOps, sk.opExts); err != nil {
+			return nil, fmt.Errorf("join GPU ops to host ops: %w", err)
+		}
+	}
 	ops, err := sk.ops.finish()
 	if err != nil {
 		return nil, fmt.Errorf("sort ops: %w", err)
@@ -185,11 +228,16 @@ func (t *Trace) report(opts Options) (_ *Report, err error) {
 		return nil, fmt.Errorf("sort labels: %w", err)
 	}
 	open = append(open, a.hostLabels)
+	if a.modLabels, err = sk.modLabels.finish(); err != nil {
+		return nil, fmt.Errorf("sort labels: %w", err)
+	}
+	open = append(open, a.modLabels)
+	a.hasModules = sk.modLabels.n > 0
 
 	p := newPeeker(timed.iter())
 	for p.ok {
 		dev := p.cur.Device
-		ds := &deviceAnalysis{analysis: a, dev: dev, js: joins[dev]}
+		ds := &deviceAnalysis{analysis: a, dev: dev, js: joins[dev], devPos: len(r.Devices)}
 		d, err := ds.run(p)
 		if err != nil {
 			return nil, fmt.Errorf("GPU %d: %w", dev, err)
@@ -282,7 +330,9 @@ type analysis struct {
 	catSeen  []bool
 	orphans  int64 // launches whose correlation id no GPU op has
 
-	gpuLabels, hostLabels *sorted[Label]
+	gpuLabels, hostLabels, modLabels *sorted[Label]
+	hasModules                       bool
+	hostOps                          map[int16]map[int32]*hostOpAcc // by device and host op name; nil without Options.HostOps
 }
 
 // joinStats are one device's join and step-tagging counts.
@@ -364,9 +414,19 @@ func (a *analysis) join(ops *sorted[Op], launches *sorted[Launch], out *sorter[j
 // deviceAnalysis holds the working state for one device.
 type deviceAnalysis struct {
 	*analysis
-	dev   int16
-	js    *joinStats
-	flags []Flag
+	dev    int16
+	devPos int // the device's position among the trace's devices
+	js     *joinStats
+	flags  []Flag
+
+	hostSorted   *sorted[point] // hostPts, sorted once for both host label tables
+	delays       *sorter[gapRec]
+	delayCount   int
+	delaySum     int64
+	short        ShortKernels
+	kernelSumDur int64
+	commComp     int64
+	collSeq      uint32
 
 	// The ops running at the current instant of the sweep, in slots, with
 	// two heaps over them: by end time, and by who owns the instant.
@@ -417,6 +477,40 @@ type slot struct {
 type acc struct {
 	ops          int
 	sum, ex, typ int64
+	dur          welford
+}
+
+// welford accumulates count, mean, variance, min and max in one pass
+// (Welford's method: no Σx² to overflow or cancel).
+type welford struct {
+	n        int
+	mean, m2 float64
+	min, max int64
+}
+
+func (w *welford) add(x int64) {
+	if w.n == 0 || x < w.min {
+		w.min = x
+	}
+	if w.n == 0 || x > w.max {
+		w.max = x
+	}
+	w.n++
+	d := float64(x) - w.mean
+	w.mean += d / float64(w.n)
+	w.m2 += d * (float64(x) - w.mean)
+}
+
+// stats are the figures; the standard deviation is the sample one (n − 1).
+func (w *welford) stats() *DurStats {
+	if w.n == 0 {
+		return nil
+	}
+	s := &DurStats{Count: w.n, MeanNS: w.mean, MinNS: w.min, MaxNS: w.max}
+	if w.n > 1 {
+		s.StdNS = math.Sqrt(max(w.m2, 0) / float64(w.n-1))
+	}
+	return s
 }
 
 func (a *deviceAnalysis) flag(code string, count int64, detail, blast string) {
@@ -433,9 +527,15 @@ func (a *deviceAnalysis) run(p *peeker[jop]) (Device, error) {
 	a.gpuPts = newSorter(pointCodec, pointByTrack, a.opts.Scratch, b)
 	a.hostPts = newSorter(pointCodec, pointByTrack, a.opts.Scratch, b)
 	a.gapLens = newSorter(gapCodec, gapByLen, a.opts.Scratch, b)
+	a.delays = newSorter(gapCodec, gapByLen, a.opts.Scratch, a.opts.smallBuffer())
 	// On success each is finished and its runs already released; this
 	// releases them on the error paths.
-	defer func() { _ = errors.Join(a.gpuPts.close(), a.hostPts.close(), a.gapLens.close()) }()
+	defer func() {
+		_ = errors.Join(a.gpuPts.close(), a.hostPts.close(), a.gapLens.close(), a.delays.close())
+		if a.hostSorted != nil {
+			_ = a.hostSorted.close()
+		}
+	}()
 	a.byName = map[int32]*acc{}
 	n := len(a.steps)
 	a.stepRows = make([]Step, n)
@@ -464,15 +564,29 @@ func (a *deviceAnalysis) run(p *peeker[jop]) (Device, error) {
 	}
 	d.Steps = a.stepFigures()
 	d.Categories, d.Kernels = a.breakdowns(d.BusyNS)
-	gl, err := a.labels(true, d.BusyNS)
-	if err != nil {
+	if d.LaunchDelay, err = a.delayFigures(); err != nil {
 		return d, err
 	}
-	hl, err := a.labels(false, d.BusyNS)
-	if err != nil {
-		return d, err
+	d.ShortKernels = a.short
+	d.ShortKernels.ThresholdNS = ShortKernelNS
+	d.ShortKernels.Share = traceShare(int64(a.short.Count), int64(a.short.Kernels))
+	d.ShortKernels.DurShare = traceShare(a.short.SumDurNS, a.kernelSumDur)
+	d.CommCompOverlapNS = a.commComp
+	d.CommCompOverlap = traceShare(a.commComp, a.catUnion[CatCommunication])
+	if a.hostOps != nil {
+		d.HostOps = hostOpRows(a.t.hostNames, a.hostOps[a.dev], d.SumDurNS)
 	}
-	d.Labels = []LabelTable{gl, hl}
+	kinds := []labelKind{labelGPU, labelHost}
+	if a.hasModules {
+		kinds = append(kinds, labelModule)
+	}
+	for _, k := range kinds {
+		lt, err := a.labels(k, d.BusyNS)
+		if err != nil {
+			return d, err
+		}
+		d.Labels = append(d.Labels, lt)
+	}
 
 	if st.neg > 0 {
 		a.flag("negative_duration", st.neg, fmt.Sprintf("%d ops have dur < 0", st.neg),
@@ -544,6 +658,29 @@ type streamAcc struct {
 	Stream
 	end      int64
 	positive bool // an op with dur > 0 has been seen
+	prevEnd  int64
+	hasPrev  bool // an op with dur ≥ 0 has been seen
+}
+
+// idle books the interval before op o (dur ≥ 0) on its stream as
+// HolisticTraceAnalysis's idle time breakdown does: the interval from the
+// previous op's end in start order (negative where they overlap), host
+// wait when o's launch call began after that end, kernel wait when the
+// interval is under IdleKernelWaitBelowNS, other otherwise.
+func (s *streamAcc) idle(o *jop) {
+	if s.hasPrev {
+		iv := o.Start - s.prevEnd
+		s.IdleNS += iv
+		switch {
+		case o.HasLaunch && o.LStart > s.prevEnd:
+			s.IdleHostWaitNS += iv
+		case iv < IdleKernelWaitBelowNS:
+			s.IdleKernelWaitNS += iv
+		default:
+			s.IdleOtherNS += iv
+		}
+	}
+	s.prevEnd, s.hasPrev = o.End(), true
 }
 
 // sweep reads the device's ops in start order. It computes the busy union,
@@ -585,6 +722,9 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 				streams[o.Stream] = s
 			}
 			s.Ops++
+			if o.Dur >= 0 {
+				s.idle(&o)
+			}
 			if !a.catSeen[o.Name] {
 				a.catSeen[o.Name] = true
 				if c, ok := a.t.forcedCat[o.Name]; ok {
@@ -592,6 +732,12 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 				} else {
 					a.cats[o.Name] = Categorize(o.Kind, a.t.Names[o.Name])
 				}
+			}
+			if a.opts.collect != nil && o.Kind == KindKernel && o.Dur >= 0 && a.cats[o.Name] == CatCommunication {
+				if err := a.opts.collect.add(a.devPos, a.collSeq, o.Dur); err != nil {
+					return st, err
+				}
+				a.collSeq++
 			}
 			if o.Dur <= 0 {
 				if o.Dur < 0 {
@@ -715,11 +861,16 @@ func (a *deviceAnalysis) running(o *jop, delta int32) {
 // category, with an op running now. The (step, category) pairs running at
 // one instant are few: the ops running at one instant are.
 func (a *deviceAnalysis) unions(dt int64) {
+	compute := false
 	for c, n := range a.activeCat {
 		if n > 0 {
 			a.catUnion[c] += dt
 			a.tailUnion[c] += dt
+			compute = compute || (Category(c) != CatCommunication && Category(c) != CatMemory)
 		}
+	}
+	if compute && a.activeCat[CatCommunication] > 0 {
+		a.commComp += dt
 	}
 	for _, e := range a.activeStep {
 		a.stepCatUnion[e.step][e.cat] += dt
@@ -735,8 +886,26 @@ func (a *deviceAnalysis) retire(o *jop, seq, excl int64) error {
 		n = &acc{}
 		a.byName[o.Name] = n
 	}
+	if o.Kind == KindKernel && o.Dur >= 0 {
+		a.short.Kernels++
+		a.kernelSumDur += o.Dur
+		if o.Dur < ShortKernelNS {
+			a.short.Count++
+			a.short.SumDurNS += o.Dur
+		}
+		if o.HasLaunch {
+			a.delayCount++
+			a.delaySum += o.Start - o.LStart
+			if err := a.delays.add(gapRec{Len: o.Start - o.LStart, Step: -1}); err != nil {
+				return err
+			}
+		}
+	}
 	for _, x := range [2]*acc{&a.byCat[c], n} {
 		x.ops++
+		if o.Dur >= 0 {
+			x.dur.add(o.Dur)
+		}
 		if o.Dur > 0 {
 			x.sum += o.Dur
 		}
@@ -868,6 +1037,47 @@ func (a *deviceAnalysis) gapFigures() (Gaps, error) {
 	return s, nil
 }
 
+// delayFigures reads the launch delays in ascending order once for their
+// exact nearest-rank percentiles.
+func (a *deviceAnalysis) delayFigures() (LaunchDelay, error) {
+	d := LaunchDelay{Count: a.delayCount}
+	sorted, err := a.delays.finish()
+	if err != nil {
+		return d, fmt.Errorf("sort launch delays: %w", err)
+	}
+	defer sorted.close()
+	if d.Count == 0 {
+		return d, nil
+	}
+	r50, r90 := nearestRank(d.Count, 50), nearestRank(d.Count, 90)
+	it := sorted.iter()
+	i := 0
+	var g gapRec
+	for it.next(&g) {
+		i++
+		if i == r50 {
+			d.P50NS = g.Len
+		}
+		if i == r90 {
+			d.P90NS = g.Len
+		}
+		d.MaxNS = g.Len
+	}
+	if it.err != nil {
+		return d, fmt.Errorf("read launch delays: %w", it.err)
+	}
+	d.MeanNS = a.delaySum / int64(d.Count)
+	return d, nil
+}
+
+// traceShare is a/b, 0 when b is 0.
+func traceShare(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
 // perStep turns a sum over typical steps into a mean per typical step;
 // nil without typical steps.
 func (a *analysis) perStep(sum int64) *int64 {
@@ -896,7 +1106,7 @@ func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 	}
 	for name, x := range a.byName {
 		kernels = append(kernels, Row{Name: a.t.Names[name], Category: a.cats[name].String(), Ops: x.ops,
-			SumDurNS: x.sum, ExclusiveNS: x.ex, Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ)})
+			SumDurNS: x.sum, ExclusiveNS: x.ex, Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ), Dur: x.dur.stats()})
 	}
 	slices.SortFunc(kernels, func(x, y Row) int {
 		if c := cmp.Compare(y.ExclusiveNS, x.ExclusiveNS); c != 0 {

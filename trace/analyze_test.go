@@ -78,9 +78,28 @@ func TestReportCrafted(t *testing.T) {
 	if diff := cmp.Diff(wantCats, catExcl(d)); diff != "" {
 		t.Errorf("category exclusive (-want +got):\n%s", diff)
 	}
-	wantStreams := []Stream{{Stream: 7, Ops: 3, BusyNS: 14000, SumDurNS: 14000}, {Stream: 8, Ops: 1, BusyNS: 15000, SumDurNS: 15000}}
+	// HTA's idle split on stream 7: B starts 2 µs after A ends and was
+	// launched (109) before A ended (110): other; D starts 10 µs after B
+	// ends and was launched (121) after it (115): host wait.
+	wantStreams := []Stream{{Stream: 7, Ops: 3, BusyNS: 14000, SumDurNS: 14000, IdleNS: 12000, IdleHostWaitNS: 10000, IdleOtherNS: 2000},
+		{Stream: 8, Ops: 1, BusyNS: 15000, SumDurNS: 15000}}
 	if diff := cmp.Diff(wantStreams, d.Streams); diff != "" {
 		t.Errorf("streams (-want +got):\n%s", diff)
+	}
+	// C (nccl, [105,120)) runs beside A [100,110) and B [112,115): 5 + 3 µs
+	// of its 15 µs union.
+	if d.CommCompOverlapNS != 8000 || d.CommCompOverlap != 8.0/15 {
+		t.Errorf("comm/comp overlap %d ns, %v; want 8000, 8/15", d.CommCompOverlapNS, d.CommCompOverlap)
+	}
+	// Kernels A 10 µs, B 3 µs, C 15 µs: only B is under 10 µs. Their
+	// launch delays are 100−99, 112−109, 105−103 µs (D is a memcpy).
+	wantShort := ShortKernels{ThresholdNS: 10000, Count: 1, Kernels: 3, Share: 1.0 / 3, SumDurNS: 3000, DurShare: 3.0 / 28}
+	if diff := cmp.Diff(wantShort, d.ShortKernels); diff != "" {
+		t.Errorf("short kernels (-want +got):\n%s", diff)
+	}
+	wantDelay := LaunchDelay{Count: 3, MeanNS: 2000, P50NS: 2000, P90NS: 3000, MaxNS: 3000}
+	if diff := cmp.Diff(wantDelay, d.LaunchDelay); diff != "" {
+		t.Errorf("launch delay (-want +got):\n%s", diff)
 	}
 	// Parse interns names in the order Analyze does, so tr gives D's name id.
 	wantGaps := []Gap{{Start: 120000, End: 125000, HostLate: 1000, Launch: 2000, Queued: 2000, Step: 1,

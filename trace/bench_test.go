@@ -124,6 +124,13 @@ func BenchmarkAnalyze(b *testing.B) {
 	benchTrace(b, func(r io.Reader) error { _, err := Analyze(r, Options{}); return err })
 }
 
+// BenchmarkAnalyzeHostOps adds the attribution of GPU time to host ops
+// (Options.HostOps): one more sorted record per host op (three per kernel
+// in the generated trace) and per GPU op.
+func BenchmarkAnalyzeHostOps(b *testing.B) {
+	benchTrace(b, func(r io.Reader) error { _, err := Analyze(r, Options{HostOps: true}); return err })
+}
+
 func TestSyntheticTraceIsValid(t *testing.T) {
 	var buf bytes.Buffer
 	ops, err := writeSyntheticTrace(&buf, 4<<20)

@@ -50,6 +50,17 @@
 //     timeline's end never overlaps itself; with the host's launch times
 //     as recorded, only the union after the last gap the host caused
 //     counts (see Projection for the model and its assumptions).
+//   - Beside the accounting, in the same pass: per-kernel duration
+//     statistics (count, mean, min, max, sample std; Welford), each
+//     stream's idle time split as HolisticTraceAnalysis does (host wait,
+//     kernel wait, other), the share of communication that ran beside
+//     computation, kernels under 10 µs, launch-to-start delay percentiles,
+//     cuda_sync totals, a label table of nn.Module calls, and with
+//     Options.HostOps the GPU time of each launching host op (a sort-join
+//     on External ids). Ranks compares the traces of a multi-rank run one
+//     file at a time: stragglers by typical step, the slowest rank per
+//     step, and collective wait time (the n-th communication kernel of
+//     every rank is one collective; wait is the time beyond the fastest).
 //
 // # Categories
 //

@@ -10,6 +10,18 @@ import (
 // Unlabelled is the row name for busy time under no label.
 const Unlabelled = "(unlabelled)"
 
+// labelKind is a label table's kind, as the report names it.
+type labelKind string
+
+const (
+	labelGPU  labelKind = "gpu_user_annotation"
+	labelHost labelKind = "user_annotation"
+	// labelModule is python_function "nn.Module: …" calls on the host
+	// thread: each op's time goes to the innermost module call containing
+	// its launch, so the inclusive column is the time per module subtree.
+	labelModule labelKind = "module"
+)
+
 // labels attributes each op's exclusive time to the innermost label that
 // contains it: for gpu_user_annotation the label on the op's stream that
 // contains the op's start, for user_annotation the label on the launching
@@ -19,22 +31,35 @@ const Unlabelled = "(unlabelled)"
 // exactly, which is the digest's condition for a per-label breakdown to be
 // valid. Inclusive time (an op counted under every distinct label name
 // containing it) is kept beside it to find aggregates and duplicates.
-func (a *deviceAnalysis) labels(gpu bool, busy int64) (LabelTable, error) {
-	kind := "user_annotation"
-	src, pts, unlabelled := a.hostLabels, a.hostPts, a.hostUnlab
-	if gpu {
-		kind = "gpu_user_annotation"
-		src, pts, unlabelled = a.gpuLabels, a.gpuPts, 0
+func (a *deviceAnalysis) labels(k labelKind, busy int64) (LabelTable, error) {
+	gpu := k == labelGPU
+	kind := string(k)
+	src, unlabelled := a.hostLabels, a.hostUnlab
+	switch k {
+	case labelGPU:
+		src, unlabelled = a.gpuLabels, 0
+	case labelModule:
+		src = a.modLabels
 	}
 	// Points are the ops' exclusive times sorted by (track, attribution
 	// time); labels are sorted by (device, track, start). One merge of the
 	// two attributes every point; only the labels containing the current
-	// point are held.
-	sortedPts, err := pts.finish()
-	if err != nil {
-		return LabelTable{}, fmt.Errorf("sort %s points: %w", kind, err)
+	// point are held. The host tables share one sort of their points.
+	var sortedPts *sorted[point]
+	var err error
+	if gpu {
+		if sortedPts, err = a.gpuPts.finish(); err != nil {
+			return LabelTable{}, fmt.Errorf("sort %s points: %w", kind, err)
+		}
+		defer sortedPts.close()
+	} else {
+		if a.hostSorted == nil {
+			if a.hostSorted, err = a.hostPts.finish(); err != nil {
+				return LabelTable{}, fmt.Errorf("sort %s points: %w", kind, err)
+			}
+		}
+		sortedPts = a.hostSorted
 	}
-	defer sortedPts.close()
 
 	byName := map[int32]*labelAcc{}
 	get := func(n int32) *labelAcc {

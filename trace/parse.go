@@ -74,6 +74,9 @@ type Label struct {
 	Track      int32 // host thread index, or stream for GPU labels
 	Device     int16 // GPU labels only
 	GPU        bool
+	// Module marks a python_function "nn.Module: …" interval on a host
+	// thread (the module call stack, recorded with with_stack=True).
+	Module bool
 }
 
 // Trace is what Parse keeps of a Kineto trace: GPU ops, their launches,
@@ -120,6 +123,19 @@ type Trace struct {
 	forcedCat   map[int32]Category // categories of the merged op rows and of hinted kernels
 
 	hostHints // categories that host ops give the kernels they launch
+
+	// Rank is distributedInfo.rank, when the trace has it.
+	Rank *int
+	// Sync sums the cuda_sync events.
+	Sync Sync
+
+	// Host ops and GPU ops by External id, for the attribution of GPU time
+	// to host ops (Options.HostOps). Parse keeps them here; Analyze files
+	// them into its sinks.
+	hostOpRecs  []hostOpRec
+	opExtRecs   []opExt
+	hostNames   []string
+	hostNameIdx map[string]int32
 }
 
 // threadKey identifies a host thread. Kineto writes pid/tid as numbers, but
@@ -290,6 +306,10 @@ func (t *Trace) parseTop(s *scanner) error {
 			if err := t.parseEvents(s); err != nil {
 				return err
 			}
+		case "distributedInfo":
+			if err := t.readDistributed(s); err != nil {
+				return err
+			}
 		case "displayTimeUnit":
 			if c, err := s.peek(); err == nil && c == '"' {
 				if str, err = s.readString(str[:0]); err != nil {
@@ -323,6 +343,41 @@ func (t *Trace) parseTop(s *scanner) error {
 		return fmt.Errorf("%w: no traceEvents array", ErrNotTrace)
 	}
 	return nil
+}
+
+// readDistributed reads distributedInfo.rank; anything else in it, or a
+// rank that is not an integer, is skipped.
+func (t *Trace) readDistributed(s *scanner) error {
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if c != '{' {
+		return s.skipValue()
+	}
+	s.pos++
+	var e event
+	more, err := s.first('}')
+	for ; more && err == nil; more, err = s.more('}') {
+		if e.key, err = s.key(e.key); err != nil {
+			return err
+		}
+		if string(e.key) != "rank" {
+			if err := s.skipValue(); err != nil {
+				return err
+			}
+			continue
+		}
+		v, ok, err := t.readOptInt(s, &e)
+		if err != nil {
+			return err
+		}
+		if ok && v >= 0 && v <= math.MaxInt32 {
+			r := int(v)
+			t.Rank = &r
+		}
+	}
+	return err
 }
 
 func (t *Trace) parseEvents(s *scanner) error {
@@ -582,8 +637,20 @@ func (t *Trace) use(e *event) {
 	isSpan := catIs(e.cat, "Trace")
 	if (isLabel || catIs(e.cat, "cpu_op")) && e.bad == "" && e.tsOK && e.durOK {
 		t.noteHostOp(e)
+		if e.extOK && t.wantHostOps() {
+			t.addHostOp(hostOpRec{Ext: e.ext, Name: t.hostName(e.name)})
+		}
 	}
-	if !isGPU && !isRuntime && !isGPULabel && !isLabel && !isStep && !isSpan {
+	if catIs(e.cat, "cuda_sync") {
+		if e.bad == "" && e.tsOK && e.durOK && e.dur >= 0 && e.dur <= maxDur {
+			t.Sync.Count++
+			t.Sync.TotalNS += e.dur
+			t.Sync.MaxNS = max(t.Sync.MaxNS, e.dur)
+		}
+		return
+	}
+	isModule := catIs(e.cat, "python_function") && bytes.HasPrefix(e.name, []byte(modulePrefix))
+	if !isGPU && !isRuntime && !isGPULabel && !isLabel && !isStep && !isSpan && !isModule {
 		return
 	}
 	if e.bad != "" {
@@ -637,6 +704,13 @@ func (t *Trace) use(e *event) {
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 {
 			op.Corr = uint32(e.corr)
 		}
+		if t.wantHostOps() {
+			x := opExt{Ext: noExt, Dur: e.dur, Device: int16(dev)}
+			if e.extOK && e.ext != noExt {
+				x.Ext = e.ext
+			}
+			t.addOpExt(x)
+		}
 		t.addOp(op)
 	case isRuntime:
 		if e.corrOK && e.corr > 0 && e.corr <= math.MaxUint32 && isLaunchName(e.name) {
@@ -654,6 +728,8 @@ func (t *Trace) use(e *event) {
 			return
 		}
 		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: int32(e.tid), Device: int16(e.pid), GPU: true})
+	case isModule:
+		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: t.thread(threadKey{e.pid, e.tid}), Module: true})
 	case isLabel:
 		t.addLabel(Label{Start: e.ts, End: end, Name: t.internCapped(e.name, false, 0), Track: t.thread(threadKey{e.pid, e.tid})})
 	case isSpan:
@@ -684,11 +760,66 @@ func (t *Trace) addLaunch(l Launch) {
 	}
 }
 
+// wantHostOps says whether host ops and GPU ops' External ids are kept:
+// always by Parse, by Analyze only with Options.HostOps.
+func (t *Trace) wantHostOps() bool { return t.sink == nil || t.sink.hostOps != nil }
+
+func (t *Trace) addHostOp(h hostOpRec) {
+	if t.sink == nil {
+		t.hostOpRecs = append(t.hostOpRecs, h)
+	} else if t.sink.hostOps != nil {
+		if err := t.sink.hostOps.add(h); err != nil {
+			t.sinkErr = err
+		}
+	}
+}
+
+func (t *Trace) addOpExt(o opExt) {
+	if t.sink == nil {
+		t.opExtRecs = append(t.opExtRecs, o)
+	} else if t.sink.opExts != nil {
+		if err := t.sink.opExts.add(o); err != nil {
+			t.sinkErr = err
+		}
+	}
+}
+
+// noExt is the External id of GPU ops that have none: below every real id.
+const noExt = math.MinInt64
+
+// modulePrefix starts the python_function events of nn.Module calls.
+const modulePrefix = "nn.Module: "
+
+// hostName interns a host op's name in its own table, bounded like the
+// name table; later names share one row, counted in names_merged.
+func (t *Trace) hostName(b []byte) int32 {
+	if i, ok := t.hostNameIdx[string(b)]; ok {
+		return i
+	}
+	if t.hostNameIdx == nil {
+		t.hostNameIdx = map[string]int32{}
+	}
+	s := string(b)
+	if len(t.hostNames) >= maxNames {
+		t.namesMerged++
+		s = OtherNames + ": host ops)"
+		if i, ok := t.hostNameIdx[s]; ok {
+			return i
+		}
+	}
+	i := int32(len(t.hostNames))
+	t.hostNames = append(t.hostNames, s)
+	t.hostNameIdx[s] = i
+	return i
+}
+
 func (t *Trace) addLabel(l Label) {
 	var err error
 	switch {
 	case t.sink == nil:
 		t.Labels = append(t.Labels, l)
+	case l.Module:
+		err = t.sink.modLabels.add(l)
 	case l.GPU:
 		err = t.sink.gpuLabels.add(l)
 	default:

@@ -66,7 +66,12 @@ var labelCodec = codec[Label]{size: 27,
 		le.PutUint32(b[16:], uint32(l.Name))
 		le.PutUint32(b[20:], uint32(l.Track))
 		le.PutUint16(b[24:], uint16(l.Device))
-		putBool(b[26:], l.GPU)
+		b[26] = 0
+		if l.GPU {
+			b[26] = 1
+		} else if l.Module {
+			b[26] = 2
+		}
 	},
 	get: func(b []byte, l *Label) {
 		l.Start = int64(le.Uint64(b[0:]))
@@ -74,7 +79,8 @@ var labelCodec = codec[Label]{size: 27,
 		l.Name = int32(le.Uint32(b[16:]))
 		l.Track = int32(le.Uint32(b[20:]))
 		l.Device = int16(le.Uint16(b[24:]))
-		l.GPU = b[26] != 0
+		l.GPU = b[26] == 1
+		l.Module = b[26] == 2
 	},
 }
 
@@ -228,3 +234,48 @@ func jopByTime(rank []int32) func(a, b jop) int {
 		return cmp.Compare(a.Corr, b.Corr)
 	}
 }
+
+// hostOpRec is a host op (cpu_op or user_annotation) by its External id.
+type hostOpRec struct {
+	Ext  int64
+	Name int32 // index into Trace.hostNames
+}
+
+// hostOpCodec: a hostOpRec in 12 bytes.
+var hostOpCodec = codec[hostOpRec]{size: 12,
+	put: func(b []byte, h *hostOpRec) {
+		le.PutUint64(b[0:], uint64(h.Ext))
+		le.PutUint32(b[8:], uint32(h.Name))
+	},
+	get: func(b []byte, h *hostOpRec) {
+		h.Ext = int64(le.Uint64(b[0:]))
+		h.Name = int32(le.Uint32(b[8:]))
+	},
+}
+
+func hostOpByExt(a, b hostOpRec) int {
+	return cmp.Or(cmp.Compare(a.Ext, b.Ext), cmp.Compare(a.Name, b.Name))
+}
+
+// opExt is a GPU op's duration by the External id of its launching host op.
+type opExt struct {
+	Ext    int64 // noExt when the op has none
+	Dur    int64
+	Device int16
+}
+
+// opExtCodec: an opExt in 18 bytes.
+var opExtCodec = codec[opExt]{size: 18,
+	put: func(b []byte, o *opExt) {
+		le.PutUint64(b[0:], uint64(o.Ext))
+		le.PutUint64(b[8:], uint64(o.Dur))
+		le.PutUint16(b[16:], uint16(o.Device))
+	},
+	get: func(b []byte, o *opExt) {
+		o.Ext = int64(le.Uint64(b[0:]))
+		o.Dur = int64(le.Uint64(b[8:]))
+		o.Device = int16(le.Uint16(b[16:]))
+	},
+}
+
+func opExtByExt(a, b opExt) int { return cmp.Compare(a.Ext, b.Ext) }

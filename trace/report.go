@@ -7,14 +7,26 @@ const SchemaVersion = 1
 
 // Report is the analysis of one trace. All times are integer nanoseconds.
 type Report struct {
-	SchemaVersion   int      `json:"schema_version"`
-	Source          string   `json:"source,omitempty"`
-	DisplayTimeUnit string   `json:"display_time_unit,omitempty"`
-	BaseTimeNS      int64    `json:"base_time_ns,omitempty"`
-	Events          int64    `json:"events"`
-	Bytes           int64    `json:"bytes"`
-	Devices         []Device `json:"devices"`
-	Flags           []Flag   `json:"flags"`
+	SchemaVersion   int    `json:"schema_version"`
+	Source          string `json:"source,omitempty"`
+	DisplayTimeUnit string `json:"display_time_unit,omitempty"`
+	BaseTimeNS      int64  `json:"base_time_ns,omitempty"`
+	Events          int64  `json:"events"`
+	Bytes           int64  `json:"bytes"`
+	// Rank is the trace's distributedInfo.rank, when it has one.
+	Rank *int `json:"rank,omitempty"`
+	// CUDASync sums the trace's cuda_sync events (stream, event, context
+	// and device synchronisations CUPTI records).
+	CUDASync Sync     `json:"cuda_sync"`
+	Devices  []Device `json:"devices"`
+	Flags    []Flag   `json:"flags"`
+}
+
+// Sync sums synchronisation events.
+type Sync struct {
+	Count   int64 `json:"count"`
+	TotalNS int64 `json:"total_ns"`
+	MaxNS   int64 `json:"max_ns"`
 }
 
 // Device is the accounting for one GPU.
@@ -38,6 +50,55 @@ type Device struct {
 	Labels     []LabelTable `json:"labels"`
 	Steps      Steps        `json:"steps"`
 	Gaps       Gaps         `json:"gaps"`
+	// CommCompOverlapNS is the time a communication op ran while a
+	// computation op (any category but communication and memcpy_memset)
+	// ran; CommCompOverlap is its share of the communication union
+	// (HolisticTraceAnalysis's comm/comp overlap; 0 without communication).
+	CommCompOverlapNS int64   `json:"comm_comp_overlap_ns"`
+	CommCompOverlap   float64 `json:"comm_comp_overlap"`
+	// ShortKernels counts the kernels shorter than ShortKernelNS.
+	ShortKernels ShortKernels `json:"short_kernels"`
+	// LaunchDelay is the time from each kernel's launch call to its GPU start.
+	LaunchDelay LaunchDelay `json:"launch_delay"`
+	// HostOps attributes GPU time to the host op that launched it (only
+	// with Options.HostOps; nil otherwise).
+	HostOps []HostOpRow `json:"host_ops,omitempty"`
+}
+
+// ShortKernelNS is the threshold of a short kernel: 10 µs.
+const ShortKernelNS = 10_000
+
+// ShortKernels describes the kernels shorter than ShortKernelNS.
+type ShortKernels struct {
+	ThresholdNS int64   `json:"threshold_ns"`
+	Count       int     `json:"count"`
+	Kernels     int     `json:"kernels"` // all kernels with dur ≥ 0
+	Share       float64 `json:"share"`   // Count / Kernels
+	SumDurNS    int64   `json:"sum_dur_ns"`
+	// DurShare is SumDurNS over the Σdur of all kernels.
+	DurShare float64 `json:"dur_share"`
+}
+
+// LaunchDelay is the distribution of launch-to-start delays of kernels
+// with a launch: GPU start − start of the launch call.
+type LaunchDelay struct {
+	Count  int   `json:"count"`
+	MeanNS int64 `json:"mean_ns"`
+	P50NS  int64 `json:"p50_ns"`
+	P90NS  int64 `json:"p90_ns"`
+	MaxNS  int64 `json:"max_ns"`
+}
+
+// HostOpRow is the GPU time of the ops one host op name launched directly
+// (the kernel's External id is the op's): PyTorch's "self CUDA time".
+type HostOpRow struct {
+	Name string `json:"name"`
+	// GPUOps counts the GPU ops it launched.
+	GPUOps int `json:"gpu_ops"`
+	// SelfGPUNS is the Σdur of those ops.
+	SelfGPUNS int64 `json:"self_gpu_ns"`
+	// Share is SelfGPUNS over the device's sum_dur_ns.
+	Share float64 `json:"share"`
 }
 
 // Stream is one stream's share of a device.
@@ -49,7 +110,20 @@ type Stream struct {
 	// SelfOverlaps counts ops that start before the previous op on the same
 	// stream ended; a stream runs its work in order, so these are suspect.
 	SelfOverlaps int `json:"self_overlaps"`
+	// IdleNS is Σ (start − previous op's end) over the stream's ops in start
+	// order, split as HolisticTraceAnalysis does: host wait (the op's launch
+	// call began after the previous op ended), kernel wait (otherwise, an
+	// interval under IdleKernelWaitBelowNS), other (the rest).
+	IdleNS           int64 `json:"idle_ns"`
+	IdleHostWaitNS   int64 `json:"idle_host_wait_ns"`
+	IdleKernelWaitNS int64 `json:"idle_kernel_wait_ns"`
+	IdleOtherNS      int64 `json:"idle_other_ns"`
 }
+
+// IdleKernelWaitBelowNS is HolisticTraceAnalysis's default
+// consecutive_kernel_delay: a shorter interval between two ops on a stream
+// is the cost of launching back to back.
+const IdleKernelWaitBelowNS = 30
 
 // Row is one line of a breakdown: a category or a kernel name.
 type Row struct {
@@ -71,6 +145,20 @@ type Row struct {
 	// gap the host caused (see WhatIf): with the host's launch times as
 	// recorded, only this part can shorten the device's timeline.
 	TailUnionNS *int64 `json:"tail_union_ns,omitempty"`
+	// Dur (kernel rows only) is the distribution of the row's op durations.
+	Dur *DurStats `json:"dur,omitempty"`
+}
+
+// DurStats are per-call duration statistics over ops with dur ≥ 0,
+// accumulated in one pass (Welford).
+type DurStats struct {
+	Count  int     `json:"count"`
+	MeanNS float64 `json:"mean_ns"`
+	MinNS  int64   `json:"min_ns"`
+	MaxNS  int64   `json:"max_ns"`
+	// StdNS is the sample standard deviation (n − 1; 0 for one op), as
+	// pandas' std, which HolisticTraceAnalysis reports.
+	StdNS float64 `json:"std_ns"`
 }
 
 // LabelTable attributes busy time to one kind of annotation.

@@ -36,7 +36,7 @@ func TestSchemaDocumented(t *testing.T) {
 			walk(f.Type)
 		}
 	}
-	for _, v := range []any{Report{}, Comparison{}, Projection{}} {
+	for _, v := range []any{Report{}, Comparison{}, Projection{}, RankReport{}} {
 		walk(reflect.TypeOf(v))
 	}
 	for _, c := range Categories() {

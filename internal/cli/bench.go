@@ -220,13 +220,6 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 	return cfg, nil
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // interruptContext is cancelled, with a bench.Interrupted cause naming the
 // signal, on SIGINT (Ctrl-C) or SIGTERM (timeout, Slurm, docker stop), so
 // that bench.Run interrupts the probe's process group, kills it after the

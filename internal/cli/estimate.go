@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/gpu"
-	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/placement"
 )
@@ -107,30 +106,11 @@ func (c *EstimateCmd) Run(env *Env) error {
 			return err
 		}
 	}
-	req := estimate.Request{
-		Model: rm.Model, Method: c.Method, Precision: flagValue(c.Precision),
-		Quant: flagValue(c.Quant), LoRATargets: c.Targets, ExtraTrainable: c.Extra,
-		SeqLen: c.SeqLen, Batch: c.Batch, GradAccum: c.GradAccum, DynamicShapes: c.Dynamic, LoRADropout: c.Dropout,
-		GradCkpt: flagValue(c.GradCkpt), Optimizer: flagValue(c.Optimizer),
-		OptimizerStateDtype: flagValue(c.OptimDtype), Attn: flagValue(c.Attn), FusedCE: flagValue(c.FusedCE), Compile: c.Compile,
-		Sharding: estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload},
+	req, err := requestFromFlags(c.RequestFlags, rm)
+	if err != nil {
+		return err
 	}
-	if c.Stack != nil {
-		st, err := estimate.StackByName(string(*c.Stack))
-		if err != nil {
-			return usageErrorf("--stack hf-trainer", "%v", err)
-		}
-		st.Apply(&req)
-	}
-	if c.Rank != nil {
-		// The request reads rank 0 as "the default"; a given 0 is an error.
-		if req.LoRARank = *c.Rank; req.LoRARank == 0 {
-			return requestUsageError(&estimate.FieldError{Field: "lora_rank", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxLoRARank)})
-		}
-	}
-	if c.GradAccum == 0 {
-		return requestUsageError(&estimate.FieldError{Field: "grad_accum", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxGradAccum)})
-	}
+	req.Sharding = estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload}
 	if err := c.checkMemoryFlags(); err != nil {
 		return err
 	}
@@ -145,12 +125,12 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if _, err := req.Normalize(); err != nil {
 		return requestUsageError(err)
 	}
-	gs, err := c.resolveGPUs(env, &req)
+	gs, err := c.resolveGPUs(env)
 	if err != nil {
 		return err
 	}
-	req.Card = gs.features()
-	plan, err := placement.Evaluate(est, req, gs.placementGPUs(c, est.Name()))
+	gs.Apply(&req)
+	plan, err := placement.Evaluate(est, req, gs.GPUs(est.Name(), c.Nodes))
 	if err != nil {
 		if errors.Is(err, estimate.ErrInvalidRequest) {
 			return requestUsageError(err)
@@ -161,10 +141,11 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	out := newEstimateJSON(rm, gs.card, req, plan.Estimate, x, plan.Changes)
-	gs.annotate(&out, plan)
+	out := report.NewEstimate(rm, gs.Card, req, plan.Estimate, x, plan.Changes)
+	out.Annotate(gs.Setup, plan)
+	out.Detection = gs.detection
 	if c.Simulate {
-		if out.Simulation, err = c.simulate(env, rm, req, out, plan.Estimate.Phases); err != nil {
+		if out.Simulation, err = c.simulate(env, rm, out, plan.Estimate.Phases); err != nil {
 			return err
 		}
 	}
@@ -184,245 +165,13 @@ func (c *EstimateCmd) Run(env *Env) error {
 	return nil
 }
 
-// card resolves --gpu / --gpu-vram-gb / --available-vram-gb into the request.
-func (c *EstimateCmd) card(req *estimate.Request) (*gpu.Card, error) {
-	var card *gpu.Card
-	switch {
-	case c.GPU != "" && c.GPUVRAMGB > 0:
-		return nil, usageErrorf("--gpu rtx-4090  or  --gpu-vram-gb 24", "give --gpu or --gpu-vram-gb, not both")
-	case c.GPU != "":
-		k, err := gpu.Lookup(c.GPU)
-		if err != nil {
-			return nil, withHint(ExitUsage, err, "canifinetune gpus  (the table), or --gpu-vram-gb N")
-		}
-		card = &k
-		req.GPUTotal = k.MemoryBytes()
-	case c.GPUVRAMGB > 0:
-		req.GPUTotal = int64(c.GPUVRAMGB * estimate.GiB)
-	}
-	if c.AvailableGB > 0 {
-		if req.GPUTotal == 0 {
-			return nil, usageErrorf("--gpu rtx-4090 --available-vram-gb 21.5", "--available-vram-gb needs the card's total too (--gpu or --gpu-vram-gb): overheads are sized from the total")
-		}
-		req.Available = int64(c.AvailableGB * estimate.GiB)
-		if req.Available > req.GPUTotal {
-			return nil, usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds the card's %.2f GiB", c.AvailableGB, bytesize.InGiB(req.GPUTotal))
-		}
-	}
-	return card, nil
-}
-
-// EstimateJSON is the stable --json schema of estimate (schema_version 1).
-type EstimateJSON struct {
-	SchemaVersion int               `json:"schema_version"`
-	Estimator     estimatorJSON     `json:"estimator"`
-	Model         modelJSON         `json:"model"`
-	Config        configJSON        `json:"config"`
-	GPU           *gpuJSON          `json:"gpu,omitempty"`
-	Components    []componentJSON   `json:"components"`
-	TotalBytes    int64             `json:"total_bytes"`
-	TotalGB       float64           `json:"total_gb"`
-	ProxyBytes    int64             `json:"planning_proxy_bytes"`
-	ProxyGB       float64           `json:"planning_proxy_gb"`
-	Levels        levelsJSON        `json:"levels"`
-	Phases        *phasesJSON       `json:"phases,omitempty"`
-	Verdict       verdictJSON       `json:"verdict"`
-	HostOffloadGB float64           `json:"host_offload_gb,omitempty"`
-	PerGPU        bool              `json:"per_gpu"`
-	Detection     *detectionJSON    `json:"detection,omitempty"`
-	Placement     *placementJSON    `json:"placement,omitempty"`
-	DataParallel  *dataParallelJSON `json:"data_parallel,omitempty"`
-	Notes         []string          `json:"notes,omitempty"`
-	Warnings      []string          `json:"warnings,omitempty"`
-	Assumptions   []string          `json:"assumptions"`
-	Confidence    confidenceJSON    `json:"confidence"`
-	Changes       []changeJSON      `json:"changes_that_fit"`
-	// Simulation is the fake-tensor oracle's figures, with --simulate.
-	Simulation *simulationJSON `json:"simulation,omitempty"`
-}
-
-type estimatorJSON struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
-
-type modelJSON struct {
-	Name         string `json:"name"`
-	ID           string `json:"id"`
-	From         string `json:"from"`
-	CatalogEntry string `json:"catalog_entry,omitempty"`
-	Source       string `json:"source"`
-	Revision     string `json:"revision,omitempty"`
-	Commit       string `json:"commit,omitempty"`
-	ModelType    string `json:"model_type"`
-	Params       int64  `json:"params"`
-	// ParamsSource is "safetensors" when Params is the exact count from the
-	// checkpoint's headers, "config" when config.json's shapes imply it.
-	ParamsSource string `json:"params_source"`
-	// ConfigParams is the config-derived count, for comparison.
-	ConfigParams    int64    `json:"config_params"`
-	Shards          int      `json:"safetensors_shards,omitempty"`
-	TrainableParams int64    `json:"trainable_params"`
-	Notes           []string `json:"notes,omitempty"`
-}
-
-type configJSON struct {
-	Method    string                 `json:"method"`
-	Precision string                 `json:"precision"`
-	Quant     estimate.Quant         `json:"quant,omitempty"`
-	Rank      int64                  `json:"lora_rank,omitempty"`
-	Targets   []string               `json:"lora_targets,omitempty"`
-	SeqLen    int64                  `json:"seq_len"`
-	Batch     int64                  `json:"batch"`
-	GradAccum int64                  `json:"grad_accum"`
-	Dynamic   bool                   `json:"dynamic_padding"`
-	Dropout   float64                `json:"lora_dropout"`
-	GradCkpt  estimate.Checkpointing `json:"grad_ckpt"`
-	Optimizer estimate.Optimizer     `json:"optimizer"`
-	Attn      estimate.Attention     `json:"attn"`
-	FusedCE   estimate.LossKernel    `json:"fused_ce"`
-	Stack     estimate.StackName     `json:"stack,omitempty"`
-	Strategy  estimate.Strategy      `json:"sharding"`
-	NumGPUs   int64                  `json:"num_gpus"`
-	Offload   estimate.Offload       `json:"cpu_offload"`
-}
-
-type gpuJSON struct {
-	Name           string  `json:"name,omitempty"`
-	TotalBytes     int64   `json:"total_bytes"`
-	TotalGB        float64 `json:"total_gb"`
-	AvailableBytes int64   `json:"available_bytes"`
-	AvailableGB    float64 `json:"available_gb"`
-	// Detected: the card is a detected device (Index); BudgetSource says
-	// where the budget came from; Count is the GPUs --gpus names.
-	Detected     bool   `json:"detected"`
-	Index        *int   `json:"index,omitempty"`
-	BudgetSource string `json:"budget_source,omitempty"`
-	Count        int    `json:"count,omitempty"`
-}
-
-type componentJSON struct {
-	Name   string  `json:"name"`
-	Bytes  int64   `json:"bytes"`
-	GB     float64 `json:"gb"`
-	Share  float64 `json:"share"`
-	Source string  `json:"source"`
-}
-
-type levelsJSON struct {
-	AllocatedBytes int64   `json:"allocated_bytes"`
-	AllocatedGB    float64 `json:"allocated_gb"`
-	ReservedBytes  int64   `json:"reserved_bytes"`
-	ReservedGB     float64 `json:"reserved_gb"`
-	ProcessBytes   int64   `json:"process_bytes"`
-	ProcessGB      float64 `json:"process_gb"`
-}
-
-// phasesJSON: the step's two transient peaks on top of the resident state,
-// per GPU (the default estimator; absent for estimators that sum every term).
-type phasesJSON struct {
-	ForwardBytes int64   `json:"forward_bytes"`
-	ForwardGB    float64 `json:"forward_gb"`
-	StepBytes    int64   `json:"step_bytes"`
-	StepGB       float64 `json:"step_gb"`
-}
-
-type verdictJSON struct {
-	Fit          string  `json:"fit"`
-	Ratio        float64 `json:"ratio,omitempty"`
-	BudgetBytes  int64   `json:"budget_bytes,omitempty"`
-	BudgetGB     float64 `json:"budget_gb,omitempty"`
-	BudgetSource string  `json:"budget_source,omitempty"`
-}
-
-type confidenceJSON struct {
-	Grade  string `json:"grade"`
-	Reason string `json:"reason"`
-}
-
-type changeJSON struct {
-	Change  string  `json:"change"`
-	TotalGB float64 `json:"total_gb"`
-	Ratio   float64 `json:"ratio"`
-	SavesGB float64 `json:"saves_gb"`
-	// Levers are the kinds of change (estimate.Lever values).
-	Levers []string `json:"levers"`
-	// ExtraCompute is the added compute per step as a fraction; OffloadGB the
-	// host traffic per step and GPU; ChangesResult a different trained result.
-	ExtraCompute  float64  `json:"extra_compute"`
-	OffloadGB     float64  `json:"offload_gb_per_step"`
-	ChangesResult bool     `json:"changes_result"`
-	CostNotes     []string `json:"cost_notes"`
-}
-
-func newEstimateJSON(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request, e *estimate.Estimate, x estimate.Explanation, changes []estimate.Change) EstimateJSON {
-	n, _ := req.Normalize()
-	out := EstimateJSON{
-		SchemaVersion: 1,
-		Estimator:     estimatorJSON{e.Estimator, e.Version},
-		Model: modelJSON{Name: rm.Name, ID: rm.ID, From: string(rm.From), CatalogEntry: rm.Entry, Source: rm.Source,
-			Revision: rm.Revision, Commit: rm.Commit, ModelType: rm.Model.ModelType, Params: e.Params,
-			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
-			TrainableParams: e.TrainableParams, Notes: rm.Notes},
-		Config: configJSON{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
-			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, Dropout: dropoutOf(n),
-			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
-			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
-		TotalBytes: e.Total, TotalGB: bytesize.Round(bytesize.InGiB(e.Total), 3),
-		ProxyBytes: e.PlanningProxy, ProxyGB: bytesize.Round(bytesize.InGiB(e.PlanningProxy), 3),
-		Levels: levelsJSON{e.Levels.Allocated, bytesize.Round(bytesize.InGiB(e.Levels.Allocated), 3), e.Levels.Reserved, bytesize.Round(bytesize.InGiB(e.Levels.Reserved), 3),
-			e.Levels.Process, bytesize.Round(bytesize.InGiB(e.Levels.Process), 3)},
-		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
-		HostOffloadGB: bytesize.Round(bytesize.InGiB(e.HostOffload), 3),
-		PerGPU:        e.PerGPU,
-		Assumptions:   x.Assumptions,
-		Warnings:      e.Warnings,
-		Confidence:    confidenceJSON{string(x.Confidence.Grade), x.Confidence.Reason},
-		Changes:       []changeJSON{},
-	}
-	if n.Method != estimate.Full {
-		out.Config.Rank, out.Config.Targets = n.LoRARank, n.LoRATargets
-	}
-	if ph := e.Phases; ph.Forward > 0 || ph.Step > 0 {
-		out.Phases = &phasesJSON{ph.Forward, bytesize.Round(bytesize.InGiB(ph.Forward), 3), ph.Step, bytesize.Round(bytesize.InGiB(ph.Step), 3)}
-	}
-	if req.GPUTotal > 0 {
-		g := &gpuJSON{TotalBytes: req.GPUTotal, TotalGB: bytesize.Round(bytesize.InGiB(req.GPUTotal), 3), AvailableBytes: req.GPUTotal}
-		if card != nil {
-			g.Name = card.Name
-		}
-		if req.Available > 0 {
-			g.AvailableBytes = req.Available
-		}
-		g.AvailableGB = bytesize.Round(bytesize.InGiB(g.AvailableBytes), 3)
-		out.GPU = g
-	}
-	for _, c := range e.Components {
-		share := 0.0
-		if e.Total > 0 {
-			share = float64(c.Bytes) / float64(e.Total)
-		}
-		out.Components = append(out.Components, componentJSON{string(c.Name), c.Bytes, bytesize.Round(bytesize.InGiB(c.Bytes), 3), bytesize.Round(share, 4), x.Source(c.Name)})
-	}
-	for _, ch := range changes {
-		cj := changeJSON{Change: ch.What, TotalGB: bytesize.Round(bytesize.InGiB(ch.Estimate.Total), 3), Ratio: bytesize.Round(ch.Verdict.Ratio, 4), SavesGB: bytesize.Round(bytesize.InGiB(ch.Saves), 3),
-			ExtraCompute: bytesize.Round(ch.Cost.ExtraCompute, 2), OffloadGB: bytesize.Round(bytesize.InGiB(ch.Cost.OffloadBytes), 3), ChangesResult: ch.Cost.ChangesResult,
-			CostNotes: append([]string{}, ch.Cost.Notes...)}
-		for _, ed := range ch.Edits {
-			cj.Levers = append(cj.Levers, string(ed.Lever))
-		}
-		out.Changes = append(out.Changes, cj)
-	}
-	return out
-}
-
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func printEstimate(w io.Writer, o EstimateJSON) {
+func printEstimate(w io.Writer, o report.Estimate) {
 	src := o.Model.From
 	if o.Model.CatalogEntry != "" {
 		src = "catalog entry " + o.Model.CatalogEntry
@@ -494,7 +243,7 @@ const maxChangesShown = 8
 
 // costWords is a change's cost in a few words: added compute, host traffic,
 // and whether the trained result changes.
-func costWords(ch changeJSON) string {
+func costWords(ch report.Change) string {
 	var w []string
 	if ch.ExtraCompute > 0 {
 		w = append(w, fmt.Sprintf("+%.0f %% compute", 100*ch.ExtraCompute))
@@ -513,7 +262,7 @@ func costWords(ch changeJSON) string {
 
 // paramsLine says which parameter count the estimate used and where it came
 // from, so a reader knows whether it is exact.
-func paramsLine(m modelJSON) string {
+func paramsLine(m report.Model) string {
 	if m.ParamsSource == modelsource.ParamsFromSafetensors {
 		shards := "1 shard"
 		if m.Shards != 1 {
@@ -552,11 +301,4 @@ func humanCount(n int64) string {
 		return fmt.Sprintf("%.1fK", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
-}
-
-func dropoutOf(r estimate.Request) float64 {
-	if r.LoRADropout == nil || r.Method == estimate.Full {
-		return 0
-	}
-	return *r.LoRADropout
 }

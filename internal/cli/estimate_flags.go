@@ -1,50 +1,21 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/gpu"
 )
-
-// requestFlags names each field of an estimate.FieldError by the estimate
-// flag that sets it, with what to try instead.
-var requestFlags = map[string]struct{ flag, hint string }{
-	"lora_rank":         {"--rank", "--rank 16"},
-	"lora_dropout":      {"--lora-dropout", "--lora-dropout 0.05  (LoRA only)"},
-	"lora_targets":      {"--targets", "--method lora --targets all-linear, or --method full without --targets"},
-	"extra_trainable":   {"--extra-trainable", "--extra-trainable lm_head,embed_tokens  (LoRA only)"},
-	"seq_len":           {"--seq-len", "--seq-len 2048"},
-	"batch":             {"--batch", "--batch 1"},
-	"seq_len × batch":   {"--seq-len × --batch", "--seq-len 2048 --batch 1"},
-	"grad_accum":        {"--grad-accum", "--grad-accum 1"},
-	"num_gpus":          {"the number of GPUs", "--num-gpus 8"},
-	"gpu_vram_gb":       {"--gpu-vram-gb", "--gpu-vram-gb 24"},
-	"available_vram_gb": {"--available-vram-gb", "--gpu rtx-4090 --available-vram-gb 21.5"},
-	"cpu_offload":       {"--offload", "--strategy zero2 --offload optimizer, or --strategy zero3 --offload params+optimizer"},
-	"attn":              {"--attn", "--attn sdpa"},
-}
 
 // requestUsageError turns an invalid request into a usage error (exit 2)
 // that names the flag: "--seq-len must be an integer in 1..16777216, got -5".
 func requestUsageError(err error) error {
-	var fe *estimate.FieldError
-	if !errors.As(err, &fe) {
-		return usageErrorf("canifinetune estimate --help", "%v", err)
-	}
-	f, ok := requestFlags[fe.Field]
-	if !ok {
-		f.flag, f.hint = fe.Field, "canifinetune estimate --help"
-	}
-	if strings.HasPrefix(fe.Want, "unset under method full") {
-		f.hint = fmt.Sprintf("drop %s, or --method lora", f.flag)
-	}
-	return usageErrorf(f.hint, "%s must be %s, got %s", f.flag, fe.Want, fe.Value)
+	p := report.DescribeRequestError(err)
+	return usageErrorf(p.Hint, "%s", p.Message)
 }
 
 // checkMemoryFlags checks --gpu-vram-gb and --available-vram-gb (NaN, ±Inf,
@@ -65,32 +36,6 @@ func (c *EstimateCmd) checkMemoryFlags() error {
 		*f.to = *f.v
 	}
 	return nil
-}
-
-// features is what the run's GPUs can execute, from the GPU table: the
-// budget card, and every card a --gpus list or the detection placed the run
-// on; nil when no card is in the table.
-func (s *gpuSetup) features() *estimate.CardFeatures {
-	cards := []*gpu.Card{s.card}
-	for _, d := range s.devices {
-		cards = append(cards, d.Card)
-	}
-	var f *estimate.CardFeatures
-	for _, k := range cards {
-		if k == nil {
-			continue
-		}
-		if f == nil {
-			f = &estimate.CardFeatures{Name: k.Name, BF16: true, FlashAttention2: true}
-		}
-		if !k.BF16 && f.BF16 {
-			f.BF16, f.Name = false, k.Name
-		}
-		if !k.FlashAttention2() && f.FlashAttention2 {
-			f.FlashAttention2, f.Name = false, k.Name
-		}
-	}
-	return f
 }
 
 // numberMapper decodes an int or float flag and lets its value be negative

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,85 +22,97 @@ import (
 // waits longer: probe.DefaultTimeout).
 const autoDetectTimeout = 3 * time.Second
 
-// Budget sources, the stable values of the JSON field gpu.budget_source.
-const (
-	budgetDetectedFree = "detected free memory"
-	budgetFlagFree     = "--available-vram-gb"
-	budgetCardTotal    = "card total"
-)
-
-// gpuSetup is what --gpu, --gpus, --gpu-vram-gb, --num-gpus, --nodes and
-// detection decided: which card's memory the per-GPU verdict is measured
-// against, and which GPUs a placement may use.
+// gpuSetup is what the GPU flags and detection decided (placement.Setup),
+// and what the probe found.
 type gpuSetup struct {
-	// card is the table row of the budget card (nil for --gpu-vram-gb or a
-	// detected card not in the table); name is what output calls it.
-	card *gpu.Card
-	name string
-	// detected: the budget card is a detected device, index its index.
-	detected bool
-	index    int
-	// budgetSource is one of the budget* constants ("" without a budget).
-	budgetSource string
-	// devices are the GPUs a model-parallel placement may use: the detected
-	// ones, or the cards of a --gpus list (FreeMiB = what is available).
-	devices []gpu.Device
-	// explicit are the indices of --gpus 0,2.
-	explicit []int
-	// listed is the number of GPUs --gpus names (0 without --gpus).
-	listed int
+	placement.Setup
 	// detection is what the probe found, nil when it did not run.
-	detection *detectionJSON
-	// perNode and world are the data-parallel GPUs per node and in all.
-	perNode, world int64
-	notes          []string
+	detection *report.Detection
 }
 
-// resolveGPUs turns the GPU flags, and when none names a card the detected
-// GPUs, into req.GPUTotal, req.Available and req.Sharding.GPUs.
-func (c *EstimateCmd) resolveGPUs(env *Env, req *estimate.Request) (*gpuSetup, error) {
-	s := &gpuSetup{index: -1}
-	if c.GPUVRAMGB < 0 || c.AvailableGB < 0 {
-		return nil, usageErrorf("--gpu-vram-gb 24 --available-vram-gb 21.5", "GPU memory must be positive (got --gpu-vram-gb %v --available-vram-gb %v)", c.GPUVRAMGB, c.AvailableGB)
+// gpuFlags are the GPU flags estimate and plan share, once checked
+// (checkMemoryFlags): 0 GiB means not given. example is the command's card
+// list for the hint of --gpus beside --gpu ("4xA100-80GB").
+type gpuFlags struct {
+	GPU, GPUs           string
+	VRAMGB, AvailableGB float64
+	example             string
+}
+
+func (f gpuFlags) auto() bool  { return strings.EqualFold(f.GPU, "auto") }
+func (f gpuFlags) named() bool { return f.GPU != "" && !f.auto() }
+
+func (f gpuFlags) availableBytes() int64 { return int64(f.AvailableGB * estimate.GiB) }
+
+// check refuses flags that contradict each other.
+func (f gpuFlags) check() error {
+	if f.GPUs != "" && (f.named() || f.VRAMGB > 0 || f.auto()) {
+		return usageErrorf("--gpus "+f.example+"  (or --gpu a100-80gb for one card)", "--gpus %q names the GPUs already: drop --gpu / --gpu-vram-gb", f.GPUs)
 	}
-	auto := strings.EqualFold(c.GPU, "auto")
-	named := c.GPU != "" && !auto
-	if c.GPUs != "" && (named || c.GPUVRAMGB > 0 || auto) {
-		return nil, usageErrorf("--gpus 4xA100-80GB  (or --gpu a100-80gb for one card)", "--gpus %q names the GPUs already: drop --gpu / --gpu-vram-gb", c.GPUs)
+	if f.auto() && f.VRAMGB > 0 {
+		return usageErrorf("--gpu auto  or  --gpu-vram-gb 24", "--gpu auto reads the card's memory: drop --gpu-vram-gb")
 	}
-	if auto && c.GPUVRAMGB > 0 {
-		return nil, usageErrorf("--gpu auto  or  --gpu-vram-gb 24", "--gpu auto reads the card's memory: drop --gpu-vram-gb")
-	}
-	if c.Nodes < 1 {
-		return nil, usageErrorf("--nodes 2", "--nodes %d: a run has at least one node", c.Nodes)
-	}
-	if c.NumGPUs < 0 {
-		return nil, usageErrorf("--num-gpus 4", "--num-gpus %d: a run has at least one GPU per node", c.NumGPUs)
-	}
-	var err error
-	switch {
-	case c.GPUs != "" && gpu.LooksLikeIndexList(c.GPUs):
-		err = c.fromIndices(env, req, s)
-	case c.GPUs != "":
-		err = c.fromCardList(req, s)
-	case named || c.GPUVRAMGB > 0:
-		s.card, err = c.card(req)
-		if err == nil {
-			s.budgetSource = budgetCardTotal
-			if req.Available > 0 {
-				s.budgetSource = budgetFlagFree
-			}
-			if s.card != nil {
-				s.name = s.card.Name
-			}
-		}
-	default:
-		err = c.fromDetection(env, req, s)
-	}
-	if err != nil {
+	return nil
+}
+
+// resolve turns the flags, and when none names a card the detected GPUs,
+// into the setup: the library decides, the flags and the probe feed it.
+func (f gpuFlags) resolve(env *Env) (*gpuSetup, error) {
+	if err := f.check(); err != nil {
 		return nil, err
 	}
-	return s, c.worldSize(req, s)
+	var (
+		s   = &gpuSetup{Setup: placement.Setup{Index: -1}}
+		err error
+	)
+	switch {
+	case f.GPUs != "" && gpu.LooksLikeIndexList(f.GPUs):
+		err = f.fromIndices(env, s)
+	case f.GPUs != "":
+		specs, perr := gpu.ParseGPUList(f.GPUs)
+		if perr != nil {
+			return nil, usageErrorf("--gpus 4xA100-80GB, --gpus 2xH100,1x4090 or --gpus 0,2 (detected indices); canifinetune gpus lists the cards", "--gpus: %v", perr)
+		}
+		s.Setup, err = placement.OnCardList(specs, f.availableBytes())
+	case f.named() || f.VRAMGB > 0:
+		var card *gpu.Card
+		total := int64(f.VRAMGB * estimate.GiB)
+		if f.named() {
+			if f.VRAMGB > 0 {
+				return nil, usageErrorf("--gpu rtx-4090  or  --gpu-vram-gb 24", "give --gpu or --gpu-vram-gb, not both")
+			}
+			k, lerr := gpu.Lookup(f.GPU)
+			if lerr != nil {
+				return nil, withHint(ExitUsage, lerr, "canifinetune gpus  (the table), or --gpu-vram-gb N")
+			}
+			card, total = &k, k.MemoryBytes()
+		}
+		s.Setup, err = placement.OnCard(card, total, f.availableBytes())
+	default:
+		err = f.fromDetection(env, s)
+	}
+	if err != nil {
+		return nil, f.setupError(err)
+	}
+	return s, nil
+}
+
+// setupError names the flags behind an error of the library's setup.
+func (f gpuFlags) setupError(err error) error {
+	var (
+		be *placement.BudgetError
+		nr *placement.NoReadingError
+		ie *placement.IndexError
+	)
+	switch {
+	case errors.As(err, &be):
+		return usageErrorf("--available-vram-gb below "+be.Of+"'s total", "--available-vram-gb %.2f exceeds %s's %.2f GiB", f.AvailableGB, be.Of, bytesize.InGiB(be.Total))
+	case errors.As(err, &nr):
+		return withHint(ExitError, err, "--gpu NAME or --gpu-vram-gb N --available-vram-gb N")
+	case errors.As(err, &ie):
+		return usageErrorf("canifinetune doctor  (lists the detected GPUs and their indices)", "--gpus %s: %v", f.GPUs, ie.Err)
+	}
+	return err
 }
 
 // detect runs the bounded probe and records what it found.
@@ -108,12 +120,12 @@ func detect(env *Env, s *gpuSetup) (gpu.Inventory, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), autoDetectTimeout)
 	defer cancel()
 	inv, err := DetectGPUs(ctx, env, autoDetectTimeout)
-	d := &detectionJSON{Tool: inv.Tool, GPUs: []detectedJSON{}}
+	d := &report.Detection{Tool: inv.Tool, GPUs: []report.Detected{}}
 	switch {
 	case err == nil:
 		d.Status = "found"
 		for _, g := range inv.GPUs {
-			d.GPUs = append(d.GPUs, detectedJSON{Index: g.Index, Name: g.Name, TotalBytes: g.TotalBytes(), FreeBytes: g.FreeBytes(), MIG: g.MIG})
+			d.GPUs = append(d.GPUs, report.Detected{Index: g.Index, Name: g.Name, TotalBytes: g.TotalBytes(), FreeBytes: g.FreeBytes(), MIG: g.MIG})
 		}
 	case errors.Is(err, gpu.ErrNoGPU):
 		d.Status, d.Message = "none", err.Error()
@@ -126,240 +138,81 @@ func detect(env *Env, s *gpuSetup) (gpu.Inventory, error) {
 	return inv, err
 }
 
-// fromDetection is --gpu auto: the detected card with the most free memory.
-// Seed 000: the verdict compares with the memory free now, while overhead
-// allowances are sized from the card's total.
-func (c *EstimateCmd) fromDetection(env *Env, req *estimate.Request, s *gpuSetup) error {
+// fromDetection is --gpu auto: the probe, then placement.OnDetected. A
+// probe that finds nothing leaves no budget (no verdict), and says why.
+func (f gpuFlags) fromDetection(env *Env, s *gpuSetup) error {
 	inv, err := detect(env, s)
 	if err != nil {
-		if c.AvailableGB > 0 {
+		if f.AvailableGB > 0 {
 			return usageErrorf("--gpu rtx-4090 --available-vram-gb 21.5", "--available-vram-gb needs the card's total too, and no GPU was detected (%s): pass --gpu or --gpu-vram-gb", s.detection.Message)
 		}
 		if s.detection.Status == "none" {
-			s.notes = append(s.notes, "no GPU detected ("+s.detection.Message+"): no verdict")
+			s.Notes = append(s.Notes, "no GPU detected ("+s.detection.Message+"): no verdict")
 		} else {
-			s.notes = append(s.notes, "GPU detection "+s.detection.Status+" ("+s.detection.Message+"): no verdict")
+			s.Notes = append(s.Notes, "GPU detection "+s.detection.Status+" ("+s.detection.Message+"): no verdict")
 		}
 		return nil
 	}
-	s.devices = inv.GPUs
-	d, ok := inv.MostFree()
-	if !ok {
-		for _, g := range inv.GPUs {
-			switch {
-			case g.MIG:
-				s.notes = append(s.notes, fmt.Sprintf("GPU %d (%s) has MIG enabled: no process sees the whole card; pass the memory of your MIG instance as --gpu-vram-gb (e.g. 40 for a 3g.40gb slice)", g.Index, g.Name))
-			default:
-				s.notes = append(s.notes, fmt.Sprintf("GPU %d (%s) reports no free memory reading: pass --gpu-vram-gb and --available-vram-gb (see canifinetune doctor)", g.Index, g.Name))
-			}
-		}
-		s.notes = append(s.notes, "no detected GPU can be planned for: no verdict")
-		return nil
-	}
-	if err := s.useDevice(req, d, budgetDetectedFree); err != nil {
-		return err
-	}
-	if c.AvailableGB > 0 {
-		req.Available = int64(c.AvailableGB * estimate.GiB)
-		s.budgetSource = budgetFlagFree
-		if req.Available > req.GPUTotal {
-			return usageErrorf("--available-vram-gb below the card's total", "--available-vram-gb %.2f exceeds detected GPU %d's %.2f GiB", c.AvailableGB, d.Index, bytesize.InGiB(req.GPUTotal))
-		}
-	}
-	if n := len(inv.GPUs); n > 1 {
-		s.notes = append(s.notes, fmt.Sprintf("GPU %d has the most free memory of the %d detected", d.Index, n))
-	}
-	for _, g := range inv.GPUs {
-		if g.MIG {
-			s.notes = append(s.notes, fmt.Sprintf("GPU %d (%s) has MIG enabled and is not planned for: no process sees the whole card", g.Index, g.Name))
-		}
-	}
-	return nil
+	s.Setup, err = placement.OnDetected(inv.GPUs, f.availableBytes())
+	return err
 }
 
-// useDevice makes d the budget card: its free memory is the budget, its
-// total sizes the overheads (seed 000).
-func (s *gpuSetup) useDevice(req *estimate.Request, d gpu.Device, source string) error {
-	total, free := d.TotalBytes(), d.FreeBytes()
-	if total <= 0 && d.Card != nil {
-		total = d.Card.MemoryBytes()
-	}
-	if total <= 0 || free < 0 {
-		return withHint(ExitError, fmt.Errorf("GPU %d (%s): the driver reports no memory reading", d.Index, d.Name), "--gpu NAME or --gpu-vram-gb N --available-vram-gb N")
-	}
-	req.GPUTotal, req.Available = total, min(free, total)
-	if req.Available == 0 {
-		// A full card has no budget at all; 0 would read as "not given".
-		req.Available = 1
-	}
-	s.card, s.name, s.detected, s.index, s.budgetSource = d.Card, d.Name, true, d.Index, source
-	return nil
-}
-
-// fromIndices is --gpus 0,2: detected GPUs by index (seed 001's
-// resolve_requested_gpu_ids), validated against the machine.
-func (c *EstimateCmd) fromIndices(env *Env, req *estimate.Request, s *gpuSetup) error {
-	idx, err := gpu.ParseIndexList(c.GPUs)
+// fromIndices is --gpus 0,2: detected GPUs by index, validated against the
+// machine by placement.OnIndices.
+func (f gpuFlags) fromIndices(env *Env, s *gpuSetup) error {
+	idx, err := gpu.ParseIndexList(f.GPUs)
 	if err != nil {
 		return usageErrorf("--gpus 0,2  (indices as canifinetune doctor lists them)", "--gpus: %v", err)
 	}
-	if c.AvailableGB > 0 {
-		return usageErrorf("--gpus "+c.GPUs+"  (free memory is read from the GPUs), or --gpus 2xA100-80GB --available-vram-gb 70", "--available-vram-gb does not go with detected GPUs: their free memory is measured")
+	if f.AvailableGB > 0 {
+		return usageErrorf("--gpus "+f.GPUs+"  (free memory is read from the GPUs), or --gpus 2xA100-80GB --available-vram-gb 70", "--available-vram-gb does not go with detected GPUs: their free memory is measured")
 	}
 	inv, err := detect(env, s)
 	if err != nil {
-		return usageErrorf("--gpus 4xA100-80GB to plan for cards by name; canifinetune doctor shows what is detected", "--gpus %s names detected GPUs, but detection found none: %s", c.GPUs, s.detection.Message)
+		return usageErrorf("--gpus 4xA100-80GB to plan for cards by name; canifinetune doctor shows what is detected", "--gpus %s names detected GPUs, but detection found none: %s", f.GPUs, s.detection.Message)
 	}
-	if _, err := gpu.SelectExplicit(idx, 0, inv.GPUs); err != nil {
-		return usageErrorf("canifinetune doctor  (lists the detected GPUs and their indices)", "--gpus %s: %v", c.GPUs, err)
-	}
-	s.devices, s.explicit, s.listed = inv.GPUs, idx, len(idx)
-	// Every rank of a data-parallel run holds the same state, so the GPU
-	// with the least free memory bounds it.
-	bound, _ := inv.Device(idx[0])
-	for _, i := range idx[1:] {
-		if d, _ := inv.Device(i); d.FreeMiB < bound.FreeMiB {
-			bound = d
-		}
-	}
-	if err := s.useDevice(req, bound, budgetDetectedFree); err != nil {
-		return err
-	}
-	if len(idx) > 1 {
-		s.notes = append(s.notes, fmt.Sprintf("GPU %d has the least free memory of --gpus %s: the verdict per GPU is measured against it", bound.Index, c.GPUs))
-	}
-	return nil
+	s.Setup, err = placement.OnIndices(inv.GPUs, idx)
+	return err
 }
 
-// fromCardList is --gpus 4xA100-80GB or 2xH100,1x4090: cards by name.
-func (c *EstimateCmd) fromCardList(req *estimate.Request, s *gpuSetup) error {
-	specs, err := gpu.ParseGPUList(c.GPUs)
+// resolveGPUs turns the GPU flags of estimate into the setup, and sizes the
+// data-parallel world of --strategy, --num-gpus and --nodes.
+func (c *EstimateCmd) resolveGPUs(env *Env) (*gpuSetup, error) {
+	f := gpuFlags{GPU: c.GPU, GPUs: c.GPUs, VRAMGB: c.GPUVRAMGB, AvailableGB: c.AvailableGB, example: "4xA100-80GB"}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	if c.Nodes < 1 {
+		return nil, usageErrorf("--nodes 2", "--nodes %d: a run has at least one node", c.Nodes)
+	}
+	if c.NumGPUs < 0 {
+		return nil, usageErrorf("--num-gpus 4", "--num-gpus %d: a run has at least one GPU per node", c.NumGPUs)
+	}
+	s, err := f.resolve(env)
 	if err != nil {
-		return usageErrorf("--gpus 4xA100-80GB, --gpus 2xH100,1x4090 or --gpus 0,2 (detected indices); canifinetune gpus lists the cards", "--gpus: %v", err)
+		return nil, err
 	}
-	small := specs[0].Card
-	kinds := map[string]bool{}
-	for _, sp := range specs {
-		kinds[sp.Card.Name] = true
-		if sp.Card.MemoryMiB < small.MemoryMiB {
-			small = sp.Card
-		}
+	if err := s.SizeWorld(c.Strategy, c.NumGPUs, c.Nodes); err != nil {
+		return nil, c.worldError(f, err)
 	}
-	req.GPUTotal = small.MemoryBytes()
-	s.card, s.name, s.budgetSource = &small, small.Name, budgetCardTotal
-	s.listed = gpu.TotalGPUs(specs)
-	if c.AvailableGB > 0 {
-		req.Available = int64(c.AvailableGB * estimate.GiB)
-		s.budgetSource = budgetFlagFree
-		if req.Available > req.GPUTotal {
-			return usageErrorf("--available-vram-gb below the smallest card's total", "--available-vram-gb %.2f exceeds %s's %.2f GiB", c.AvailableGB, small.Name, bytesize.InGiB(req.GPUTotal))
-		}
-	}
-	// Cards named by the list stand in for devices, so that placement works
-	// the same on a plan as on a machine; their indices are list positions.
-	i := 0
-	for _, sp := range specs {
-		for range sp.Count {
-			free := sp.Card.MemoryMiB
-			if c.AvailableGB > 0 {
-				free = min(free, req.Available/gpu.MiB)
-			}
-			card := sp.Card
-			s.devices = append(s.devices, gpu.Device{Index: i, Name: card.Name, TotalMiB: card.MemoryMiB, FreeMiB: free, UsedMiB: card.MemoryMiB - free, Card: &card})
-			i++
-		}
-	}
-	if len(kinds) > 1 {
-		s.notes = append(s.notes, fmt.Sprintf("heterogeneous GPUs: the smallest, %s (%.2f GiB), bounds a data-parallel run — every rank holds the same per-GPU state and the others wait for it", small.Name, bytesize.InGiB(req.GPUTotal)))
-	}
-	return nil
+	return s, nil
 }
 
-// worldSize sets the data-parallel world size: --num-gpus GPUs per node (by
-// default as many as --gpus names, or for a sharded run on this machine the
-// detected GPUs) times --nodes. fsdp_hybrid_shard shards within a node and
-// replicates across nodes, so its shard group is one node's GPUs.
-func (c *EstimateCmd) worldSize(req *estimate.Request, s *gpuSetup) error {
-	sharded := c.Strategy.Spec().DataParallel
-	if !sharded && c.Nodes > 1 {
-		return usageErrorf("--strategy fsdp_full_shard --nodes 2 --num-gpus 8", "--nodes %d needs a data-parallel --strategy: without one every GPU holds the whole run", c.Nodes)
+// worldError names the flags behind a world the library refused.
+func (c *EstimateCmd) worldError(f gpuFlags, err error) error {
+	var we *placement.WorldError
+	if !errors.As(err, &we) {
+		return f.setupError(err)
 	}
-	if !sharded && c.Offload != "none" {
-		return usageErrorf("--strategy zero3 --offload "+string(c.Offload), "--offload %s needs a --strategy: CPU offload is part of FSDP or DeepSpeed ZeRO", c.Offload)
+	switch we.Reason {
+	case placement.NodesWithoutDataParallel:
+		return usageErrorf("--strategy fsdp_full_shard --nodes 2 --num-gpus 8", "--nodes %d needs a data-parallel --strategy: without one every GPU holds the whole run", we.Nodes)
+	case placement.PerNodeDisagrees:
+		return usageErrorf("--gpus "+c.GPUs+"  (without --num-gpus)", "--num-gpus %d and --gpus %s (%d GPUs) disagree: give one", we.PerNode, c.GPUs, we.Listed)
+	case placement.TooFewGPUs:
+		return usageErrorf("--strategy "+string(c.Strategy)+" --num-gpus 4  (or --gpus 4xA100-80GB, --nodes 2)", "--strategy %s needs at least 2 GPUs in all; have %d", c.Strategy, we.World)
 	}
-	perNode := c.NumGPUs
-	switch {
-	case s.listed > 0 && perNode > 0 && perNode != int64(s.listed):
-		return usageErrorf("--gpus "+c.GPUs+"  (without --num-gpus)", "--num-gpus %d and --gpus %s (%d GPUs) disagree: give one", perNode, c.GPUs, s.listed)
-	case s.listed > 0 && sharded:
-		perNode = int64(s.listed)
-	case perNode == 0 && sharded && s.detected && c.GPUs == "":
-		if err := s.dataParallelOnDetected(req, 0); err != nil {
-			return err
-		}
-		perNode = s.perNode
-	case perNode > 0 && sharded && s.detected && c.GPUs == "":
-		if err := s.dataParallelOnDetected(req, perNode); err != nil {
-			return err
-		}
-	}
-	if perNode == 0 {
-		perNode = 1
-	}
-	s.perNode, s.world = perNode, perNode*c.Nodes
-	if sharded && s.world < 2 {
-		return usageErrorf("--strategy "+string(c.Strategy)+" --num-gpus 4  (or --gpus 4xA100-80GB, --nodes 2)", "--strategy %s needs at least 2 GPUs in all; have %d", c.Strategy, s.world)
-	}
-	switch {
-	case c.Strategy.Spec().PerNode:
-		req.Sharding.GPUs = perNode
-	case sharded:
-		req.Sharding.GPUs = s.world
-	case c.NumGPUs > 0:
-		// Today's --num-gpus without a strategy: replicas, said so by the estimator.
-		req.Sharding.GPUs = c.NumGPUs
-	default:
-		req.Sharding.GPUs = 1
-	}
-	if sharded && c.Nodes > 1 && s.detected {
-		s.notes = append(s.notes, fmt.Sprintf("the other %d nodes are assumed to match this one", c.Nodes-1))
-	}
-	return nil
-}
-
-// dataParallelOnDetected plans a sharded run on this machine's GPUs: the n
-// with the most free memory (all eligible when n is 0); the one with the
-// least free among them bounds every rank.
-func (s *gpuSetup) dataParallelOnDetected(req *estimate.Request, n int64) error {
-	use, usable := placement.DataParallelRanks(s.devices, int(n))
-	if n == 0 {
-		n = int64(usable)
-	}
-	if n < 2 || usable == 0 {
-		s.perNode = n
-		return nil
-	}
-	bound := use[len(use)-1]
-	if err := s.useDevice(req, bound, budgetDetectedFree); err != nil {
-		return err
-	}
-	s.perNode = n
-	var idx []int
-	for _, d := range use {
-		idx = append(idx, d.Index)
-	}
-	slices.Sort(idx)
-	// The most-free note of fromDetection no longer names the budget card.
-	s.notes = slices.DeleteFunc(s.notes, func(n string) bool { return strings.Contains(n, "has the most free memory of the") })
-	msg := fmt.Sprintf("data-parallel over detected GPUs %s: GPU %d has the least free memory and bounds every rank", joinIndex(idx), bound.Index)
-	if others := slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return i == bound.Index }); len(others) >= 2 {
-		msg += fmt.Sprintf(" (--gpus %s leaves it out)", joinIndex(others))
-	}
-	if int(n) > usable {
-		msg = fmt.Sprintf("%d GPUs asked for, %d detected can be used: the others are assumed to match GPU %d", n, usable, bound.Index)
-	}
-	s.notes = append(s.notes, msg)
-	return nil
+	return usageErrorf("--num-gpus 8 --nodes 2", "%d GPUs per node × --nodes %d: the world size must be at most %d GPUs", we.PerNode, we.Nodes, estimate.MaxGPUs)
 }
 
 func joinIndex(xs []int) string {
@@ -370,107 +223,9 @@ func joinIndex(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// detectionJSON is what the GPU probe of estimate found.
-type detectionJSON struct {
-	// Status: "found", "none", "timeout" or "failed".
-	Status  string         `json:"status"`
-	Tool    string         `json:"tool,omitempty"`
-	Message string         `json:"message,omitempty"`
-	GPUs    []detectedJSON `json:"gpus"`
-}
-
-type detectedJSON struct {
-	Index      int    `json:"index"`
-	Name       string `json:"name"`
-	TotalBytes int64  `json:"total_bytes"`
-	FreeBytes  int64  `json:"free_bytes"`
-	MIG        bool   `json:"mig"`
-}
-
-// placementJSON is a model-parallel placement (seed 001): the chosen GPUs,
-// the device map, why the others were left out, and the verdict of the pool.
-type placementJSON struct {
-	gpu.Selection
-	// Reason says why the model is placed across GPUs.
-	Reason     string  `json:"reason"`
-	Fit        string  `json:"fit"`
-	Ratio      float64 `json:"ratio"`
-	UsableGB   float64 `json:"usable_gb"`
-	RequiredGB float64 `json:"required_gb"`
-	// SingleGPU is the verdict on the budget card alone.
-	SingleGPU verdictJSON `json:"single_gpu"`
-	// Indices are the chosen GPUs in order, as CUDA_VISIBLE_DEVICES takes them.
-	CUDAVisibleDevices string `json:"cuda_visible_devices"`
-}
-
-// dataParallelJSON is the per-GPU view of a sharded run.
-type dataParallelJSON struct {
-	Strategy    estimate.Strategy `json:"strategy"`
-	Nodes       int64             `json:"nodes"`
-	GPUsPerNode int64             `json:"gpus_per_node"`
-	WorldSize   int64             `json:"world_size"`
-	// ShardGroup is how many GPUs the sharded state is divided by (the world
-	// size; one node's GPUs for fsdp_hybrid_shard; 1 for ddp / no_shard).
-	ShardGroup    int64            `json:"shard_group"`
-	Offload       estimate.Offload `json:"cpu_offload"`
-	HostPerGPUGB  float64          `json:"host_offload_per_gpu_gb"`
-	HostPerNodeGB float64          `json:"host_offload_per_node_gb"`
-	// Scaling says what changes with the node count.
-	Scaling string `json:"scaling"`
-	// CommBuffers are the communication buffers assumed, and whether the
-	// total includes them.
-	CommBuffers []string `json:"communication_buffers"`
-}
-
-// placementGPUs is what the GPU setup hands the library: the GPUs a
-// placement may use and the data-parallel world.
-func (s *gpuSetup) placementGPUs(c *EstimateCmd, estimator string) placement.GPUs {
-	return placement.GPUs{Devices: s.devices, Explicit: s.explicit, Positional: !s.detected, Detected: s.detected,
-		GPUsPerNode: s.perNode, Nodes: c.Nodes, Rule: placement.RuleFor(estimator)}
-}
-
-// annotate adds what the GPU setup and the placement decided to the JSON view.
-func (s *gpuSetup) annotate(o *EstimateJSON, plan *placement.Plan) {
-	if o.GPU != nil {
-		o.GPU.Detected, o.GPU.BudgetSource = s.detected, s.budgetSource
-		if s.name != "" {
-			o.GPU.Name = s.name
-		}
-		if s.detected {
-			i := s.index
-			o.GPU.Index = &i
-		}
-		o.GPU.Count = s.listed
-	}
-	o.Detection = s.detection
-	o.Notes = append(o.Notes, s.notes...)
-	if p := plan.Placement; p != nil {
-		o.Placement = newPlacementJSON(p)
-		o.Verdict = verdictJSON{Fit: o.Placement.Fit, Ratio: o.Placement.Ratio, BudgetBytes: p.UsableBytes, BudgetGB: o.Placement.UsableGB,
-			BudgetSource: "model-parallel placement over GPUs " + o.Placement.CUDAVisibleDevices + " (free memory, each beyond the first at 85 %)"}
-	}
-	if d := plan.DataParallel; d != nil {
-		o.DataParallel = &dataParallelJSON{Strategy: d.Strategy, Nodes: d.Nodes, GPUsPerNode: d.GPUsPerNode, WorldSize: d.WorldSize,
-			ShardGroup: d.ShardGroup, Offload: d.Offload, HostPerGPUGB: bytesize.Round(bytesize.InGiB(d.HostPerGPU), 3), HostPerNodeGB: bytesize.Round(bytesize.InGiB(d.HostPerNode), 3),
-			Scaling: d.Scaling, CommBuffers: d.CommBuffers}
-	} else if plan.Placement == nil && s.listed > 1 && len(s.explicit) == 0 {
-		o.Notes = append(o.Notes, fmt.Sprintf("one GPU holds the run, so the other %d listed are not used; with --strategy (ddp, fsdp_*, zero1-3) they would train data-parallel", s.listed-1))
-	}
-}
-
-func newPlacementJSON(p *placement.Placement) *placementJSON {
-	e := p.SingleGPU
-	return &placementJSON{
-		Selection: p.Selection, Reason: p.Reason, Fit: string(p.Verdict.Fit), Ratio: bytesize.Round(p.Verdict.Ratio, 4),
-		UsableGB: bytesize.Round(bytesize.InGiB(p.UsableBytes), 3), RequiredGB: bytesize.Round(bytesize.InGiB(p.RequiredBytes), 3),
-		SingleGPU:          verdictJSON{Fit: string(e.Fit), Ratio: bytesize.Round(e.Ratio, 4), BudgetBytes: e.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Budget), 3), BudgetSource: e.BudgetSource},
-		CUDAVisibleDevices: joinIndex(p.Indices()),
-	}
-}
-
 // printGPUSetup writes the budget, the verdict and what the GPU setup
 // decided (placement, per-GPU data parallelism, notes).
-func printGPUSetup(w io.Writer, o EstimateJSON) {
+func printGPUSetup(w io.Writer, o report.Estimate) {
 	for _, n := range o.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/internal/report"
 )
 
 // GPUsCmd prints the embedded GPU table.
@@ -34,53 +35,11 @@ type GPUsCmd struct {
 	JSON bool `help:"Print the table as JSON (schema canifinetune.gpus/v1; sizes in bytes, *_gb in GiB)."`
 }
 
-// gpusSchema names the JSON layout; it changes only with a new version.
-const gpusSchema = "canifinetune.gpus/v1"
-
-type gpusJSON struct {
-	Schema string     `json:"schema"`
-	GPUs   []cardJSON `json:"gpus"`
-}
-
-type cardJSON struct {
-	Name              string   `json:"name"`
-	Aliases           []string `json:"aliases"`
-	Families          []string `json:"families"`
-	Vendor            string   `json:"vendor"`
-	Arch              string   `json:"arch"`
-	MemoryMiB         int64    `json:"memory_mib"`
-	MemoryBytes       int64    `json:"memory_bytes"`
-	MemoryGB          float64  `json:"memory_gb"`
-	ComputeCapability string   `json:"compute_capability"`
-	BF16              bool     `json:"bf16"`
-	Nominal           bool     `json:"nominal"`
-	Source            string   `json:"source"`
-}
-
-func toCardJSON(c gpu.Card) cardJSON {
-	aliases, families := c.Aliases, c.Families
-	if aliases == nil {
-		aliases = []string{}
-	}
-	if families == nil {
-		families = []string{}
-	}
-	return cardJSON{
-		Name: c.Name, Aliases: aliases, Families: families, Vendor: c.Vendor, Arch: c.Arch,
-		MemoryMiB: c.MemoryMiB, MemoryBytes: c.MemoryBytes(), MemoryGB: bytesize.InGiB(c.MemoryBytes()),
-		ComputeCapability: c.ComputeCapability, BF16: c.BF16, Nominal: c.Nominal, Source: c.Source,
-	}
-}
-
 // Run prints the table.
 func (c *GPUsCmd) Run(env *Env) error {
 	cards := gpu.Cards()
 	if c.JSON {
-		out := gpusJSON{Schema: gpusSchema}
-		for _, card := range cards {
-			out.GPUs = append(out.GPUs, toCardJSON(card))
-		}
-		return writeJSON(env.Stdout, out)
+		return writeJSON(env.Stdout, report.NewGPUs(cards))
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMiB\tGiB\tARCH\tVENDOR\tBF16\tMEMORY\tALSO")

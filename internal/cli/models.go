@@ -5,7 +5,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/catalog"
-	"github.com/canifinetune/canifinetune/hfconfig"
+	"github.com/canifinetune/canifinetune/internal/report"
 )
 
 // ModelsCmd is `canifinetune models`.
@@ -13,37 +13,9 @@ type ModelsCmd struct {
 	JSON bool `help:"Print JSON."`
 }
 
-type modelRowJSON struct {
-	ID        string   `json:"id"`
-	Aliases   []string `json:"aliases"`
-	Family    string   `json:"family"`
-	ModelType string   `json:"model_type"`
-	Params    int64    `json:"params"`
-	Layers    int64    `json:"layers"`
-	Hidden    int64    `json:"hidden_size"`
-	Vocab     int64    `json:"vocab_size"`
-	Experts   int64    `json:"experts,omitempty"`
-	Verbatim  bool     `json:"verbatim_config"`
-	Source    string   `json:"source"`
-	Error     string   `json:"unsupported,omitempty"`
-}
-
 // Run implements the command.
 func (c *ModelsCmd) Run(env *Env) error {
-	var rows []modelRowJSON
-	for _, e := range catalog.All() {
-		row := modelRowJSON{ID: e.ID, Aliases: e.Aliases, Family: e.Family, Verbatim: e.Verbatim, Source: e.Source}
-		if row.Aliases == nil {
-			row.Aliases = []string{}
-		}
-		m, err := hfconfig.Parse(e.Config)
-		if err != nil {
-			row.Error = err.Error()
-		} else {
-			row.ModelType, row.Params, row.Layers, row.Hidden, row.Vocab, row.Experts = m.ModelType, m.Params(), m.NumLayers, m.Hidden, m.Vocab, m.Experts
-		}
-		rows = append(rows, row)
-	}
+	rows := report.NewModels(catalog.All())
 	if c.JSON {
 		return writeJSON(env.Stdout, rows)
 	}

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"math"
-	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/plan"
 )
@@ -91,26 +90,26 @@ func (c *PlanCmd) Run(env *Env) error {
 	if _, err := req.Normalize(); err != nil {
 		return requestUsageError(err)
 	}
-	gs, perNode, err := c.resolveGPUs(env, &req)
+	gs, perNode, err := c.resolveGPUs(env)
 	if err != nil {
 		return err
 	}
-	if req.GPUTotal == 0 {
+	if gs.Total == 0 {
 		return usageErrorf("--gpu rtx-4090, --gpus 8xA100-80GB or --gpu-vram-gb 24", "plan needs the GPUs to plan for, and none was given or detected")
 	}
-	req.Card = gs.features()
+	gs.Apply(&req)
 	hw, hwNotes, err := c.hardware(gs, perNode)
 	if err != nil {
 		return err
 	}
 	opts := plan.Options{Estimator: est, Request: req, Goal: c.goal(), Hardware: hw,
 		Space: plan.Space{GPUsPerNode: perNode, Nodes: c.Nodes, ShorterSeqs: true}}
-	out := PlanJSON{SchemaVersion: 1, Estimator: estimatorJSON{est.Name(), est.Version()},
+	out := PlanJSON{SchemaVersion: 1, Estimator: report.Estimator{Name: est.Name(), Version: est.Version()},
 		GPU: c.gpuJSON(gs, perNode, hw, req), Goal: goalJSON{DatasetTokens: opts.Goal.DatasetTokens, Epochs: opts.Goal.Epochs,
 			EffectiveBatch: opts.Goal.EffectiveBatch, SeqLen: req.SeqLen, PricePerGPUHour: opts.Goal.PricePerGPUHour},
-		TimeModel: newTimeModelJSON(hw), Plans: []planJSON{}, Notes: append(gs.notes, hwNotes...)}
+		TimeModel: newTimeModelJSON(hw), Plans: []planJSON{}, Notes: append(gs.Notes, hwNotes...)}
 	if e, err := est.Estimate(req); err == nil {
-		out.Model = newEstimateJSON(rm, gs.card, req, e, estimate.Explanation{}, nil).Model
+		out.Model = report.NewEstimate(rm, gs.Card, req, e, estimate.Explanation{}, nil).Model
 	}
 	if c.Maximize != "" {
 		return c.runMaximize(env, opts, rm, &out)
@@ -217,10 +216,7 @@ func (c *PlanCmd) goal() plan.Goal {
 		g.DatasetTokens = *c.Samples * *c.MeanLen
 	}
 	if g.EffectiveBatch == 0 {
-		g.EffectiveBatch = 16
-		if b := c.Batch * c.GradAccum; b > 1 {
-			g.EffectiveBatch = b
-		}
+		g.EffectiveBatch = plan.DefaultEffectiveBatch(c.Batch, c.GradAccum)
 	}
 	if c.Price != nil {
 		g.PricePerGPUHour = *c.Price
@@ -258,117 +254,39 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 
 // resolveGPUs reads the GPU flags as estimate does and returns the GPUs per
 // node a plan may use.
-func (c *PlanCmd) resolveGPUs(env *Env, req *estimate.Request) (*gpuSetup, int64, error) {
-	ec := &EstimateCmd{GPU: c.GPU, GPUs: c.GPUs, VRAMFlag: c.VRAMFlag, FreeFlag: c.FreeFlag, Nodes: c.Nodes, Strategy: "none", Offload: "none"}
+func (c *PlanCmd) resolveGPUs(env *Env) (*gpuSetup, int64, error) {
+	ec := &EstimateCmd{VRAMFlag: c.VRAMFlag, FreeFlag: c.FreeFlag}
 	if err := ec.checkMemoryFlags(); err != nil {
 		return nil, 0, err
 	}
-	s := &gpuSetup{index: -1}
-	auto := strings.EqualFold(c.GPU, "auto")
-	named := c.GPU != "" && !auto
-	var err error
-	switch {
-	case c.GPUs != "" && (named || ec.GPUVRAMGB > 0 || auto):
-		return nil, 0, usageErrorf("--gpus 8xA100-80GB  (or --gpu a100-80gb for one card)", "--gpus %q names the GPUs already: drop --gpu / --gpu-vram-gb", c.GPUs)
-	case c.GPUs != "" && gpu.LooksLikeIndexList(c.GPUs):
-		err = ec.fromIndices(env, req, s)
-	case c.GPUs != "":
-		err = ec.fromCardList(req, s)
-	case named || ec.GPUVRAMGB > 0:
-		s.card, err = ec.card(req)
-		if err == nil && s.card != nil {
-			s.name = s.card.Name
-		}
-	default:
-		err = ec.fromDetection(env, req, s)
-	}
+	f := gpuFlags{GPU: c.GPU, GPUs: c.GPUs, VRAMGB: ec.GPUVRAMGB, AvailableGB: ec.AvailableGB, example: "8xA100-80GB"}
+	s, err := f.resolve(env)
 	if err != nil {
 		return nil, 0, err
 	}
-	perNode := int64(1)
-	switch {
-	case s.listed > 0:
-		perNode = int64(s.listed)
-	case s.detected:
-		var n int64
-		for _, d := range s.devices {
-			if !d.MIG && d.TotalMiB > 0 {
-				n++
-			}
-		}
-		perNode = max(n, 1)
-	}
-	if c.Nodes > 1 && s.detected {
-		s.notes = append(s.notes, fmt.Sprintf("the other %d nodes are assumed to match this one", c.Nodes-1))
-	}
-	return s, perNode, nil
+	return s, s.NodeGPUs(c.Nodes), nil
 }
 
-// cards are the table rows of the GPUs a plan runs on.
-func (s *gpuSetup) cards() []*gpu.Card {
-	var out []*gpu.Card
-	if s.card != nil {
-		out = append(out, s.card)
-	}
-	for _, d := range s.devices {
-		if d.Card != nil {
-			out = append(out, d.Card)
-		}
-	}
-	return out
-}
-
-// hardware is the time model's view of the GPUs: the slowest card's peak
-// (every rank waits for it), the links, the utilisation.
+// hardware is the time model's view of the GPUs (plan.HardwareFor) with
+// the flags' choices.
 func (c *PlanCmd) hardware(s *gpuSetup, perNode int64) (plan.Hardware, []string, error) {
-	var hw plan.Hardware
-	var notes []string
-	var slow *gpu.Card
-	cards := s.cards()
-	for _, k := range cards {
-		if k.DenseTFLOPs16 == nil {
-			slow = nil
-			break
-		}
-		if slow == nil || *k.DenseTFLOPs16 < *slow.DenseTFLOPs16 {
-			slow = k
-		}
-	}
-	arch, name := "", ""
-	if len(cards) > 0 {
-		arch, name = cards[0].Arch, cards[0].Name
-	}
-	if slow != nil {
-		hw.PeakTFLOPs = *slow.DenseTFLOPs16
-		arch, name = slow.Arch, slow.Name
-	}
+	ch := plan.HardwareChoice{Link: plan.Interconnect(c.Interconnect)}
 	if c.PeakTFLOPs != nil {
-		hw.PeakTFLOPs = *c.PeakTFLOPs
+		ch.PeakTFLOPs = *c.PeakTFLOPs
 	}
 	if c.MFU != nil {
-		hw.MFU = *c.MFU
+		ch.MFU = *c.MFU
 	}
-	intra := plan.DefaultInterconnect(name, arch)
-	inter := plan.InfiniBand
-	if c.Interconnect != "" {
-		if c.Nodes > 1 {
-			inter = plan.Interconnect(c.Interconnect)
-		} else {
-			intra = plan.Interconnect(c.Interconnect)
+	hw, notes, err := plan.HardwareFor(s.Cards(), perNode, c.Nodes, ch)
+	var le *plan.LinkError
+	if errors.As(err, &le) {
+		hint := "--interconnect pcie"
+		if le.Inter {
+			hint = "--interconnect infiniband"
 		}
+		return hw, nil, usageErrorf(hint, "%v", le.Err)
 	}
-	var err error
-	if hw.Intra, err = plan.LinkFor(intra, arch, perNode); err != nil {
-		return hw, nil, usageErrorf("--interconnect pcie", "%v", err)
-	}
-	if hw.Inter, err = plan.LinkFor(inter, arch, perNode); err != nil {
-		return hw, nil, usageErrorf("--interconnect infiniband", "%v", err)
-	}
-	hw.Host, _ = plan.LinkFor(plan.PCIe, arch, perNode)
-	if hw.PeakTFLOPs == 0 {
-		notes = append(notes, "the GPU table has no dense 16-bit peak for this card: plans are ranked without a time (--peak-tflops gives one)")
-	}
-	return hw, notes, nil
+	return hw, notes, err
 }
 
 // chosen is the first plan's estimate with its explanation.
@@ -384,15 +302,15 @@ func (c *PlanCmd) chosen(est estimate.Estimator, p plan.Plan, s *gpuSetup) *chos
 	}
 	gb := func(b int64) float64 { return bytesize.RoundedGiB(b, 3) }
 	ch := &chosenJSON{TotalGB: gb(e.Total), ProxyGB: gb(e.PlanningProxy),
-		Verdict:       verdictJSON{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: gb(e.Verdict.Budget), BudgetSource: e.Verdict.BudgetSource},
+		Verdict:       report.Verdict{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: gb(e.Verdict.Budget), BudgetSource: e.Verdict.BudgetSource},
 		HostOffloadGB: gb(e.HostOffload), Assumptions: x.Assumptions, Warnings: e.Warnings,
-		Confidence: confidenceJSON{string(x.Confidence.Grade), x.Confidence.Reason}}
+		Confidence: report.Confidence{Grade: string(x.Confidence.Grade), Reason: x.Confidence.Reason}}
 	for _, comp := range e.Components {
 		share := 0.0
 		if e.Total > 0 {
 			share = float64(comp.Bytes) / float64(e.Total)
 		}
-		ch.Components = append(ch.Components, componentJSON{string(comp.Name), comp.Bytes, gb(comp.Bytes), bytesize.Round(share, 4), x.Source(comp.Name)})
+		ch.Components = append(ch.Components, report.Component{Name: string(comp.Name), Bytes: comp.Bytes, GB: gb(comp.Bytes), Share: bytesize.Round(share, 4), Source: x.Source(comp.Name)})
 	}
 	return ch
 }

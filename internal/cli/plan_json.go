@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -14,13 +15,13 @@ import (
 // PlanJSON is the stable --json schema of plan (schema_version 1,
 // docs/plan-json.md).
 type PlanJSON struct {
-	SchemaVersion int           `json:"schema_version"`
-	Estimator     estimatorJSON `json:"estimator"`
-	Model         modelJSON     `json:"model"`
-	GPU           planGPUJSON   `json:"gpu"`
-	Goal          goalJSON      `json:"goal"`
-	TimeModel     timeModelJSON `json:"time_model"`
-	Search        searchJSON    `json:"search"`
+	SchemaVersion int              `json:"schema_version"`
+	Estimator     report.Estimator `json:"estimator"`
+	Model         report.Model     `json:"model"`
+	GPU           planGPUJSON      `json:"gpu"`
+	Goal          goalJSON         `json:"goal"`
+	TimeModel     timeModelJSON    `json:"time_model"`
+	Search        searchJSON       `json:"search"`
 	// Plans fit, ranked; the first is the chosen one.
 	Plans   []planJSON   `json:"plans"`
 	Chosen  *chosenJSON  `json:"chosen_estimate,omitempty"`
@@ -115,14 +116,14 @@ type planJSON struct {
 }
 
 type chosenJSON struct {
-	Components    []componentJSON `json:"components"`
-	TotalGB       float64         `json:"total_gb"`
-	ProxyGB       float64         `json:"planning_proxy_gb"`
-	Verdict       verdictJSON     `json:"verdict"`
-	HostOffloadGB float64         `json:"host_offload_gb,omitempty"`
-	Warnings      []string        `json:"warnings,omitempty"`
-	Assumptions   []string        `json:"assumptions"`
-	Confidence    confidenceJSON  `json:"confidence"`
+	Components    []report.Component `json:"components"`
+	TotalGB       float64            `json:"total_gb"`
+	ProxyGB       float64            `json:"planning_proxy_gb"`
+	Verdict       report.Verdict     `json:"verdict"`
+	HostOffloadGB float64            `json:"host_offload_gb,omitempty"`
+	Warnings      []string           `json:"warnings,omitempty"`
+	Assumptions   []string           `json:"assumptions"`
+	Confidence    report.Confidence  `json:"confidence"`
 }
 
 type noPlanJSON struct {
@@ -143,9 +144,9 @@ func (c *PlanCmd) gpuJSON(s *gpuSetup, perNode int64, hw plan.Hardware, req esti
 	if avail == 0 {
 		avail = req.GPUTotal
 	}
-	g := planGPUJSON{Name: s.name, GPUsPerNode: perNode, Nodes: c.Nodes, PeakTFLOPs: hw.PeakTFLOPs,
+	g := planGPUJSON{Name: s.Name, GPUsPerNode: perNode, Nodes: c.Nodes, PeakTFLOPs: hw.PeakTFLOPs,
 		TotalGB: bytesize.RoundedGiB(req.GPUTotal, 3), AvailableGB: bytesize.RoundedGiB(avail, 3)}
-	for _, k := range s.cards() {
+	for _, k := range s.Cards() {
 		if k.DenseTFLOPs16 != nil && *k.DenseTFLOPs16 == hw.PeakTFLOPs {
 			g.PeakSource = k.TFLOPsSource
 			break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"strings"
 	"testing"
 
@@ -167,7 +168,7 @@ func TestProgressOnTerminal(t *testing.T) {
 		if want := map[bool]int{true: 2, false: 0}[tty]; lines != want {
 			t.Errorf("terminal %v: %d progress lines, want %d; stderr %q", tty, lines, want, errb.String())
 		}
-		var got EstimateJSON
+		var got report.Estimate
 		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 			t.Fatal(err)
 		}

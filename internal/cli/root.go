@@ -72,6 +72,7 @@ type Root struct {
 	Calibrate CalibrateCmd `cmd:"" help:"Fit the default estimator's coefficients on measured cases and write a calibration file."`
 	Bench     BenchCmd     `cmd:"" help:"Run a bounded training probe on this GPU, measure the real peak and write a receipt."`
 	Trace     TraceCmd     `cmd:"" help:"Where a training step's GPU time goes, from a PyTorch profiler (Kineto) trace."`
+	Serve     ServeCmd     `cmd:"" help:"Serve the calculator as a local web page, with a JSON API over the same library calls."`
 
 	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	Help       HelpCmd       `cmd:"" help:"Show the help of a command: 'canifinetune help estimate'."`

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/canifinetune/canifinetune/internal/report"
 	"os"
 	"reflect"
 	"regexp"
@@ -174,7 +175,7 @@ func TestJSONSchemasDocumented(t *testing.T) {
 		doc   string
 		types []any
 	}{
-		{"estimate-json.md", []any{EstimateJSON{}}},
+		{"estimate-json.md", []any{report.Estimate{}}},
 		{"plan-json.md", []any{PlanJSON{}}},
 		{"validate-json.md", []any{ValidateJSON{}}},
 		{"calibration-json.md", []any{evidence.Calibration{}, struct {

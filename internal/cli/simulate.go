@@ -14,6 +14,7 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu/probe"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/oracle"
 )
@@ -25,53 +26,15 @@ type SimulateFlags struct {
 	SimulateTimeout time.Duration `name:"simulate-timeout" default:"5m" help:"How long --simulate may run before it is stopped."`
 }
 
-// simulationJSON is estimate --json's "simulation" block: the oracle's
-// allocated peaks beside the estimate's.
-type simulationJSON struct {
-	Oracle        string            `json:"oracle"`
-	Python        string            `json:"python"`
-	PythonVersion string            `json:"python_version"`
-	Versions      map[string]string `json:"versions"`
-	// AllocatedBytes is the oracle's peak of live tensor bytes (the figure
-	// for torch.cuda.max_memory_allocated, less what NotSimulated lists).
-	AllocatedBytes int64   `json:"allocated_bytes"`
-	AllocatedGB    float64 `json:"allocated_gb"`
-	// EstimateAllocatedBytes is the estimate's allocated level, compared.
-	EstimateAllocatedBytes int64   `json:"estimate_allocated_bytes"`
-	EstimateAllocatedGB    float64 `json:"estimate_allocated_gb"`
-	// DifferencePct is (estimate − simulated) / simulated × 100.
-	DifferencePct float64              `json:"difference_pct"`
-	Phases        []simulatedPhaseJSON `json:"phases"`
-	// ParamsBytes, GradsBytes, OptimizerStateBytes: the state the oracle held.
-	ParamsBytes         int64    `json:"params_bytes"`
-	GradsBytes          int64    `json:"grads_bytes"`
-	OptimizerStateBytes int64    `json:"optimizer_state_bytes"`
-	TrainableParams     int64    `json:"trainable_params"`
-	LoRATargets         []string `json:"lora_targets,omitempty"`
-	NotSimulated        []string `json:"not_simulated"`
-	CPUSeconds          float64  `json:"cpu_seconds"`
-}
-
-// simulatedPhaseJSON is one phase's peak: the oracle's, and the estimate's
-// where the estimator has a figure for that phase (null otherwise).
-type simulatedPhaseJSON struct {
-	Phase                  string   `json:"phase"`
-	AllocatedBytes         int64    `json:"allocated_bytes"`
-	AllocatedGB            float64  `json:"allocated_gb"`
-	EstimateAllocatedBytes *int64   `json:"estimate_allocated_bytes"`
-	EstimateAllocatedGB    *float64 `json:"estimate_allocated_gb"`
-	DifferencePct          *float64 `json:"difference_pct"`
-}
-
 // oracleName says what the simulated figure is, in the JSON and the table.
 const oracleName = "fake-tensor oracle: two training steps on meta tensors, live storages rounded to 512 B"
 
 // notSimulatedByFlags are the requests the oracle would not see: flags its
 // request vocabulary does not carry. It refuses everything else it does not
 // imitate itself (QLoRA, mixed precision, MoE, sharding, fused kernels, …).
-func notSimulatedByFlags(c *EstimateCmd, n estimate.Request) string {
+func notSimulatedByFlags(c *EstimateCmd, cfg report.Config) string {
 	var why []string
-	if len(n.ExtraTrainable) > 0 {
+	if len(c.Extra) > 0 {
 		why = append(why, "--extra-trainable (modules trained in full beside the adapters)")
 	}
 	if c.OptimDtype != nil {
@@ -80,8 +43,8 @@ func notSimulatedByFlags(c *EstimateCmd, n estimate.Request) string {
 	if c.Compile {
 		why = append(why, "--compile (torch.compile)")
 	}
-	if n.Stack != "" && n.Stack != estimate.StackHFTrainer {
-		why = append(why, fmt.Sprintf("--stack %s (the oracle runs the HF Trainer + PEFT code path)", n.Stack))
+	if cfg.Stack != "" && cfg.Stack != estimate.StackHFTrainer {
+		why = append(why, fmt.Sprintf("--stack %s (the oracle runs the HF Trainer + PEFT code path)", cfg.Stack))
 	}
 	return strings.Join(why, "; ")
 }
@@ -108,9 +71,8 @@ func simulationPython(env *Env, flag string) (oracle.Interpreter, bool) {
 
 // simulate runs the oracle on the estimate's request and returns the
 // comparison; its errors say what is missing or not simulated, exit 1.
-func (c *EstimateCmd) simulate(env *Env, rm *modelsource.Resolved, req estimate.Request, out EstimateJSON, phases estimate.Phases) (*simulationJSON, error) {
-	n, _ := req.Normalize()
-	if why := notSimulatedByFlags(c, n); why != "" {
+func (c *EstimateCmd) simulate(env *Env, rm *modelsource.Resolved, out report.Estimate, phases estimate.Phases) (*report.Simulation, error) {
+	if why := notSimulatedByFlags(c, out.Config); why != "" {
 		return nil, &exitError{code: ExitError, err: fmt.Errorf("not simulated: %s", why),
 			hint: "drop --simulate for the estimate alone, or drop those flags to simulate the rest"}
 	}
@@ -160,9 +122,9 @@ func simulationError(err error, py oracle.Interpreter) error {
 // oracle's largest of forward, loss and backward; and the optimizer step
 // (gradients, optimizer temporaries), compared with the oracle's optimizer
 // phase. Other estimators sum every term and have no phase figures.
-func compareSimulation(sim *oracle.Simulation, out EstimateJSON, ph estimate.Phases) *simulationJSON {
+func compareSimulation(sim *oracle.Simulation, out report.Estimate, ph estimate.Phases) *report.Simulation {
 	est := out.Levels.AllocatedBytes
-	s := &simulationJSON{
+	s := &report.Simulation{
 		Oracle: oracleName, Python: sim.Python, PythonVersion: sim.PythonVersion, Versions: sim.Versions,
 		AllocatedBytes: sim.PeakBytes, AllocatedGB: gib3(sim.PeakBytes),
 		EstimateAllocatedBytes: est, EstimateAllocatedGB: gib3(est),
@@ -181,7 +143,7 @@ func compareSimulation(sim *oracle.Simulation, out EstimateJSON, ph estimate.Pha
 		fwdLoss, step = &f, &st
 	}
 	row := func(name string, simBytes int64, estBytes *int64) {
-		p := simulatedPhaseJSON{Phase: name, AllocatedBytes: simBytes, AllocatedGB: gib3(simBytes)}
+		p := report.SimulatedPhase{Phase: name, AllocatedBytes: simBytes, AllocatedGB: gib3(simBytes)}
 		if estBytes != nil {
 			g, d := gib3(*estBytes), pctDiff(*estBytes, simBytes)
 			p.EstimateAllocatedBytes, p.EstimateAllocatedGB, p.DifferencePct = estBytes, &g, &d
@@ -216,7 +178,7 @@ var phaseWords = map[string]string{
 	"optimizer":             "optimizer step",
 }
 
-func printSimulation(w io.Writer, s *simulationJSON) {
+func printSimulation(w io.Writer, s *report.Simulation) {
 	var vs []string
 	for _, m := range oracle.Modules {
 		if v, ok := s.Versions[m]; ok {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/canifinetune/canifinetune/internal/report"
 )
 
 // fakeOracle writes a sh script standing in for Python running the oracle's
@@ -41,7 +43,7 @@ func TestSimulateJSON(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			var out EstimateJSON
+			var out report.Estimate
 			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +104,7 @@ func TestSimulateReferenceEstimatorHasNoPhaseFigures(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var out EstimateJSON
+	var out report.Estimate
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestSimulateRealOracle(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var out EstimateJSON
+	var out report.Estimate
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,14 @@ import (
 // TraceCmd reports where a training step's GPU time goes, from PyTorch
 // profiler (Kineto) traces.
 type TraceCmd struct {
-	Files    []string `arg:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped; - reads standard input. Two files: compare before and after."`
-	JSON     bool     `help:"Print the report as JSON (schema: docs/trace-json.md)."`
-	WhatIf   []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Bound on how much shorter the GPU timeline gets if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
-	Top      int      `default:"10" help:"Kernel names to list in the table (all are in --json)."`
-	AllSteps bool     `help:"Keep the first (warm-up) and last (truncated) steps in the typical figures."`
+	Files     []string `arg:"" optional:"" name:"trace" help:"Kineto Chrome-trace JSON, plain or gzipped; - reads standard input. Two files: compare before and after."`
+	Ranks     string   `placeholder:"DIR|GLOB" help:"Compare the ranks of one run: a directory of per-rank traces (files ending .json or .json.gz) or a glob; analysed one file at a time."`
+	Straggler float64  `name:"straggler-threshold" default:"0.1" help:"With --ranks: a rank whose typical step exceeds the median rank's by more than this fraction is a straggler."`
+	Ops       bool     `help:"Attribute GPU time to the host op (ATen op) that launched it, through the kernels' External ids: self GPU time per op. Sorts one more record per host op."`
+	JSON      bool     `help:"Print the report as JSON (schema: docs/trace-json.md)."`
+	WhatIf    []string `name:"what-if" placeholder:"CATEGORY=Sx" help:"Bound on how much shorter the GPU timeline gets if CATEGORY gets S times faster, e.g. attention=1.5x. Repeatable."`
+	Top       int      `default:"10" help:"Kernel names to list in the table (all are in --json)."`
+	AllSteps  bool     `help:"Keep the first (warm-up) and last (truncated) steps in the typical figures."`
 }
 
 // traceMemoryLimit is the soft heap limit while a trace is analysed. The
@@ -42,6 +45,12 @@ type traceJSON struct {
 
 // Run analyses one trace, or compares two.
 func (c *TraceCmd) Run(env *Env) error {
+	if c.Ranks != "" {
+		return c.runRanks(env)
+	}
+	if len(c.Files) == 0 {
+		return usageErrorf("canifinetune trace FILE", "trace takes one file, two to compare, or --ranks DIR")
+	}
 	if len(c.Files) > 2 {
 		return usageErrorf("canifinetune trace BEFORE.json.gz AFTER.json.gz", "trace takes one file, or two to compare; got %d", len(c.Files))
 	}
@@ -68,7 +77,7 @@ func (c *TraceCmd) Run(env *Env) error {
 		// the heap reach twice the live set before collecting; a soft limit
 		// keeps the peak RSS well under 64 MiB. It is soft: nothing fails
 		// above it, the GC only works harder. GOMEMLIMIT overrides it.
-		defer debug.SetMemoryLimit(debug.SetMemoryLimit(traceMemoryLimit))
+		defer setTraceMemoryLimit()()
 	}
 	// Ctrl-C or SIGTERM stops the analysis at its next read or scratch
 	// write, so that the scratch directory is removed on the way out.
@@ -76,7 +85,7 @@ func (c *TraceCmd) Run(env *Env) error {
 	defer stop()
 	reports := make([]*trace.Report, len(c.Files))
 	for i, f := range c.Files {
-		r, err := analyzeTraceFile(ctx, f, env.Stdin, trace.Options{AllSteps: c.AllSteps}, "")
+		r, err := analyzeTraceFile(ctx, f, env.Stdin, trace.Options{AllSteps: c.AllSteps, HostOps: c.Ops}, "")
 		if err != nil {
 			return err
 		}
@@ -111,6 +120,13 @@ func (c *TraceCmd) Run(env *Env) error {
 	writeTraceReport(out, r, c.Top)
 	writeTraceWhatIf(out, ps)
 	return nil
+}
+
+// setTraceMemoryLimit sets the soft heap limit for an analysis and returns
+// the function that restores the previous one.
+func setTraceMemoryLimit() func() {
+	prev := debug.SetMemoryLimit(traceMemoryLimit)
+	return func() { debug.SetMemoryLimit(prev) }
 }
 
 // stdinName is the name "-" stands for in messages and in the report.
@@ -370,9 +386,10 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		fmt.Fprintf(out, "  busy %s of %s span (%s busy); Σdur %s, overlap %s (%s of busy)\n",
 			fmtNS(d.BusyNS), fmtNS(d.SpanNS), tracePct(d.BusyFraction), fmtNS(d.SumDurNS), fmtNS(d.OverlapNS), tracePct(traceRatio(d.OverlapNS, d.BusyNS)))
 		tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "  stream\tops\tbusy\tΣdur\tself-overlaps")
+		fmt.Fprintln(tw, "  stream\tops\tbusy\tΣdur\tself-overlaps\tidle: host wait\tkernel wait\tother")
 		for _, s := range d.Streams {
-			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%d\n", s.Stream, s.Ops, fmtNS(s.BusyNS), fmtNS(s.SumDurNS), s.SelfOverlaps)
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Stream, s.Ops, fmtNS(s.BusyNS), fmtNS(s.SumDurNS), s.SelfOverlaps,
+				fmtNS(s.IdleHostWaitNS), fmtNS(s.IdleKernelWaitNS), fmtNS(s.IdleOtherNS))
 		}
 		tw.Flush()
 
@@ -387,9 +404,13 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		}
 		tw.Flush()
 
+		if d.CommCompOverlapNS > 0 || traceCommUnion(d) > 0 {
+			fmt.Fprintf(out, "  communication beside computation: %s of the communication union (%s)\n", tracePct(d.CommCompOverlap), fmtNS(d.CommCompOverlapNS))
+		}
+
 		fmt.Fprintf(out, "\n  top kernels (%d names)\n", len(d.Kernels))
 		tw = tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "  kernel\tcategory\tops\texclusive\tshare\tper step")
+		fmt.Fprintln(tw, "  kernel\tcategory\tops\texclusive\tshare\tper step\tmean\tstd\tmin\tmax")
 		shown := d.Kernels[:min(top, len(d.Kernels))]
 		names := make([]string, len(shown))
 		for i, k := range shown {
@@ -397,9 +418,20 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		}
 		short := shortNames(names, 48)
 		for i, k := range shown {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", short[i], k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS))
+			mean, std, lo, hi := "-", "-", "-", "-"
+			if k.Dur != nil {
+				mean, std, lo, hi = fmtNS(int64(k.Dur.MeanNS+0.5)), fmtNS(int64(k.Dur.StdNS+0.5)), fmtNS(k.Dur.MinNS), fmtNS(k.Dur.MaxNS)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short[i], k.Category, k.Ops, fmtNS(k.ExclusiveNS), tracePct(k.Share), tracePerStep(k.PerStepNS),
+				mean, std, lo, hi)
 		}
 		tw.Flush()
+		sk, ld := d.ShortKernels, d.LaunchDelay
+		fmt.Fprintf(out, "  kernels under %s: %d of %d (%s), %s of kernel Σdur (%s)\n", fmtNS(sk.ThresholdNS), sk.Count, sk.Kernels, tracePct(sk.Share), fmtNS(sk.SumDurNS), tracePct(sk.DurShare))
+		if ld.Count > 0 {
+			fmt.Fprintf(out, "  launch to start (%d kernels): p50 %s, p90 %s, mean %s, max %s\n", ld.Count, fmtNS(ld.P50NS), fmtNS(ld.P90NS), fmtNS(ld.MeanNS), fmtNS(ld.MaxNS))
+		}
+		writeTraceHostOps(out, d, top)
 
 		for _, lt := range d.Labels {
 			writeTraceLabels(out, lt)
@@ -411,6 +443,9 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		fmt.Fprintf(out, "    host launched late %s (%s), in launch call %s (%s), already queued %s (%s), unattributed %s (%s)\n",
 			fmtNS(g.HostLateNS), tracePct(traceRatio(g.HostLateNS, g.TotalNS)), fmtNS(g.LaunchNS), tracePct(traceRatio(g.LaunchNS, g.TotalNS)),
 			fmtNS(g.QueuedNS), tracePct(traceRatio(g.QueuedNS, g.TotalNS)), fmtNS(g.UnattributedNS), tracePct(traceRatio(g.UnattributedNS, g.TotalNS)))
+	}
+	if r.CUDASync.Count > 0 {
+		fmt.Fprintf(out, "\ncuda_sync: %d synchronisations, %s in all, longest %s\n", r.CUDASync.Count, fmtNS(r.CUDASync.TotalNS), fmtNS(r.CUDASync.MaxNS))
 	}
 	if len(r.Flags) == 0 {
 		fmt.Fprintln(out, "\nreliability: no flags")
@@ -424,6 +459,35 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		}
 		fmt.Fprintf(out, "  %s%s: %s\n    affects: %s\n", f.Code, where, f.Detail, f.BlastRadius)
 	}
+}
+
+// traceCommUnion is the device's communication union.
+func traceCommUnion(d trace.Device) int64 {
+	for _, c := range d.Categories {
+		if c.Name == "communication" && c.UnionNS != nil {
+			return *c.UnionNS
+		}
+	}
+	return 0
+}
+
+func writeTraceHostOps(out io.Writer, d trace.Device, top int) {
+	if len(d.HostOps) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n  host ops by self GPU time (Σdur of the GPU ops each launched; %d names)\n", len(d.HostOps))
+	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  host op\tGPU ops\tself GPU\tshare of Σdur")
+	shown := d.HostOps[:min(top, len(d.HostOps))]
+	names := make([]string, len(shown))
+	for i, h := range shown {
+		names[i] = h.Name
+	}
+	short := shortNames(names, 48)
+	for i, h := range shown {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", short[i], h.GPUOps, fmtNS(h.SelfGPUNS), tracePct(h.Share))
+	}
+	tw.Flush()
 }
 
 func traceRatio(a, b int64) float64 {

@@ -1,0 +1,370 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/canifinetune/canifinetune/catalog"
+	"github.com/canifinetune/canifinetune/gpu"
+	"github.com/canifinetune/canifinetune/internal/report"
+)
+
+var (
+	testSrvOnce sync.Once
+	testSrv     *httptest.Server
+)
+
+// server is one test server for the package (scoring the cohort at start-up
+// is the expensive part), with the Host check on: httptest's URL is
+// 127.0.0.1:port, which the check accepts.
+func server(t testing.TB) *httptest.Server {
+	t.Helper()
+	testSrvOnce.Do(func() {
+		ts := httptest.NewUnstartedServer(nil)
+		s, err := New(Options{Addr: ts.Listener.Addr().String()})
+		if err != nil {
+			panic(err)
+		}
+		ts.Config.Handler = s.Handler()
+		ts.Start()
+		testSrv = ts
+	})
+	return testSrv
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func do(t testing.TB, method, path string, body io.Reader, header map[string]string) response {
+	t.Helper()
+	ts := server(t)
+	req, err := http.NewRequest(method, ts.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+func problemOf(t *testing.T, b []byte) Problem {
+	t.Helper()
+	var p Problem
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatalf("error body %q: %v", b, err)
+	}
+	return p
+}
+
+const good = "/api/estimate?model=Qwen/Qwen2.5-7B&method=qlora&gpu=rtx-4090&seq-len=4096"
+
+// TestAPIRoutes: every route with good and bad input, its status and, for an
+// error, the field and the message (the CLI's words; the CLI package checks
+// they equal what the command prints).
+func TestAPIRoutes(t *testing.T) {
+	json := map[string]string{"Content-Type": "application/json"}
+	tests := []struct {
+		name, method, path, body string
+		header                   map[string]string
+		status                   int
+		field, msg               string
+	}{
+		{"estimate GET", "GET", good, "", nil, 200, "", ""},
+		{"estimate POST", "POST", "/api/estimate", `{"model":"Qwen/Qwen2.5-7B","method":"qlora","gpu":"rtx-4090","seq-len":4096}`, json, 200, "", ""},
+		{"estimate POST targets list", "POST", "/api/estimate", `{"model":"Qwen/Qwen2.5-7B","targets":["q_proj","v_proj"]}`, json, 200, "", ""},
+		{"seq-len out of range", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&seq-len=-5", "", nil, 400, "seq-len", "--seq-len must be an integer in 1..16777216, got -5"},
+		{"seq-len not a number", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&seq-len=abc", "", nil, 400, "seq-len", `--seq-len: expected an integer, got "abc"`},
+		{"rank 0", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&rank=0", "", nil, 400, "rank", "--rank must be an integer in 1..1048576, got 0"},
+		{"unknown method", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&method=bogus", "", nil, 400, "method", `--method must be one of "full","lora","qlora" but got "bogus"`},
+		{"unknown GPU", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&gpu=nosuchcard", "", nil, 400, "gpu", ""},
+		{"gpu and vram", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&gpu=rtx-4090&gpu-vram-gb=24", "", nil, 400, "gpu", "give --gpu or --gpu-vram-gb, not both"},
+		{"unknown parameter", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&seqlen=5", "", nil, 400, "seqlen", ""},
+		{"no model", "GET", "/api/estimate", "", nil, 400, "model", "no model given"},
+		{"local path refused", "GET", "/api/estimate?model=/etc", "", nil, 404, "model", `model not in the embedded catalog: "/etc"`},
+		{"unknown model", "GET", "/api/estimate?model=nope/nothing", "", nil, 404, "model", `model not in the embedded catalog: "nope/nothing"`},
+		{"LoRA flag with full", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&method=full&targets=all-linear", "", nil, 400, "targets", ""},
+		{"bad JSON", "POST", "/api/estimate", `{"model":`, json, 400, "", ""},
+		{"JSON object value", "POST", "/api/estimate", `{"model":{"a":1}}`, json, 400, "model", ""},
+		{"not JSON", "POST", "/api/estimate", `model=x`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, "", ""},
+		{"body too large", "POST", "/api/estimate", `{"model":"` + strings.Repeat("a", MaxBodyBytes) + `"}`, json, 413, "", ""},
+		{"estimate PUT", "PUT", "/api/estimate", "{}", json, 405, "", ""},
+		{"models", "GET", "/api/models", "", nil, 200, "", ""},
+		{"models POST", "POST", "/api/models", "{}", json, 405, "", ""},
+		{"gpus", "GET", "/api/gpus", "", nil, 200, "", ""},
+		{"gpus DELETE", "DELETE", "/api/gpus", "", nil, 405, "", ""},
+		{"page POST", "POST", "/", "", nil, 405, "", ""},
+		{"static", "GET", "/static/style.css", "", nil, 200, "", ""},
+		{"no such path", "GET", "/etc/passwd", "", nil, 404, "", ""},
+		{"static traversal", "GET", "/static/../server.go", "", nil, 404, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := do(t, tt.method, tt.path, strings.NewReader(tt.body), tt.header)
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d; body %s", r.status, tt.status, r.body)
+			}
+			if tt.status == 405 && r.header.Get("Allow") == "" {
+				t.Errorf("405 without an Allow header")
+			}
+			if tt.status < 400 || tt.status == 404 && tt.field == "" {
+				return
+			}
+			p := problemOf(t, r.body)
+			if p.Field != tt.field {
+				t.Errorf("field %q, want %q (%s)", p.Field, tt.field, p.Message)
+			}
+			if tt.msg != "" && p.Message != tt.msg {
+				t.Errorf("message %q, want %q", p.Message, tt.msg)
+			}
+			if p.Message == "" {
+				t.Error("no message")
+			}
+		})
+	}
+}
+
+// TestAPIDocuments: the models and gpus routes serve the documents the CLI
+// prints, and GET and POST of the same parameters give the same estimate.
+func TestAPIDocuments(t *testing.T) {
+	var models []report.ModelRow
+	if err := json.Unmarshal(do(t, "GET", "/api/models", nil, nil).body, &models); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(report.NewModels(catalog.All()), models); diff != "" {
+		t.Errorf("/api/models (-want +got):\n%s", diff)
+	}
+	var gpus report.GPUs
+	if err := json.Unmarshal(do(t, "GET", "/api/gpus", nil, nil).body, &gpus); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(report.NewGPUs(gpu.Cards()), gpus); diff != "" {
+		t.Errorf("/api/gpus (-want +got):\n%s", diff)
+	}
+	get := do(t, "GET", good, nil, nil).body
+	post := do(t, "POST", "/api/estimate", strings.NewReader(`{"model":"Qwen/Qwen2.5-7B","method":"qlora","gpu":"rtx-4090","seq-len":4096}`), nil).body
+	if !bytes.Equal(get, post) {
+		t.Errorf("GET and POST of the same parameters differ:\n%s\n%s", get, post)
+	}
+	var e report.Estimate
+	if err := json.Unmarshal(get, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Config.Method != "qlora" || e.Config.SeqLen != 4096 || e.GPU == nil || e.GPU.Name != "NVIDIA GeForce RTX 4090" || e.Verdict.Fit == "" {
+		t.Errorf("estimate does not follow the query: config %+v gpu %+v verdict %+v", e.Config, e.GPU, e.Verdict)
+	}
+}
+
+// TestHostCheck: a page reached through another name (DNS rebinding) or
+// another port is refused; the loopback names of its own port are served.
+func TestHostCheck(t *testing.T) {
+	port := server(t).Listener.Addr().(*net.TCPAddr).Port
+	p := strconv.Itoa(port)
+	for _, tt := range []struct {
+		host   string
+		status int
+	}{
+		{"127.0.0.1:" + p, 200}, {"localhost:" + p, 200}, {"LOCALHOST:" + p, 200}, {"[::1]:" + p, 200},
+		{"evil.example:" + p, 403}, {"evil.example", 403}, {"127.0.0.1:1", 403}, {"localhost", 403}, {"127.0.0.1.nip.io:" + p, 403},
+	} {
+		if r := do(t, "GET", "/api/gpus", nil, map[string]string{"Host": tt.host}); r.status != tt.status {
+			t.Errorf("Host %q: status %d, want %d", tt.host, r.status, tt.status)
+		}
+	}
+	// With AllowRemote the server was bound for other machines on purpose.
+	s, err := New(Options{Addr: "0.0.0.0:8080", AllowRemote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/api/gpus", nil)
+	req.Host = "gpu-box.lan:8080"
+	s.Handler().ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("AllowRemote: status %d, want 200", rec.Code)
+	}
+}
+
+// TestOriginCheck: a POST from another site's page is refused; one from the
+// page itself, or from a client that is not a browser, is served.
+func TestOriginCheck(t *testing.T) {
+	u, _ := url.Parse(server(t).URL)
+	body := `{"model":"Qwen/Qwen2.5-7B"}`
+	for _, tt := range []struct {
+		header map[string]string
+		status int
+	}{
+		{map[string]string{"Origin": "http://evil.example"}, 403},
+		{map[string]string{"Origin": "null"}, 403},
+		{map[string]string{"Origin": "http://" + u.Host + ".evil.example"}, 403},
+		{map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+		{map[string]string{"Origin": "http://" + u.Host}, 200},
+		{map[string]string{"Origin": "http://" + u.Host, "Sec-Fetch-Site": "same-origin"}, 200},
+		{map[string]string{}, 200},
+	} {
+		tt.header["Content-Type"] = "application/json"
+		if r := do(t, "POST", "/api/estimate", strings.NewReader(body), tt.header); r.status != tt.status {
+			t.Errorf("headers %v: status %d, want %d (%s)", tt.header, r.status, tt.status, r.body)
+		}
+	}
+}
+
+var (
+	selectRE   = regexp.MustCompile(`(?s)<select name="([^"]+)">(.*?)</select>`)
+	selectedRE = regexp.MustCompile(`<option value="([^"]*)"[^>]*\sselected>`)
+	inputRE    = regexp.MustCompile(`<input name="([^"]+)"[^>]*?value="([^"]*)"`)
+	rectRE     = regexp.MustCompile(`<rect class="c-[a-z_]+" data-component="([a-z_]+)"`)
+)
+
+// formValues reads back what the rendered form has selected and filled in.
+func formValues(page string) Params {
+	p := Params{}
+	for _, m := range selectRE.FindAllStringSubmatch(page, -1) {
+		if s := selectedRE.FindStringSubmatch(m[2]); s != nil && s[1] != "" {
+			p[m[1]] = s[1]
+		}
+	}
+	for _, m := range inputRE.FindAllStringSubmatch(page, -1) {
+		if m[2] != "" {
+			p[m[1]] = htmlUnescape(m[2])
+		}
+	}
+	return p
+}
+
+func htmlUnescape(s string) string { return html.UnescapeString(s) }
+
+// TestPageRoundTrip: the page rendered for a query has exactly that
+// configuration selected, and its share link is the same query.
+func TestPageRoundTrip(t *testing.T) {
+	for _, q := range []Params{
+		{"model": "Qwen/Qwen2.5-7B", "method": "qlora", "gpu": "rtx-4090", "seq-len": "4096", "batch": "2", "grad-accum": "8",
+			"grad-ckpt": "unsloth", "attn": "flash_attention_2", "fused-ce": "liger", "optimizer": "adamw_8bit", "rank": "32",
+			"targets": "all-linear", "precision": "bf16-mixed", "quant": "nf4", "stack": "unsloth"},
+		{"model": "meta-llama/Llama-3.1-8B", "method": "full", "gpu-vram-gb": "80", "available-vram-gb": "70.5", "estimator": "seed000"},
+		{"model": "Qwen/Qwen2.5-7B"},
+	} {
+		r := do(t, "GET", "/?"+q.Query(), nil, nil)
+		if r.status != 200 {
+			t.Fatalf("%s: status %d\n%s", q.Query(), r.status, r.body)
+		}
+		page := string(r.body)
+		if diff := cmp.Diff(q, formValues(page)); diff != "" {
+			t.Errorf("%s: form (-query +page):\n%s", q.Query(), diff)
+		}
+		share := regexp.MustCompile(`<a id="share" href="/\?([^"]*)"`).FindStringSubmatch(page)
+		if share == nil {
+			t.Fatalf("%s: no share link", q.Query())
+		}
+		got, err := url.ParseQuery(htmlUnescape(share[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, _ := ParseQuery(got)
+		if diff := cmp.Diff(q, back); diff != "" {
+			t.Errorf("share link %s (-query +link):\n%s", share[1], diff)
+		}
+	}
+}
+
+// TestPageResult: the page shows the verdict of the API's estimate and one
+// SVG rect per non-zero component, in order, with its source as a tooltip.
+func TestPageResult(t *testing.T) {
+	var e report.Estimate
+	if err := json.Unmarshal(do(t, "GET", good, nil, nil).body, &e); err != nil {
+		t.Fatal(err)
+	}
+	page := string(do(t, "GET", "/?"+strings.TrimPrefix(good, "/api/estimate?"), nil, nil).body)
+	if want := `<span id="verdict">` + e.Verdict.Fit + `</span>`; !strings.Contains(page, want) {
+		t.Errorf("page lacks the verdict %q", want)
+	}
+	var want []string
+	for _, c := range e.Components {
+		if c.Bytes > 0 {
+			want = append(want, c.Name)
+			if !strings.Contains(html.UnescapeString(page), c.Source) {
+				t.Errorf("page lacks the source of %s", c.Name)
+			}
+		}
+	}
+	var got []string
+	for _, m := range rectRE.FindAllStringSubmatch(page, -1) {
+		got = append(got, m[1])
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bar segments (-components +rects):\n%s", diff)
+	}
+	for _, s := range []string{"yes ≤ 85 %", "marginal ≤ 97 %", "confidence: <strong>" + e.Confidence.Grade, "measured error of canifinetune", "method qlora"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
+	}
+}
+
+// TestPageEscapes: what a request carries is escaped, never markup.
+func TestPageEscapes(t *testing.T) {
+	evil := `<script>alert(1)</script>`
+	r := do(t, "GET", "/?"+url.Values{"model": {evil}}.Encode(), nil, nil)
+	if r.status != 404 {
+		t.Errorf("status %d, want 404", r.status)
+	}
+	page := string(r.body)
+	if strings.Contains(page, evil) || strings.Contains(page, "<script>alert") {
+		t.Error("the model name reached the page unescaped")
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("the page does not show the escaped name")
+	}
+	if got := r.header.Get("Content-Security-Policy"); !strings.Contains(got, "default-src 'self'") {
+		t.Errorf("Content-Security-Policy %q", got)
+	}
+}
+
+// TestNoToken: a Hugging Face token in the environment never reaches a
+// response.
+func TestNoToken(t *testing.T) {
+	const token = "hf_thisIsNotARealTokenButAMarker"
+	t.Setenv("HF_TOKEN", token)
+	for _, path := range []string{"/", "/?model=Qwen/Qwen2.5-7B&gpu=rtx-4090", good, "/api/models", "/api/gpus", "/api/estimate?model=nope/x"} {
+		if r := do(t, "GET", path, nil, nil); bytes.Contains(r.body, []byte(token)) || bytes.Contains(r.body, []byte("HF_TOKEN")) {
+			t.Errorf("%s: the response carries the token", path)
+		}
+	}
+}
+
+// TestHTTPServerTimeouts: the server a command runs has every timeout set.
+func TestHTTPServerTimeouts(t *testing.T) {
+	s := NewHTTPServer(http.NotFoundHandler())
+	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
+		t.Errorf("timeouts %v %v %v %v, header bytes %d", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes)
+	}
+}
