@@ -112,6 +112,7 @@ def write_rows(path: str, rows: list[dict]) -> None:
         with os.fdopen(fd, "w") as f:
             for r in rows:
                 f.write(json.dumps(r, sort_keys=False) + "\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the grid is a committed file
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
