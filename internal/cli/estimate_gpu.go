@@ -215,14 +215,6 @@ func (c *EstimateCmd) worldError(f gpuFlags, err error) error {
 	return usageErrorf("--num-gpus 8 --nodes 2", "%d GPUs per node × --nodes %d: the world size must be at most %d GPUs", we.PerNode, we.Nodes, estimate.MaxGPUs)
 }
 
-func joinIndex(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
-}
-
 // printGPUSetup writes the budget, the verdict and what the GPU setup
 // decided (placement, per-GPU data parallelism, notes).
 func printGPUSetup(w io.Writer, o report.Estimate) {
