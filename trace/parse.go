@@ -519,18 +519,7 @@ func (t *Trace) readID(s *scanner, e *event) (int64, bool, error) {
 		// Negative keeps hashed ids apart from numeric GPU devices/streams.
 		return -int64(h.Sum64() >> 2), false, err
 	}
-	if c != '-' && (c < '0' || c > '9') {
-		return 0, false, s.skipValue()
-	}
-	e.num, err = s.readNumber(e.num[:0])
-	if errors.Is(err, errNumberTooLong) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	v, err := parseInt(e.num)
-	return v, err == nil, nil
+	return t.readOptInt(s, e)
 }
 
 func (t *Trace) readArgs(s *scanner, e *event) error {
