@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Prints the path of a Python virtual environment that holds exactly the
-# packages of oracle/requirements.lock, creating it on first use.
+# packages of a lock file, creating it on first use.
+#
+# Usage: scripts/python-env.sh [LOCK]
+#   LOCK  the lock file (default: oracle/requirements.lock, the oracle's torch
+#         stack); e.g. trace/hta/requirements.lock for the HolisticTraceAnalysis
+#         cross-check. A relative path is from the current directory.
 #
 # The environment lives outside the clone, keyed by the lock file's sha256:
 #   ${CANIFINETUNE_PY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/canifinetune}/venv-<hash12>
@@ -14,12 +19,20 @@
 #                          persistent cache so the ~5.6 GB torch install is reused)
 #   CANIFINETUNE_VENV      use this existing environment instead, after checking
 #                          that `pip freeze` there matches the lock file exactly
+#                          (only for the default lock: an environment for
+#                          another lock is always the keyed one)
 #   PYTHON                 the interpreter to create environments with (python3)
 #
 # Exit status: 0 with the path on stdout; 1 with the reason on stderr.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-lock="$root/oracle/requirements.lock"
+default_lock="$root/oracle/requirements.lock"
+case "${1:-}" in
+"") lock="$default_lock" ;;
+/*) lock="$1" ;;
+*) lock="$PWD/$1" ;;
+esac
+[ $# -le 1 ] || { echo "python-env: usage: scripts/python-env.sh [LOCK]" >&2; exit 1; }
 [ -f "$lock" ] || { echo "python-env: $lock: no such file" >&2; exit 1; }
 
 # The lock's package lines, normalised (lower case, - for _), sorted.
@@ -31,7 +44,7 @@ matches_lock() { # $1: venv dir
 	diff <(pins "$lock") <(printf '%s\n' "$got") >&2
 }
 
-if [ -n "${CANIFINETUNE_VENV:-}" ]; then
+if [ -n "${CANIFINETUNE_VENV:-}" ] && [ "$lock" = "$default_lock" ]; then
 	if [ ! -x "$CANIFINETUNE_VENV/bin/python" ]; then
 		echo "python-env: CANIFINETUNE_VENV=$CANIFINETUNE_VENV has no bin/python" >&2; exit 1
 	fi
@@ -55,7 +68,7 @@ if [ ! -f "$venv/.complete" ]; then
 	py="${PYTHON:-python3}"
 	command -v "$py" >/dev/null || { echo "python-env: $py not found" >&2; exit 1; }
 	rm -rf "$venv"
-	echo "python-env: creating $venv (torch is large: several minutes)" >&2
+	echo "python-env: creating $venv from $lock (several minutes; torch is large)" >&2
 	"$py" -m venv "$venv"
 	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$lock" >&2
 	"$venv/bin/python" -m pip check >&2
