@@ -10,7 +10,8 @@
 # 2,000 GPU ops. HTA runs what TraceAnalysis users run: load the trace, then
 # its temporal, kernel and idle time breakdowns; canifinetune runs `trace
 # --json`, which computes those figures and the rest of its report. Each is
-# measured by /usr/bin/time -v (elapsed wall clock, maximum resident set size).
+# measured by /usr/bin/time -v: elapsed wall clock, CPU (user + system; the
+# fairer figure on a shared machine) and maximum resident set size.
 #
 # Environment: HTA_PYTHON (default: the environment scripts/python-env.sh
 # creates for trace/hta/requirements.lock), BENCH_DIR (default: a temporary
@@ -37,11 +38,13 @@ measure() { # label, command...
 	local label=$1 log="$dir/time.log"
 	shift
 	/usr/bin/time -v "$@" >/dev/null 2>"$log" || { tail -20 "$log"; echo "$label failed" >&2; exit 1; }
-	local wall rss
+	local wall rss cpu secs
 	wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$log")
 	rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$log")
-	printf '%-14s wall %8s  peak RSS %8.1f MiB  %6.1f MB/s\n' "$label" "$wall" "$(echo "$rss/1024" | bc -l)" \
-		"$(echo "$bytes / 1000000 / $(echo "$wall" | awk -F: '{s=0; for (i=1;i<=NF;i++) s=s*60+$i; print s}')" | bc -l)"
+	cpu=$(sed -n 's/.*\(User\|System\) time (seconds): //p' "$log" | awk '{s+=$1} END {print s}')
+	secs=$(echo "$wall" | awk -F: '{s=0; for (i=1;i<=NF;i++) s=s*60+$i; print s}')
+	awk -v l="$label" -v w="$secs" -v c="$cpu" -v r="$rss" -v b="$bytes" 'BEGIN {
+		printf "%-13s wall %7.2f s  cpu %7.2f s  peak RSS %7.1f MiB  %6.1f MB/s of wall, %6.1f MB/s of cpu\n", l, w, c, r/1024, b/1e6/w, b/1e6/c }'
 }
 
 echo "trace: $bytes bytes of JSON ($(grep -c '"cat": "kernel"' "$tr") kernels)"
