@@ -83,7 +83,11 @@ func (c *ServeCmd) serve(ctx context.Context, env *Env) error {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	s, err := web.New(web.Options{Addr: addr, AllowRemote: c.AllowRemote})
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	s, err := web.New(web.Options{Addr: addr, AllowRemote: c.AllowRemote, Backend: WebBackend(getenv)})
 	if err != nil {
 		return err
 	}
