@@ -100,7 +100,7 @@ func (s *Server) uploadProblem(err error) *Problem {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return &Problem{Status: http.StatusRequestEntityTooLarge, Field: "trace",
-			Message: fmt.Sprintf("trace upload over %d MiB, this server's limit", s.opts.MaxTraceBytes>>20),
+			Message: "trace upload over " + sizeWords(s.opts.MaxTraceBytes) + ", this server's limit",
 			Hint:    "canifinetune trace FILE  (the command line streams a trace of any size)"}
 	}
 	return &Problem{Status: http.StatusBadRequest, Field: "trace", Message: err.Error()}
@@ -152,7 +152,7 @@ type traceView struct {
 	Devices  []deviceView
 	Speedups []float64
 	Speedup  float64
-	MaxMiB   int64
+	MaxSize  string
 	Problem  *Problem
 }
 
@@ -301,7 +301,7 @@ func newDeviceView(d trace.Device, r *trace.Report) deviceView {
 // handleTracePage is the trace view: the upload form (GET) and the report
 // of an uploaded trace (POST).
 func (s *Server) handleTracePage(w http.ResponseWriter, r *http.Request) {
-	v := traceView{Nav: "trace", Speedups: speedups, Speedup: 2, MaxMiB: s.opts.MaxTraceBytes >> 20}
+	v := traceView{Nav: "trace", Speedups: speedups, Speedup: 2, MaxSize: sizeWords(s.opts.MaxTraceBytes)}
 	status := http.StatusOK
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -359,4 +359,12 @@ func fmtNS(ns int64) string {
 		return fmt.Sprintf("%s%.1f µs", neg, float64(ns)/1e3)
 	}
 	return fmt.Sprintf("%s%d ns", neg, ns)
+}
+
+// sizeWords is a byte limit in MiB, or KiB below one MiB.
+func sizeWords(n int64) string {
+	if n >= 1<<20 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatInt(n>>10, 10) + " KiB"
 }
