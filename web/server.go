@@ -150,8 +150,16 @@ func (s *Server) hostAllowed(host string) bool {
 
 // sameOrigin: a browser names the page a request comes from in Origin (and
 // Sec-Fetch-Site); a request without either is not from a browser page.
+//
+// Sec-Fetch-Site is set by the browser and cannot be set by a page's
+// script; "same-origin" settles it even when Origin is "null", as Chromium
+// sends for a form's POST under this server's Referrer-Policy: no-referrer.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site == "same-origin" {
+		return true
+	}
+	if site != "" && site != "none" {
 		return false
 	}
 	o := r.Header.Get("Origin")
