@@ -66,7 +66,7 @@ func browser(t *testing.T) context.Context {
 // under testdata/screenshots with -update-screenshots.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
