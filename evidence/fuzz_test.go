@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -119,4 +120,28 @@ func TestFitWithoutCardsRoundTrips(t *testing.T) {
 	if _, err := ParseCalibration(b, "cal.json"); err != nil {
 		t.Fatalf("calibrate wrote what its loader refuses: %v", err)
 	}
+}
+
+// FuzzReadThroughput: any input either reads or fails with an error that
+// wraps ErrInvalidThroughputCase or names the read; never a panic, and
+// every case it accepts validates again.
+func FuzzReadThroughput(f *testing.F) {
+	f.Add([]byte(goodThroughputRow))
+	f.Add([]byte(goodThroughputRow + "\n" + goodThroughputRow))
+	f.Add([]byte(`{"id":"x","measured":{"tokens_per_sec":1e400}}`))
+	f.Add([]byte(strings.Replace(goodThroughputRow, `"lora":null`, `"lora":{"rank":-1,"targets":[]}`, 1)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := ReadThroughput(bytes.NewReader(b), "fuzz")
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("accepted case fails validation: %v", err)
+			}
+			if v := *c.Measured.TokensPerSec; !(v > 0) || math.IsInf(v, 0) {
+				t.Fatalf("accepted speed %v", v)
+			}
+		}
+	})
 }

@@ -183,6 +183,8 @@ func TestJSONSchemasDocumented(t *testing.T) {
 		}{}}},
 		{"receipt-json.md", []any{bench.Receipt{}, sweepResult{}}},
 		{"measurements-schema.md", []any{evidence.Case{}}},
+		{"throughput-schema.md", []any{evidence.ThroughputCase{}}},
+		{"validate-throughput-json.md", []any{ValidateThroughputJSON{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {

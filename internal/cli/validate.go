@@ -13,7 +13,9 @@ import (
 
 // ValidateCmd is `canifinetune validate`.
 type ValidateCmd struct {
-	File string `arg:"" name:"cases" help:"Measured runs, one JSON object a line (format: docs/measurements-schema.md)."`
+	File string `arg:"" optional:"" name:"cases" help:"Measured runs, one JSON object a line (format: docs/measurements-schema.md)."`
+
+	Throughput string `placeholder:"FILE" help:"Score the plan time model's tokens/s against measured training speeds instead (format: docs/throughput-schema.md; JSON: docs/validate-throughput-json.md)."`
 
 	Estimator   string   `default:"" help:"Estimator to score (default: the default estimator; see 'canifinetune estimate --help')."`
 	Compare     []string `sep:"," placeholder:"NAME" help:"More estimators to score side by side with --estimator, on the rows all of them support."`
@@ -46,6 +48,13 @@ the cases inside its domain (model types, methods, stacks, GPU memory) and its
 embedded ones elsewhere; the report says how many cases were calibrated and why
 the others were not. Add --compare with the same estimator to see both.
 
+With --throughput FILE (and no cases file), scores the time model of 'plan'
+instead: tokens/s predicted for each measured run's configuration at the
+default model-FLOPs utilisation against the measured tokens/s, with the
+median and p90 |error| overall, per framework, per GPU and per framework on
+a GPU, and the utilisation that would centre each group's errors:
+  canifinetune validate --throughput evidence/throughput.jsonl
+
 Exit codes: 0 scored, 1 unreadable or malformed cases or calibration file,
 2 usage.`
 }
@@ -57,6 +66,9 @@ var (
 
 // Run implements the command.
 func (c *ValidateCmd) Run(env *Env) error {
+	if c.Throughput != "" || c.File == "" {
+		return c.runThroughput(env)
+	}
 	filter, err := c.filter()
 	if err != nil {
 		return err
