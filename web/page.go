@@ -169,7 +169,7 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 		v.Errors = s.measured.slices(v.Result.Estimator.Name, v.Result.Config.Method, v.Result.Model.ID)
 	}
 	var buf bytes.Buffer
-	if err := s.page.Execute(&buf, v); err != nil {
+	if err := s.page.ExecuteTemplate(&buf, "index.html", v); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -184,6 +184,8 @@ var funcs = template.FuncMap{
 	"f1":     func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"div1e9": func(n int64) float64 { return float64(n) / 1e9 },
 	"mul100": func(f float64) float64 { return 100 * f },
+	"div1e6": func(n int64) float64 { return float64(n) / 1e6 },
+	"add":    func(a, b float64) float64 { return a + b },
 	"signed": func(f *float64) string {
 		if f == nil {
 			return "–"

@@ -60,10 +60,15 @@ func badParam(field, format string, args ...any) *Problem {
 // ParseQuery reads Params from a URL query: unknown names, repeated names
 // and overlong values are refused by name.
 func ParseQuery(q url.Values) (Params, *Problem) {
+	return parseValues(q, paramNames)
+}
+
+// parseValues reads Params from q, refusing names not among names.
+func parseValues(q url.Values, names []string) (Params, *Problem) {
 	p := Params{}
 	for k, vs := range q {
-		if !slices.Contains(paramNames, k) {
-			return nil, badParam(k, "unknown parameter %q (known: %s)", k, strings.Join(paramNames, ", "))
+		if !slices.Contains(names, k) {
+			return nil, badParam(k, "unknown parameter %q (known: %s)", k, strings.Join(names, ", "))
 		}
 		if len(vs) > 1 {
 			return nil, badParam(k, "parameter %q given %d times", k, len(vs))
@@ -81,6 +86,10 @@ func ParseQuery(q url.Values) (Params, *Problem) {
 // ParseJSON reads Params from a POST body: a JSON object with the same
 // names, each a string, a number, a boolean or (targets) a list of strings.
 func ParseJSON(body []byte) (Params, *Problem) {
+	return parseJSON(body, paramNames)
+}
+
+func parseJSON(body []byte, names []string) (Params, *Problem) {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.UseNumber()
 	var m map[string]any
@@ -117,13 +126,15 @@ func ParseJSON(body []byte) (Params, *Problem) {
 		}
 		q.Set(k, s)
 	}
-	return ParseQuery(q)
+	return parseValues(q, names)
 }
 
 // Query is the URL query that reproduces p, in form order.
-func (p Params) Query() string {
+func (p Params) Query() string { return p.query(paramNames) }
+
+func (p Params) query(names []string) string {
 	q := url.Values{}
-	for _, k := range paramNames {
+	for _, k := range names {
 		if v := p[k]; v != "" {
 			q.Set(k, v)
 		}

@@ -34,7 +34,18 @@ type Options struct {
 	// AllowRemote turns the Host check off: the server was bound to a
 	// non-loopback address on purpose (--allow-remote).
 	AllowRemote bool
+	// Backend is the command line's work behind /plan, /doctor and /trace
+	// (cli.WebBackend); without it those routes answer 501.
+	Backend Backend
+	// MaxTraceBytes bounds a trace upload (the whole multipart body);
+	// 0 is DefaultMaxTraceBytes.
+	MaxTraceBytes int64
 }
+
+// DefaultMaxTraceBytes bounds a trace upload: a profiler window of a few
+// steps is tens of MB gzipped; the analysis streams, so the bound is about
+// the time a request may take, not memory.
+const DefaultMaxTraceBytes = 1 << 30
 
 // Server is the page and the API.
 type Server struct {
@@ -45,6 +56,10 @@ type Server struct {
 	models   []report.ModelRow
 	gpus     report.GPUs
 	mux      *http.ServeMux
+	// planSem, traceSem and doctorSem bound the work running at once: a
+	// plan search, a trace analysis and a GPU probe each cost far more
+	// than an estimate.
+	planSem, traceSem, doctorSem chan struct{}
 }
 
 // New builds a Server: it parses the page's template and scores every
@@ -54,7 +69,7 @@ func New(o Options) (*Server, error) {
 	if err != nil && !o.AllowRemote {
 		return nil, errors.New("web: Options.Addr must be host:port, the listener's address")
 	}
-	t, err := template.New("index.html").Funcs(funcs).ParseFS(assets, "assets/index.html")
+	t, err := template.New("").Funcs(funcs).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +85,18 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("/api/estimate", s.handleEstimate)
 	s.mux.HandleFunc("/api/models", s.handleModels)
 	s.mux.HandleFunc("/api/gpus", s.handleGPUs)
+	s.mux.HandleFunc("/api/plan", s.handlePlanAPI)
+	s.mux.HandleFunc("/plan", s.handlePlanPage)
+	s.mux.HandleFunc("/api/doctor", s.handleDoctorAPI)
+	s.mux.HandleFunc("/doctor", s.handleDoctorPage)
+	s.mux.HandleFunc("/api/trace", s.handleTraceAPI)
+	s.mux.HandleFunc("/trace", s.handleTracePage)
+	if s.opts.MaxTraceBytes <= 0 {
+		s.opts.MaxTraceBytes = DefaultMaxTraceBytes
+	}
+	s.planSem = make(chan struct{}, 2)
+	s.traceSem = make(chan struct{}, 1)
+	s.doctorSem = make(chan struct{}, 1)
 	return s, nil
 }
 
@@ -91,7 +118,11 @@ func (s *Server) Handler() http.Handler {
 			writeProblem(w, &Problem{Status: http.StatusForbidden, Message: "cross-origin request refused: Origin " + quoteHost(r.Header.Get("Origin")) + " is not " + r.Host})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		limit := int64(MaxBodyBytes)
+		if r.URL.Path == "/api/trace" || r.URL.Path == "/trace" {
+			limit = s.opts.MaxTraceBytes
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		s.mux.ServeHTTP(w, r)
 	})
 }
@@ -119,8 +150,16 @@ func (s *Server) hostAllowed(host string) bool {
 
 // sameOrigin: a browser names the page a request comes from in Origin (and
 // Sec-Fetch-Site); a request without either is not from a browser page.
+//
+// Sec-Fetch-Site is set by the browser and cannot be set by a page's
+// script; "same-origin" settles it even when Origin is "null", as Chromium
+// sends for a form's POST under this server's Referrer-Policy: no-referrer.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site == "same-origin" {
+		return true
+	}
+	if site != "" && site != "none" {
 		return false
 	}
 	o := r.Header.Get("Origin")

@@ -229,6 +229,10 @@ func TestOriginCheck(t *testing.T) {
 		{map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
 		{map[string]string{"Origin": "http://" + u.Host}, 200},
 		{map[string]string{"Origin": "http://" + u.Host, "Sec-Fetch-Site": "same-origin"}, 200},
+		// A form POST under Referrer-Policy: no-referrer: Chromium sends
+		// Origin: null, and Sec-Fetch-Site, which a page cannot forge.
+		{map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, 200},
+		{map[string]string{"Origin": "null", "Sec-Fetch-Site": "cross-site"}, 403},
 		{map[string]string{}, 200},
 	} {
 		tt.header["Content-Type"] = "application/json"

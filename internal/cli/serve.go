@@ -37,24 +37,39 @@ library calls as the command line:
                     a JSON object: the document of 'estimate --json'
   /api/models       the document of 'models --json'
   /api/gpus         the document of 'gpus --json'
+  /plan             the ranked plans of 'plan' for a configuration in the
+                    query (a catalog model, GPUs from the table)
+  /api/plan         GET with that query, or POST it as JSON: the document of
+                    'plan --json'
+  /doctor           this machine's GPUs, free against total, as doctor reads
+  /api/doctor       them (nvidia-smi within 5 s; the Python stack is not
+                    probed): the document of 'doctor --json'
+  /trace            upload a Kineto trace: category and step bars, the idle
+                    time's causes, reliability flags and what-if bounds
+  /api/trace        POST a trace as multipart/form-data in field "trace"
+                    (what-if=CATEGORY=Sx in the query, repeatable): the
+                    document of 'trace --json'
 
 The parameters are the estimate command's flags without their dashes
 (model, method, rank, targets, seq-len, batch, grad-accum, grad-ckpt, attn,
 fused-ce, optimizer, stack, precision, quant, gpu, gpu-vram-gb,
 available-vram-gb, estimator). Errors are JSON {"error", "field", "hint"} in
 the command line's words: 400 bad input, 404 a model not in the catalog,
-405 wrong method, 413 a body over 64 KiB.
+405 wrong method, 413 a body over 64 KiB (a trace over 1 GiB), 502 or 504
+when nvidia-smi fails or hangs.
 
 The page serves the embedded catalog and GPU table only: it reads no local
-file, reaches no network, runs no GPU probe and never reads a Hugging Face
-token. It listens on loopback and answers only requests whose Host is
-localhost, 127.0.0.1 or [::1] with its port (a guard against DNS rebinding);
-cross-site POSTs are refused.
+file, reaches no network and never reads a Hugging Face token; the only
+program it runs is nvidia-smi (rocm-smi), for /doctor. Uploaded traces are
+streamed through the analysis and not stored. It listens on loopback and
+answers only requests whose Host is localhost, 127.0.0.1 or [::1] with its
+port (a guard against DNS rebinding); cross-site POSTs are refused.
 
 Examples:
   canifinetune serve
   canifinetune serve --addr 127.0.0.1:8080 --open
   curl 'http://127.0.0.1:8080/api/estimate?model=Qwen/Qwen2.5-7B&method=qlora&gpu=rtx-4090'
+  curl -F trace=@trace.json.gz 'http://127.0.0.1:8080/api/trace?what-if=attention=2x'
 
 Prints the URL it listens on and serves until interrupted (Ctrl-C).
 Exit codes: 0 stopped by a signal, 1 error, 2 usage.`
@@ -83,7 +98,11 @@ func (c *ServeCmd) serve(ctx context.Context, env *Env) error {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	s, err := web.New(web.Options{Addr: addr, AllowRemote: c.AllowRemote})
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	s, err := web.New(web.Options{Addr: addr, AllowRemote: c.AllowRemote, Backend: WebBackend(getenv)})
 	if err != nil {
 		return err
 	}

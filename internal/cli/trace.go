@@ -139,7 +139,7 @@ const stdinName = "stdin"
 // first spills, so a trace that fits in memory needs no writable temporary
 // directory, and it is removed before analyzeTraceFile returns, whatever
 // happens.
-func analyzeTraceFile(ctx context.Context, name string, stdin io.Reader, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
+func analyzeTraceFile(ctx context.Context, name string, stdin io.Reader, opts trace.Options, tmpRoot string) (*trace.Report, error) {
 	var in io.Reader
 	if name == "-" {
 		if stdin == nil {
@@ -154,6 +154,13 @@ func analyzeTraceFile(ctx context.Context, name string, stdin io.Reader, opts tr
 		defer f.Close()
 		in = f
 	}
+	return analyzeTraceStream(ctx, name, in, opts, tmpRoot)
+}
+
+// analyzeTraceStream is analyzeTraceFile on a stream already open, named
+// name in messages and in the report: the file, standard input, or a
+// trace uploaded to serve's page.
+func analyzeTraceStream(ctx context.Context, name string, in io.Reader, opts trace.Options, tmpRoot string) (_ *trace.Report, err error) {
 	br := bufio.NewReaderSize(ctxReader{ctx, in}, 64<<10)
 	var r io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
