@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/canifinetune/canifinetune/internal/report"
 	"github.com/canifinetune/canifinetune/trace"
 )
 
@@ -344,22 +345,8 @@ func validSpeedup(f float64) bool {
 	return false
 }
 
-// fmtNS is the trace command's time format: three significant figures or so.
-func fmtNS(ns int64) string {
-	neg := ""
-	if ns < 0 {
-		neg, ns = "-", -ns
-	}
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%s%.3f s", neg, float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%s%.2f ms", neg, float64(ns)/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%s%.1f µs", neg, float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%s%d ns", neg, ns)
-}
+// fmtNS is the trace command's time format.
+func fmtNS(ns int64) string { return report.Duration(ns) }
 
 // sizeWords is a byte limit in MiB, or KiB below one MiB.
 func sizeWords(n int64) string {

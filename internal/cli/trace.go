@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"unicode/utf8"
 
+	"github.com/canifinetune/canifinetune/internal/report"
 	"github.com/canifinetune/canifinetune/trace"
 )
 
@@ -282,22 +283,8 @@ func (f *scratchFile) Close() error {
 	return errors.Join(f.File.Close(), os.Remove(f.Name()))
 }
 
-// fmtNS formats nanoseconds for people: three significant figures or so.
-func fmtNS(ns int64) string {
-	neg := ""
-	if ns < 0 {
-		neg, ns = "-", -ns
-	}
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%s%.3f s", neg, float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%s%.2f ms", neg, float64(ns)/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%s%.1f µs", neg, float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%s%d ns", neg, ns)
-}
+// fmtNS formats nanoseconds for people, as the trace page does.
+func fmtNS(ns int64) string { return report.Duration(ns) }
 
 func tracePct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 
