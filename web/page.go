@@ -150,7 +150,7 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	if !getOnly(w, r) {
 		return
 	}
-	v := view{Controls: controls(), Models: modelIDs(), GPUs: gpuChoices(), Estimators: estimatorChoices(), Yes: estimate.YesRatio, Marginal: estimate.MarginalRatio}
+	v := s.form
 	status := http.StatusOK
 	p, pr := ParseQuery(r.URL.Query())
 	if p == nil {

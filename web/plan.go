@@ -277,7 +277,7 @@ func (s *Server) handlePlanPage(w http.ResponseWriter, r *http.Request) {
 	if !getOnly(w, r) {
 		return
 	}
-	v := planView{Nav: "plan", Fields: planFields()}
+	v := planView{Nav: "plan", Fields: s.planForm}
 	status := http.StatusOK
 	p, pr := parseValues(r.URL.Query(), planParamNames)
 	if p == nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/canifinetune/canifinetune/catalog"
+	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/internal/report"
 )
@@ -55,6 +56,10 @@ type Server struct {
 	measured *measuredError
 	models   []report.ModelRow
 	gpus     report.GPUs
+	// form and planForm are the page's and the plan view's controls, which
+	// depend only on the build (catalog, GPU table, estimators): made once.
+	form     view
+	planForm []planField
 	mux      *http.ServeMux
 	// planSem, traceSem and doctorSem bound the work running at once: a
 	// plan search, a trace analysis and a GPU probe each cost far more
@@ -78,7 +83,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: o, port: port, page: t, measured: m,
-		models: report.NewModels(catalog.All()), gpus: report.NewGPUs(gpu.Cards()), mux: http.NewServeMux()}
+		models: report.NewModels(catalog.All()), gpus: report.NewGPUs(gpu.Cards()), mux: http.NewServeMux(),
+		form:     view{Controls: controls(), Models: modelIDs(), GPUs: gpuChoices(), Estimators: estimatorChoices(), Yes: estimate.YesRatio, Marginal: estimate.MarginalRatio},
+		planForm: planFields()}
 	static, _ := fs.Sub(assets, "assets/static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("/{$}", s.handlePage)
