@@ -1005,32 +1005,17 @@ func (a *deviceAnalysis) gapFigures() (Gaps, error) {
 	if s.Count == 0 {
 		return s, nil
 	}
-	r50, r90 := nearestRank(s.Count, 50), nearestRank(s.Count, 90)
 	seen := make([]int, len(a.stepRows))
-	it := sorted.iter()
-	i := 0
-	var g gapRec
-	for it.next(&g) {
-		i++
-		if i == r50 {
-			s.P50NS = g.Len
-		}
-		if i == r90 {
-			s.P90NS = g.Len
-		}
-		s.MaxNS = g.Len
+	s.P50NS, s.P90NS, s.MaxNS, err = readLens(sorted, s.Count, "gaps", func(g gapRec) {
 		if k := g.Step; k >= 0 {
 			seen[k]++
 			if seen[k] == nearestRank(a.stepRows[k].GapCount, 50) {
 				a.stepRows[k].GapP50NS = g.Len
 			}
 		}
-	}
-	if it.err != nil {
-		return s, fmt.Errorf("read gaps: %w", it.err)
-	}
-	if i != s.Count {
-		return s, fmt.Errorf("read %d gaps back, wrote %d", i, s.Count)
+	})
+	if err != nil {
+		return s, err
 	}
 	s.MeanNS = s.TotalNS / int64(s.Count)
 	s.P50xNNS = s.P50NS * int64(s.Count)
@@ -1049,25 +1034,42 @@ func (a *deviceAnalysis) delayFigures() (LaunchDelay, error) {
 	if d.Count == 0 {
 		return d, nil
 	}
-	r50, r90 := nearestRank(d.Count, 50), nearestRank(d.Count, 90)
+	d.P50NS, d.P90NS, d.MaxNS, err = readLens(sorted, d.Count, "launch delays", nil)
+	if err != nil {
+		return d, err
+	}
+	d.MeanNS = a.delaySum / int64(d.Count)
+	return d, nil
+}
+
+// readLens reads n records back in ascending order of Len for their exact
+// nearest-rank p50 and p90 and their max, handing each record to each
+// (when not nil) on the way; what names the records in errors.
+func readLens(sorted *sorted[gapRec], n int, what string, each func(gapRec)) (p50, p90, hi int64, err error) {
+	r50, r90 := nearestRank(n, 50), nearestRank(n, 90)
 	it := sorted.iter()
 	i := 0
 	var g gapRec
 	for it.next(&g) {
 		i++
 		if i == r50 {
-			d.P50NS = g.Len
+			p50 = g.Len
 		}
 		if i == r90 {
-			d.P90NS = g.Len
+			p90 = g.Len
 		}
-		d.MaxNS = g.Len
+		hi = g.Len
+		if each != nil {
+			each(g)
+		}
 	}
 	if it.err != nil {
-		return d, fmt.Errorf("read launch delays: %w", it.err)
+		return 0, 0, 0, fmt.Errorf("read %s: %w", what, it.err)
 	}
-	d.MeanNS = a.delaySum / int64(d.Count)
-	return d, nil
+	if i != n {
+		return 0, 0, 0, fmt.Errorf("read %d %s back, wrote %d", i, what, n)
+	}
+	return p50, p90, hi, nil
 }
 
 // traceShare is a/b, 0 when b is 0.

@@ -504,9 +504,7 @@ func TestTruncatedRealTrace(t *testing.T) {
 }
 
 func TestStepFlags(t *testing.T) {
-	step := func(n int, ts string) string {
-		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": 10}`, n, ts)
-	}
+	step := func(n int, ts string) string { return profilerStep(n, ts, "10") }
 	in := traceJSON(
 		step(1, "100"), step(2, "110"), step(5, "120"), step(6, "130"), step(6, "130"), // #6 twice: one step
 		launch("95", "1", 1), kernel("early", 7, "101", "2", 1),
@@ -533,9 +531,7 @@ func TestStepFlags(t *testing.T) {
 // span), not medians taken figure by figure, which paired one step's busy
 // time with another's span and gave busy fractions above 1.
 func TestTypicalIsOneStep(t *testing.T) {
-	step := func(n int, ts, dur string) string {
-		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": %s}`, n, ts, dur)
-	}
+	step := profilerStep
 	// Host spans 10, 20 and 30 µs; step 2 launches 30 µs of GPU work, the
 	// others 1 and 2 µs.
 	in := traceJSON(step(1, "100", "10"), step(2, "110", "20"), step(3, "130", "30"),

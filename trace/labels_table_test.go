@@ -2,10 +2,8 @@ package trace
 
 import (
 	"bufio"
-	"compress/gzip"
-	"fmt"
+	"bytes"
 	"os"
-	"path"
 	"strings"
 	"testing"
 )
@@ -94,7 +92,7 @@ func TestKernelLabelsAreVerbatim(t *testing.T) {
 			continue
 		}
 		if names[file] == nil {
-			names[file] = opNames(t, path.Join("testdata", file))
+			names[file] = opNames(t, file)
 		}
 		if !names[file][r.name] {
 			t.Errorf("kernel_labels.tsv:%d: %.80q is not a GPU op name in %s", r.line, r.name, file)
@@ -108,18 +106,9 @@ func TestKernelLabelsAreVerbatim(t *testing.T) {
 
 func opNames(t *testing.T, file string) map[string]bool {
 	t.Helper()
-	f, err := os.Open(file)
+	tr, err := Parse(bytes.NewReader(gunzipTestdata(t, file)))
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Parse(zr)
-	if err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", file, err))
+		t.Fatalf("%s: %v", file, err)
 	}
 	m := map[string]bool{}
 	for _, o := range tr.Ops {

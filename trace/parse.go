@@ -348,14 +348,9 @@ func (t *Trace) parseTop(s *scanner) error {
 // readDistributed reads distributedInfo.rank; anything else in it, or a
 // rank that is not an integer, is skipped.
 func (t *Trace) readDistributed(s *scanner) error {
-	c, err := s.peek()
-	if err != nil {
+	if ok, err := s.openObject(); err != nil || !ok {
 		return err
 	}
-	if c != '{' {
-		return s.skipValue()
-	}
-	s.pos++
 	var e event
 	more, err := s.first('}')
 	for ; more && err == nil; more, err = s.more('}') {
@@ -523,14 +518,9 @@ func (t *Trace) readID(s *scanner, e *event) (int64, bool, error) {
 }
 
 func (t *Trace) readArgs(s *scanner, e *event) error {
-	c, err := s.peek()
-	if err != nil {
+	if ok, err := s.openObject(); err != nil || !ok {
 		return err
 	}
-	if c != '{' {
-		return s.skipValue()
-	}
-	s.pos++
 	more, err := s.first('}')
 	for ; more && err == nil; more, err = s.more('}') {
 		if e.key, err = s.key(e.key); err != nil {

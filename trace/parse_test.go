@@ -72,6 +72,11 @@ func kernel(name string, stream int, ts, dur string, corr int) string {
 		name, stream, ts, dur, stream, corr)
 }
 
+// profilerStep is a ProfilerStep#n annotation on the launching thread.
+func profilerStep(n int, ts, dur string) string {
+	return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": %s}`, n, ts, dur)
+}
+
 func launch(ts, dur string, corr int) string {
 	return fmt.Sprintf(`{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": %s, "dur": %s, "args": {"correlation": %d, "cbid": 211}}`, ts, dur, corr)
 }

@@ -134,6 +134,20 @@ func (s *scanner) more(closing byte) (bool, error) {
 	return false, s.errorf("expected ',' or %q, found %q", closing, c)
 }
 
+// openObject consumes the '{' when the next value is an object and reports
+// whether it was; any other value is skipped whole.
+func (s *scanner) openObject() (bool, error) {
+	c, err := s.peek()
+	if err != nil {
+		return false, err
+	}
+	if c != '{' {
+		return false, s.skipValue()
+	}
+	s.pos++
+	return true, nil
+}
+
 // first is called right after an opening brace or bracket: it reports false
 // and consumes the closing byte when the container is empty.
 func (s *scanner) first(closing byte) (bool, error) {

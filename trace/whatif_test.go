@@ -212,9 +212,7 @@ func TestProjectionHostBound(t *testing.T) {
 // TestProjectionStep: a GPU-bound step (10 ms on the host, 15 ms of GPU
 // work) is 15 ms long, not 10.
 func TestProjectionStep(t *testing.T) {
-	step := func(n int, ts, dur string) string {
-		return fmt.Sprintf(`{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 10, "tid": 11, "ts": %s, "dur": %s}`, n, ts, dur)
-	}
+	step := profilerStep
 	// Three steps, 10 ms apart on the host; each launches a 15 ms GEMM, so
 	// the GPU falls behind.
 	in := traceJSON(step(1, "1000", "10000"), step(2, "11000", "10000"), step(3, "21000", "10000"),

@@ -325,6 +325,16 @@ func cutMiddle(s string, n int) string {
 	return string(r[:head]) + "…" + string(r[len(r)-tail:])
 }
 
+// shortRowNames is shortNames of a table's row names at the 48 runes every
+// trace table allows.
+func shortRowNames[T any](rows []T, name func(T) string) []string {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = name(r)
+	}
+	return shortNames(names, 48)
+}
+
 // shortNames shortens the names of one table's rows with shortKernel, then
 // widens those that came out equal although the names differ (by 16 runes
 // at a time, then with the parameter list kept) until they differ: two
@@ -406,11 +416,7 @@ func writeTraceReport(out io.Writer, r *trace.Report, top int) {
 		tw = tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  kernel\tcategory\tops\texclusive\tshare\tper step\tmean\tstd\tmin\tmax")
 		shown := d.Kernels[:min(top, len(d.Kernels))]
-		names := make([]string, len(shown))
-		for i, k := range shown {
-			names[i] = k.Name
-		}
-		short := shortNames(names, 48)
+		short := shortRowNames(shown, func(k trace.Row) string { return k.Name })
 		for i, k := range shown {
 			mean, std, lo, hi := "-", "-", "-", "-"
 			if k.Dur != nil {
@@ -473,11 +479,7 @@ func writeTraceHostOps(out io.Writer, d trace.Device, top int) {
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  host op\tGPU ops\tself GPU\tshare of Σdur")
 	shown := d.HostOps[:min(top, len(d.HostOps))]
-	names := make([]string, len(shown))
-	for i, h := range shown {
-		names[i] = h.Name
-	}
-	short := shortNames(names, 48)
+	short := shortRowNames(shown, func(h trace.HostOpRow) string { return h.Name })
 	for i, h := range shown {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", short[i], h.GPUOps, fmtNS(h.SelfGPUNS), tracePct(h.Share))
 	}
@@ -498,11 +500,7 @@ func writeTraceLabels(out io.Writer, lt trace.LabelTable) {
 	fmt.Fprintf(out, "\n  %s labels (innermost label; rows sum to busy)\n", lt.Kind)
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "  label\tn\texclusive\tshare\tper step\tinclusive")
-	names := make([]string, len(lt.Rows))
-	for i, l := range lt.Rows {
-		names[i] = l.Name
-	}
-	short := shortNames(names, 48)
+	short := shortRowNames(lt.Rows, func(l trace.LabelRow) string { return l.Name })
 	for i, l := range lt.Rows {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\n", short[i], l.Instances, fmtNS(l.ExclusiveNS), tracePct(l.Share), tracePerStep(l.PerStepNS), fmtNS(l.InclusiveNS))
 	}
