@@ -137,7 +137,17 @@ const maxCaseLine = 16 << 20
 // (usually the file name). Blank lines are skipped. The first invalid line stops
 // the read with an error that names the file, line, case id, field and value.
 func ReadCases(r io.Reader, name string) ([]Case, error) {
-	var cases []Case
+	return readJSONLines(r, name, ErrInvalidCase, false, func(c *Case) (string, error) { return c.ID, c.Validate() })
+}
+
+// readJSONLines reads one T a line from r, the loop ReadCases and
+// ReadThroughput share. Blank lines are skipped; a line that does not
+// decode, holds a second value, fails check or repeats an id stops the
+// read with an error naming name, the line and, but for check's own
+// errors (which wrap it themselves), sentinel. strict refuses fields T
+// does not have. check returns the row's id and its validation error.
+func readJSONLines[T any](r io.Reader, name string, sentinel error, strict bool, check func(*T) (string, error)) ([]T, error) {
+	var rows []T
 	seen := map[string]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxCaseLine)
@@ -148,32 +158,36 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var c Case
+		var row T
 		dec := json.NewDecoder(bytes.NewReader(b))
-		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, ErrInvalidCase, err)
+		if strict {
+			dec.DisallowUnknownFields()
+		}
+		if err := dec.Decode(&row); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, sentinel, err)
 		}
 		// One case a line: a second value on the same line was once
 		// dropped without a word.
 		if off := dec.InputOffset(); dec.More() || int(off) < len(b) && len(bytes.TrimSpace(b[off:])) > 0 {
-			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, ErrInvalidCase)
+			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, sentinel)
 		}
-		if err := c.Validate(); err != nil {
+		id, err := check(&row)
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
-		if prev, ok := seen[c.ID]; ok {
-			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, ErrInvalidCase, c.ID, prev)
+		if prev, ok := seen[id]; ok {
+			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, sentinel, id, prev)
 		}
-		seen[c.ID] = line
-		cases = append(cases, c)
+		seen[id] = line
+		rows = append(rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, ErrInvalidCase, maxCaseLine>>20)
+			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, sentinel, maxCaseLine>>20)
 		}
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	return cases, nil
+	return rows, nil
 }
 
 // Validate checks the fields every consumer relies on. Numbers are held to

@@ -1,9 +1,6 @@
 package evidence
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,42 +78,7 @@ const maxTokensPerSec = 1e9
 // line stops the read with an error naming the file, line, case id, field
 // and value.
 func ReadThroughput(r io.Reader, name string) ([]ThroughputCase, error) {
-	var cases []ThroughputCase
-	seen := map[string]int{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxCaseLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		var c ThroughputCase
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, ErrInvalidThroughputCase, err)
-		}
-		if off := dec.InputOffset(); dec.More() || int(off) < len(b) && len(bytes.TrimSpace(b[off:])) > 0 {
-			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, ErrInvalidThroughputCase)
-		}
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
-		}
-		if prev, ok := seen[c.ID]; ok {
-			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, ErrInvalidThroughputCase, c.ID, prev)
-		}
-		seen[c.ID] = line
-		cases = append(cases, c)
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, ErrInvalidThroughputCase, maxCaseLine>>20)
-		}
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	return cases, nil
+	return readJSONLines(r, name, ErrInvalidThroughputCase, true, func(c *ThroughputCase) (string, error) { return c.ID, c.Validate() })
 }
 
 // Validate checks a speed case: required fields present, choices from the
