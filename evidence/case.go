@@ -196,18 +196,8 @@ func readJSONLines[T any](r io.Reader, name string, sentinel error, strict bool,
 // loader refuses), and a measured figure is a finite size of at least a MiB,
 // so that an error percentage against it is a finite number.
 func (c *Case) Validate() error {
-	bad := func(field string, v any) error {
-		return fmt.Errorf("%w: case %q: field %s: bad value %v", ErrInvalidCase, c.ID, field, v)
-	}
-	outOf := func(field string, v any, want string, args ...any) error {
-		return fmt.Errorf("%w: case %q: field %s: bad value %v (want %s)", ErrInvalidCase, c.ID, field, v, fmt.Sprintf(want, args...))
-	}
-	intIn := func(field string, v *int, lo, hi int64) error {
-		if v != nil && (int64(*v) < lo || int64(*v) > hi) {
-			return outOf(field, *v, "an integer in %d..%d", lo, hi)
-		}
-		return nil
-	}
+	f := fieldCheck{ErrInvalidCase, c.ID}
+	bad, outOf, intIn := f.bad, f.outOf, f.intIn
 	var method, precision, strategy, offload string
 	method = unknownChoice(estimate.ParseMethod, c.Method)
 	precision = unknownChoice(estimate.ParsePrecision, c.Precision)
@@ -253,22 +243,11 @@ func (c *Case) Validate() error {
 			return outOf("gpu.vram_gib", *g, "a size in GiB from %g to %d", bytesize.InGiB(estimate.MinGPUMemory), estimate.MaxGPUMemory/estimate.GiB)
 		}
 	}
-	for _, f := range []struct {
-		name   string
-		v      *int
-		lo, hi int64
-	}{
-		{"seq_len", c.SeqLen, 1, estimate.MaxSeqLen},
-		{"batch", c.Batch, 1, estimate.MaxBatch},
-		{"grad_accum", c.GradAccum, 1, estimate.MaxGradAccum},
-		{"gpu.count", c.GPU.Count, 1, estimate.MaxGPUs},
-	} {
-		if err := intIn(f.name, f.v, f.lo, f.hi); err != nil {
-			return err
-		}
+	if err := f.runCounts(c.SeqLen, c.Batch, c.GradAccum, c.GPU.Count); err != nil {
+		return err
 	}
-	if c.SeqLen != nil && c.Batch != nil && int64(*c.SeqLen)*int64(*c.Batch) > estimate.MaxTokens {
-		return outOf("seq_len × batch", fmt.Sprintf("%d × %d", *c.SeqLen, *c.Batch), "at most %d tokens per micro-batch", estimate.MaxTokens)
+	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
+		return err
 	}
 	if l := c.LoRA; l != nil {
 		rank := l.Rank
@@ -280,6 +259,58 @@ func (c *Case) Validate() error {
 		if err := intIn("lora.alpha", l.Alpha, 1, estimate.MaxLoRARank); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// fieldCheck builds the field errors of one row, wrapping sentinel and
+// naming the row's id, so that Case.Validate and ThroughputCase.Validate
+// word their shared checks the same way.
+type fieldCheck struct {
+	sentinel error
+	id       string
+}
+
+func (f fieldCheck) bad(field string, v any) error {
+	return fmt.Errorf("%w: case %q: field %s: bad value %v", f.sentinel, f.id, field, v)
+}
+
+func (f fieldCheck) outOf(field string, v any, want string, args ...any) error {
+	return f.bad(field, fmt.Sprintf("%v (want %s)", v, fmt.Sprintf(want, args...)))
+}
+
+// intIn checks an optional integer against lo..hi; nil passes.
+func (f fieldCheck) intIn(field string, v *int, lo, hi int64) error {
+	if v != nil && (int64(*v) < lo || int64(*v) > hi) {
+		return f.outOf(field, *v, "an integer in %d..%d", lo, hi)
+	}
+	return nil
+}
+
+// runCounts holds a row's counts to the bounds estimate.Request.Normalize
+// applies to the same fields.
+func (f fieldCheck) runCounts(seqLen, batch, gradAccum, gpus *int) error {
+	for _, c := range []struct {
+		name   string
+		v      *int
+		lo, hi int64
+	}{
+		{"seq_len", seqLen, 1, estimate.MaxSeqLen},
+		{"batch", batch, 1, estimate.MaxBatch},
+		{"grad_accum", gradAccum, 1, estimate.MaxGradAccum},
+		{"gpu.count", gpus, 1, estimate.MaxGPUs},
+	} {
+		if err := f.intIn(c.name, c.v, c.lo, c.hi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// microBatch bounds the tokens of one micro-batch as estimate does.
+func (f fieldCheck) microBatch(seqLen, batch *int) error {
+	if seqLen != nil && batch != nil && int64(*seqLen)*int64(*batch) > estimate.MaxTokens {
+		return f.outOf("seq_len × batch", fmt.Sprintf("%d × %d", *seqLen, *batch), "at most %d tokens per micro-batch", estimate.MaxTokens)
 	}
 	return nil
 }

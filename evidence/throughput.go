@@ -85,15 +85,8 @@ func ReadThroughput(r io.Reader, name string) ([]ThroughputCase, error) {
 // estimator's tables, counts within the bounds estimate.Request.Normalize
 // applies, and a measured speed that is a finite positive number.
 func (c *ThroughputCase) Validate() error {
-	bad := func(field string, v any) error {
-		return fmt.Errorf("%w: case %q: field %s: bad value %v", ErrInvalidThroughputCase, c.ID, field, v)
-	}
-	intIn := func(field string, v *int, lo, hi int64) error {
-		if v != nil && (int64(*v) < lo || int64(*v) > hi) {
-			return bad(field, fmt.Sprintf("%d (want an integer in %d..%d)", *v, lo, hi))
-		}
-		return nil
-	}
+	f := fieldCheck{ErrInvalidThroughputCase, c.ID}
+	bad := f.bad
 	var strategy, offload string
 	if c.Sharding.Strategy != "" {
 		strategy = unknownChoice(estimate.ParseStrategy, c.Sharding.Strategy)
@@ -145,29 +138,20 @@ func (c *ThroughputCase) Validate() error {
 			return bad("gpu.vram_gib", fmt.Sprintf("%v (%v)", *g, err))
 		}
 	}
-	for _, f := range []struct {
-		name   string
-		v      *int
-		lo, hi int64
-	}{
-		{"seq_len", c.SeqLen, 1, estimate.MaxSeqLen},
-		{"batch", c.Batch, 1, estimate.MaxBatch},
-		{"grad_accum", c.GradAccum, 1, estimate.MaxGradAccum},
-		{"gpu.count", c.GPU.Count, 1, estimate.MaxGPUs},
-		{"gpu.nodes", c.GPU.Nodes, 1, estimate.MaxGPUs},
-	} {
-		if err := intIn(f.name, f.v, f.lo, f.hi); err != nil {
-			return err
-		}
+	if err := f.runCounts(c.SeqLen, c.Batch, c.GradAccum, c.GPU.Count); err != nil {
+		return err
+	}
+	if err := f.intIn("gpu.nodes", c.GPU.Nodes, 1, estimate.MaxGPUs); err != nil {
+		return err
 	}
 	if c.GPU.Nodes != nil && c.GPU.Count != nil && *c.GPU.Nodes > *c.GPU.Count {
 		return bad("gpu.nodes", fmt.Sprintf("%d (more nodes than the %d GPUs)", *c.GPU.Nodes, *c.GPU.Count))
 	}
-	if c.SeqLen != nil && c.Batch != nil && int64(*c.SeqLen)*int64(*c.Batch) > estimate.MaxTokens {
-		return bad("seq_len × batch", fmt.Sprintf("%d × %d (want at most %d tokens per micro-batch)", *c.SeqLen, *c.Batch, estimate.MaxTokens))
+	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
+		return err
 	}
 	if l := c.LoRA; l != nil {
-		if err := intIn("lora.rank", l.Rank, 1, estimate.MaxLoRARank); err != nil {
+		if err := f.intIn("lora.rank", l.Rank, 1, estimate.MaxLoRARank); err != nil {
 			return err
 		}
 	}
