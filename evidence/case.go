@@ -137,7 +137,17 @@ const maxCaseLine = 16 << 20
 // (usually the file name). Blank lines are skipped. The first invalid line stops
 // the read with an error that names the file, line, case id, field and value.
 func ReadCases(r io.Reader, name string) ([]Case, error) {
-	var cases []Case
+	return readJSONLines(r, name, ErrInvalidCase, false, func(c *Case) (string, error) { return c.ID, c.Validate() })
+}
+
+// readJSONLines reads one T a line from r, the loop ReadCases and
+// ReadThroughput share. Blank lines are skipped; a line that does not
+// decode, holds a second value, fails check or repeats an id stops the
+// read with an error naming name, the line and, but for check's own
+// errors (which wrap it themselves), sentinel. strict refuses fields T
+// does not have. check returns the row's id and its validation error.
+func readJSONLines[T any](r io.Reader, name string, sentinel error, strict bool, check func(*T) (string, error)) ([]T, error) {
+	var rows []T
 	seen := map[string]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxCaseLine)
@@ -148,32 +158,36 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var c Case
+		var row T
 		dec := json.NewDecoder(bytes.NewReader(b))
-		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, ErrInvalidCase, err)
+		if strict {
+			dec.DisallowUnknownFields()
+		}
+		if err := dec.Decode(&row); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, sentinel, err)
 		}
 		// One case a line: a second value on the same line was once
 		// dropped without a word.
 		if off := dec.InputOffset(); dec.More() || int(off) < len(b) && len(bytes.TrimSpace(b[off:])) > 0 {
-			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, ErrInvalidCase)
+			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, sentinel)
 		}
-		if err := c.Validate(); err != nil {
+		id, err := check(&row)
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
 		}
-		if prev, ok := seen[c.ID]; ok {
-			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, ErrInvalidCase, c.ID, prev)
+		if prev, ok := seen[id]; ok {
+			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, sentinel, id, prev)
 		}
-		seen[c.ID] = line
-		cases = append(cases, c)
+		seen[id] = line
+		rows = append(rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, ErrInvalidCase, maxCaseLine>>20)
+			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, sentinel, maxCaseLine>>20)
 		}
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	return cases, nil
+	return rows, nil
 }
 
 // Validate checks the fields every consumer relies on. Numbers are held to
@@ -182,18 +196,8 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 // loader refuses), and a measured figure is a finite size of at least a MiB,
 // so that an error percentage against it is a finite number.
 func (c *Case) Validate() error {
-	bad := func(field string, v any) error {
-		return fmt.Errorf("%w: case %q: field %s: bad value %v", ErrInvalidCase, c.ID, field, v)
-	}
-	outOf := func(field string, v any, want string, args ...any) error {
-		return fmt.Errorf("%w: case %q: field %s: bad value %v (want %s)", ErrInvalidCase, c.ID, field, v, fmt.Sprintf(want, args...))
-	}
-	intIn := func(field string, v *int, lo, hi int64) error {
-		if v != nil && (int64(*v) < lo || int64(*v) > hi) {
-			return outOf(field, *v, "an integer in %d..%d", lo, hi)
-		}
-		return nil
-	}
+	f := fieldCheck{ErrInvalidCase, c.ID}
+	bad, outOf, intIn := f.bad, f.outOf, f.intIn
 	var method, precision, strategy, offload string
 	method = unknownChoice(estimate.ParseMethod, c.Method)
 	precision = unknownChoice(estimate.ParsePrecision, c.Precision)
@@ -239,22 +243,11 @@ func (c *Case) Validate() error {
 			return outOf("gpu.vram_gib", *g, "a size in GiB from %g to %d", bytesize.InGiB(estimate.MinGPUMemory), estimate.MaxGPUMemory/estimate.GiB)
 		}
 	}
-	for _, f := range []struct {
-		name   string
-		v      *int
-		lo, hi int64
-	}{
-		{"seq_len", c.SeqLen, 1, estimate.MaxSeqLen},
-		{"batch", c.Batch, 1, estimate.MaxBatch},
-		{"grad_accum", c.GradAccum, 1, estimate.MaxGradAccum},
-		{"gpu.count", c.GPU.Count, 1, estimate.MaxGPUs},
-	} {
-		if err := intIn(f.name, f.v, f.lo, f.hi); err != nil {
-			return err
-		}
+	if err := f.runCounts(c.SeqLen, c.Batch, c.GradAccum, c.GPU.Count); err != nil {
+		return err
 	}
-	if c.SeqLen != nil && c.Batch != nil && int64(*c.SeqLen)*int64(*c.Batch) > estimate.MaxTokens {
-		return outOf("seq_len × batch", fmt.Sprintf("%d × %d", *c.SeqLen, *c.Batch), "at most %d tokens per micro-batch", estimate.MaxTokens)
+	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
+		return err
 	}
 	if l := c.LoRA; l != nil {
 		rank := l.Rank
@@ -266,6 +259,58 @@ func (c *Case) Validate() error {
 		if err := intIn("lora.alpha", l.Alpha, 1, estimate.MaxLoRARank); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// fieldCheck builds the field errors of one row, wrapping sentinel and
+// naming the row's id, so that Case.Validate and ThroughputCase.Validate
+// word their shared checks the same way.
+type fieldCheck struct {
+	sentinel error
+	id       string
+}
+
+func (f fieldCheck) bad(field string, v any) error {
+	return fmt.Errorf("%w: case %q: field %s: bad value %v", f.sentinel, f.id, field, v)
+}
+
+func (f fieldCheck) outOf(field string, v any, want string, args ...any) error {
+	return f.bad(field, fmt.Sprintf("%v (want %s)", v, fmt.Sprintf(want, args...)))
+}
+
+// intIn checks an optional integer against lo..hi; nil passes.
+func (f fieldCheck) intIn(field string, v *int, lo, hi int64) error {
+	if v != nil && (int64(*v) < lo || int64(*v) > hi) {
+		return f.outOf(field, *v, "an integer in %d..%d", lo, hi)
+	}
+	return nil
+}
+
+// runCounts holds a row's counts to the bounds estimate.Request.Normalize
+// applies to the same fields.
+func (f fieldCheck) runCounts(seqLen, batch, gradAccum, gpus *int) error {
+	for _, c := range []struct {
+		name   string
+		v      *int
+		lo, hi int64
+	}{
+		{"seq_len", seqLen, 1, estimate.MaxSeqLen},
+		{"batch", batch, 1, estimate.MaxBatch},
+		{"grad_accum", gradAccum, 1, estimate.MaxGradAccum},
+		{"gpu.count", gpus, 1, estimate.MaxGPUs},
+	} {
+		if err := f.intIn(c.name, c.v, c.lo, c.hi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// microBatch bounds the tokens of one micro-batch as estimate does.
+func (f fieldCheck) microBatch(seqLen, batch *int) error {
+	if seqLen != nil && batch != nil && int64(*seqLen)*int64(*batch) > estimate.MaxTokens {
+		return f.outOf("seq_len × batch", fmt.Sprintf("%d × %d", *seqLen, *batch), "at most %d tokens per micro-batch", estimate.MaxTokens)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"strings"
@@ -133,6 +134,10 @@ func FuzzReadThroughput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cs, err := ReadThroughput(bytes.NewReader(b), "fuzz")
 		if err != nil {
+			// A bytes.Reader never fails, so every refusal is of the input.
+			if !errors.Is(err, ErrInvalidThroughputCase) {
+				t.Fatalf("error %v does not wrap ErrInvalidThroughputCase", err)
+			}
 			return
 		}
 		for _, c := range cs {

@@ -1,9 +1,6 @@
 package evidence
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,57 +78,15 @@ const maxTokensPerSec = 1e9
 // line stops the read with an error naming the file, line, case id, field
 // and value.
 func ReadThroughput(r io.Reader, name string) ([]ThroughputCase, error) {
-	var cases []ThroughputCase
-	seen := map[string]int{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxCaseLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		var c ThroughputCase
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w: %v", name, line, ErrInvalidThroughputCase, err)
-		}
-		if off := dec.InputOffset(); dec.More() || int(off) < len(b) && len(bytes.TrimSpace(b[off:])) > 0 {
-			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line (JSON Lines holds one case a line)", name, line, ErrInvalidThroughputCase)
-		}
-		if err := c.Validate(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
-		}
-		if prev, ok := seen[c.ID]; ok {
-			return nil, fmt.Errorf("%s:%d: %w: id %q already used on line %d", name, line, ErrInvalidThroughputCase, c.ID, prev)
-		}
-		seen[c.ID] = line
-		cases = append(cases, c)
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("%s:%d: %w: line longer than %d MiB", name, line+1, ErrInvalidThroughputCase, maxCaseLine>>20)
-		}
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	return cases, nil
+	return readJSONLines(r, name, ErrInvalidThroughputCase, true, func(c *ThroughputCase) (string, error) { return c.ID, c.Validate() })
 }
 
 // Validate checks a speed case: required fields present, choices from the
 // estimator's tables, counts within the bounds estimate.Request.Normalize
 // applies, and a measured speed that is a finite positive number.
 func (c *ThroughputCase) Validate() error {
-	bad := func(field string, v any) error {
-		return fmt.Errorf("%w: case %q: field %s: bad value %v", ErrInvalidThroughputCase, c.ID, field, v)
-	}
-	intIn := func(field string, v *int, lo, hi int64) error {
-		if v != nil && (int64(*v) < lo || int64(*v) > hi) {
-			return bad(field, fmt.Sprintf("%d (want an integer in %d..%d)", *v, lo, hi))
-		}
-		return nil
-	}
+	f := fieldCheck{ErrInvalidThroughputCase, c.ID}
+	bad := f.bad
 	var strategy, offload string
 	if c.Sharding.Strategy != "" {
 		strategy = unknownChoice(estimate.ParseStrategy, c.Sharding.Strategy)
@@ -183,29 +138,20 @@ func (c *ThroughputCase) Validate() error {
 			return bad("gpu.vram_gib", fmt.Sprintf("%v (%v)", *g, err))
 		}
 	}
-	for _, f := range []struct {
-		name   string
-		v      *int
-		lo, hi int64
-	}{
-		{"seq_len", c.SeqLen, 1, estimate.MaxSeqLen},
-		{"batch", c.Batch, 1, estimate.MaxBatch},
-		{"grad_accum", c.GradAccum, 1, estimate.MaxGradAccum},
-		{"gpu.count", c.GPU.Count, 1, estimate.MaxGPUs},
-		{"gpu.nodes", c.GPU.Nodes, 1, estimate.MaxGPUs},
-	} {
-		if err := intIn(f.name, f.v, f.lo, f.hi); err != nil {
-			return err
-		}
+	if err := f.runCounts(c.SeqLen, c.Batch, c.GradAccum, c.GPU.Count); err != nil {
+		return err
+	}
+	if err := f.intIn("gpu.nodes", c.GPU.Nodes, 1, estimate.MaxGPUs); err != nil {
+		return err
 	}
 	if c.GPU.Nodes != nil && c.GPU.Count != nil && *c.GPU.Nodes > *c.GPU.Count {
 		return bad("gpu.nodes", fmt.Sprintf("%d (more nodes than the %d GPUs)", *c.GPU.Nodes, *c.GPU.Count))
 	}
-	if c.SeqLen != nil && c.Batch != nil && int64(*c.SeqLen)*int64(*c.Batch) > estimate.MaxTokens {
-		return bad("seq_len × batch", fmt.Sprintf("%d × %d (want at most %d tokens per micro-batch)", *c.SeqLen, *c.Batch, estimate.MaxTokens))
+	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
+		return err
 	}
 	if l := c.LoRA; l != nil {
-		if err := intIn("lora.rank", l.Rank, 1, estimate.MaxLoRARank); err != nil {
+		if err := f.intIn("lora.rank", l.Rank, 1, estimate.MaxLoRARank); err != nil {
 			return err
 		}
 	}
