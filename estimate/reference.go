@@ -93,7 +93,7 @@ func (ref Reference) Estimate(req Request) (*Estimate, error) {
 	var optim int64
 	switch r.Optimizer {
 	case "sgd":
-	case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
+	case "adamw_8bit", "paged_adamw_8bit", "lion_8bit":
 		optim = int64(float64(trainable) * ref8bitOptimBytes)
 	case "adamw_torch_fused":
 		optim = 2 * trainable * gradBytes
@@ -209,7 +209,7 @@ func (ref Reference) Explain(req Request, e *Estimate) (Explanation, error) {
 			switch r.Optimizer {
 			case "sgd":
 				src = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
-			case "adamw_8bit", "paged_adamw_8bit", "adamw_bnb_8bit", "lion_8bit":
+			case "adamw_8bit", "paged_adamw_8bit", "lion_8bit":
 				src = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
 			case "adamw_torch_fused":
 				src = "fused AdamW, two states in parameter dtype (docs/memory-model.md#optimizer-states)"

@@ -448,7 +448,7 @@ func (r Request) widestTarget() int64 {
 	if r.ExtraLoRAOnHead && r.LoRARank <= min(m.Hidden, m.Vocab) {
 		return min(m.Hidden, m.Vocab)
 	}
-	if r.LoRARank <= narrowestLinear(m) {
+	if r.LoRARank <= m.NarrowestLinear() {
 		return r.LoRARank
 	}
 	lins, err := m.Targets(r.LoRATargets)

@@ -74,17 +74,17 @@ const (
 // unslothOptimizerBytes is §3's calibrated optimizer bytes per trainable
 // parameter. §3 lists adamw_8bit 4, adamw_torch 6, paged_adamw_32bit 8 and
 // sgd 4; Studio's vram_estimation.py adds paged_adamw_8bit and adamw_bnb_8bit
-// at 4 and adamw_torch_fused at 6. The aliases "adamw" and "adamw_bnb_8bit"
-// reach it as the values they name (Normalize), adamw_torch and adamw_8bit,
-// at the same bytes. Names outside the table (adafactor, lion_8bit) get Studio's
-// fallback of 4 bytes per parameter.
+// at 4 and adamw_torch_fused at 6. Studio's table also lists the aliases
+// "adamw" (6) and "adamw_bnb_8bit" (4); they are not keys here because
+// Normalize turns them into the names they stand for, adamw_torch and
+// adamw_8bit, whose bytes are the same, so such a key could never be looked
+// up. Names outside the table (adafactor, lion_8bit) get Studio's fallback of
+// 4 bytes per parameter.
 var unslothOptimizerBytes = map[Optimizer]int64{
 	"adamw_8bit":        4,
 	"paged_adamw_8bit":  4,
-	"adamw_bnb_8bit":    4,
 	"adamw_torch":       6,
 	"adamw_torch_fused": 6,
-	"adamw":             6,
 	"paged_adamw_32bit": 8,
 	"sgd":               4,
 }

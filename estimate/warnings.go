@@ -3,7 +3,6 @@ package estimate
 import (
 	"fmt"
 	"math"
-	"sync/atomic"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
@@ -20,57 +19,12 @@ func (r Request) warnings() []string {
 	if c := r.Card; c != nil && !c.BF16 && (r.Precision == BF16Mixed || r.Precision == BF16True) {
 		w = append(w, fmt.Sprintf("%s has no native bf16: %s runs emulated and slowly, or is refused by the training stack; fp16-mixed (--precision fp16-mixed) is the usual choice on it", c.Name, r.Precision))
 	}
-	if r.Method != Full && r.LoRARank > narrowestLinear(m) {
+	if r.Method != Full && r.LoRARank > m.NarrowestLinear() {
 		if name, width := r.narrowestTarget(); width > 0 && r.LoRARank > width {
 			w = append(w, fmt.Sprintf("LoRA rank %d is above the width of %s (min(in, out) = %d): its adapter holds more parameters than a full-rank update of it", r.LoRARank, name, width))
 		}
 	}
 	return w
-}
-
-// narrowestLinear is the smallest min(in, out) of the model's projections
-// (routers aside: their output is the expert count). A rank at or below it
-// fits every module, so the target list need not be expanded.
-func narrowestLinear(m *hfconfig.Model) int64 {
-	// A search estimates thousands of requests on one model: the walk over
-	// every layer's projections (560 on a 70B) was a third of an estimate's
-	// time there. The last model's answer is kept, keyed by the model and
-	// its layer slice (a Model is not changed once parsed).
-	key := narrowestKey{m: m, n: len(m.Layers)}
-	if len(m.Layers) > 0 {
-		key.first = &m.Layers[0]
-	}
-	if c := lastNarrowest.Load(); c != nil && c.key == key {
-		return c.width
-	}
-	n := narrowestWalk(m)
-	lastNarrowest.Store(&narrowestMemo{key, n})
-	return n
-}
-
-type narrowestKey struct {
-	m     *hfconfig.Model
-	first *hfconfig.Layer
-	n     int
-}
-
-type narrowestMemo struct {
-	key   narrowestKey
-	width int64
-}
-
-var lastNarrowest atomic.Pointer[narrowestMemo]
-
-func narrowestWalk(m *hfconfig.Model) int64 {
-	n := int64(math.MaxInt64)
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			if lin.Role != hfconfig.RoleRouter {
-				n = min(n, lin.In, lin.Out)
-			}
-		}
-	}
-	return n
 }
 
 // narrowestTarget is the targeted projection with the smallest min(in, out),

@@ -107,3 +107,24 @@ func TestParseRefusesOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// NarrowestLinear is the smallest min(in, out) over the projections, the
+// router aside (its output is the expert count), both as precomputed at
+// Parse and as walked on a Model built by hand.
+func TestNarrowestLinear(t *testing.T) {
+	m, err := Parse([]byte(`{"model_type":"olmoe","hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":2,
+		"intermediate_size":6,"num_experts":2,"num_experts_per_tok":1,"vocab_size":10,"tie_word_embeddings":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.NarrowestLinear(); got != 6 {
+		t.Errorf("parsed: NarrowestLinear() = %d, want 6 (the experts' intermediate width; the router's 2 outputs aside)", got)
+	}
+	hand := &Model{Layers: []Layer{{Linears: []Linear{
+		{Name: "q_proj", In: 16, Out: 12},
+		{Name: "gate", Role: RoleRouter, In: 16, Out: 3},
+	}}}}
+	if got := hand.NarrowestLinear(); got != 12 {
+		t.Errorf("hand-built: NarrowestLinear() = %d, want 12", got)
+	}
+}

@@ -2,6 +2,7 @@ package hfconfig
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -24,6 +25,7 @@ type moduleAgg struct {
 func (m *Model) index() {
 	m.indexed = false
 	m.linearSum, m.normSum, m.ffnAv = m.LinearParams(), m.NormParams(), m.ActiveFFN()
+	m.narrowest = m.NarrowestLinear()
 	m.indexed = true
 	m.aggs = m.aggs[:0]
 	for _, l := range m.Layers {
@@ -38,6 +40,25 @@ func (m *Model) index() {
 			m.aggs[i].in += in
 		}
 	}
+}
+
+// NarrowestLinear is the smallest min(in, out) of the model's Linear
+// modules, routers aside (their output is the expert count); MaxInt64 for a
+// model without any. A LoRA rank at or below it fits every module. A parsed
+// model has it precomputed (an estimate asks for it on every request).
+func (m *Model) NarrowestLinear() int64 {
+	if m.indexed {
+		return m.narrowest
+	}
+	n := int64(math.MaxInt64)
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if lin.Role != RoleRouter {
+				n = min(n, lin.In, lin.Out)
+			}
+		}
+	}
+	return n
 }
 
 // AdapterSum is Σ (in + out) · copies over the Linear modules a LoRA target

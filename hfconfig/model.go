@@ -120,6 +120,7 @@ type Model struct {
 	// Cached sums, filled by index() once the layers are final.
 	indexed                   bool
 	linearSum, normSum, ffnAv int64
+	narrowest                 int64
 }
 
 // PreQuant is a checkpoint's own quantization_config.
