@@ -243,11 +243,18 @@ func ParseBanner(out string) Banner {
 		if err1 != nil || err2 != nil {
 			continue
 		}
+		// RE2's \s does not cover every Unicode space (a vertical tab is \S
+		// to it), so a name can be blank once trimmed: such a row names
+		// no process.
+		name := strings.TrimSpace(m[4])
+		if name == "" {
+			continue
+		}
 		mib, err := parseMiB(m[5])
 		if err != nil {
 			mib = Unknown
 		}
-		b.Processes = append(b.Processes, Process{GPUIndex: gi, PID: pid, Type: m[3], Name: m[4], UsedMiB: mib})
+		b.Processes = append(b.Processes, Process{GPUIndex: gi, PID: pid, Type: m[3], Name: name, UsedMiB: mib})
 	}
 	return b
 }
