@@ -47,6 +47,11 @@ type hostHints struct {
 // each in the map).
 const maxHints = 1 << 16
 
+// maxOptRanges bounds the optimizer steps whose span came after the ops
+// inside it (one range each; a trace holds a few steps). Kept small, an
+// insertion out of order costs little however a trace orders them.
+const maxOptRanges = 1 << 12
+
 const optimizerStepPrefix = "Optimizer.step#"
 
 var (
@@ -114,7 +119,7 @@ func (t *Trace) noteHostOp(e *event) {
 // addOptRange notes that the host ops with External ids in (lo, hi] ran
 // inside an optimizer step, keeping optRanges sorted by lo.
 func (t *Trace) addOptRange(lo, hi int64) {
-	if len(t.optRanges) >= maxHints {
+	if len(t.optRanges) >= maxOptRanges {
 		t.hintsDropped++
 		return
 	}

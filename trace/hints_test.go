@@ -132,3 +132,41 @@ func TestHostOpHintsLegacyFormat(t *testing.T) {
 		t.Errorf("self GPU time per host op (-want +got):\n%s", diff)
 	}
 }
+
+// TestOptRangesBounded: optimizer steps written after their ops, in
+// descending order (each insertion at the front), are kept sorted up to
+// maxOptRanges; later ones are counted as dropped hints, and a kernel's
+// External id finds its step's range and no other.
+func TestOptRangesBounded(t *testing.T) {
+	var tr Trace
+	const n = maxOptRanges + 2
+	for i := n - 1; i >= 0; i-- {
+		// Step i: span id 10i, ops 10i+1 … 10i+5 on thread 1, written first.
+		op := event{name: []byte("aten::add_"), tid: 1, ext: int64(10*i + 5), extOK: true}
+		tr.noteHostOp(&op)
+		span := event{name: []byte("Optimizer.step#SGD.step"), tid: 1, ext: int64(10 * i), extOK: true}
+		tr.noteHostOp(&span)
+		// threadMaxExt stays at the largest id: later (lower) steps'
+		// ranges reach up to it, so each range is (10i, 10(n-1)+5].
+	}
+	if len(tr.optRanges) != maxOptRanges || tr.hintsDropped != 2 {
+		t.Fatalf("ranges %d, dropped %d; want %d, 2", len(tr.optRanges), tr.hintsDropped, maxOptRanges)
+	}
+	for i := 1; i < len(tr.optRanges); i++ {
+		if tr.optRanges[i-1][0] >= tr.optRanges[i][0] {
+			t.Fatalf("ranges not sorted at %d: %v, %v", i, tr.optRanges[i-1], tr.optRanges[i])
+		}
+	}
+	// Steps 0 and 1 came last and were dropped: ids 15 and below are in
+	// no range; 25 is in step 2's; past the largest id nothing is.
+	for _, c := range []struct {
+		ext  int64
+		want bool
+	}{{15, false}, {25, true}, {int64(10*(n-1) + 3), true}, {int64(10*(n-1) + 6), false}} {
+		e := event{ext: c.ext, extOK: true}
+		_, got := tr.hintFor(&e, KindKernel)
+		if got != c.want {
+			t.Errorf("hintFor(ext %d) = %v, want %v", c.ext, got, c.want)
+		}
+	}
+}
