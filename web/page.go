@@ -27,6 +27,13 @@ type view struct {
 	Problem    *Problem
 	Yes        float64
 	Marginal   float64
+	// Hub says where ids beyond the catalog come from.
+	Hub HubState
+	// Keep are the view's parameters but the model (Label the name), which
+	// the config upload form carries to the view it redirects to.
+	Keep []choice
+	// MaxConfig is the upload limit of a config.json, in words.
+	MaxConfig string
 }
 
 // control is one select of the form, its options generated from estimate's
@@ -150,20 +157,31 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	if !getOnly(w, r) {
 		return
 	}
-	v := s.form
-	status := http.StatusOK
 	p, pr := ParseQuery(r.URL.Query())
 	if p == nil {
 		p = Params{}
 	}
+	s.renderPage(w, r, p, pr)
+}
+
+// renderPage renders the calculator for p, or with the problem pr.
+func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, p Params, pr *Problem) {
+	v := s.form
+	v.Hub = s.hubState()
+	status := http.StatusOK
 	if pr == nil && p["model"] != "" {
-		v.Result, pr = Estimate(p)
+		v.Result, pr = s.estimate(r.Context(), p)
 	}
 	if pr != nil {
 		v.Problem, status = pr, pr.Status
 	}
 	// Query is url.Values.Encode's output: every byte is escaped already.
 	v.Params, v.Query = p, template.URL(p.Query())
+	for _, k := range paramNames {
+		if k != "model" && p[k] != "" {
+			v.Keep = append(v.Keep, choice{Value: p[k], Label: k})
+		}
+	}
 	if v.Result != nil {
 		v.Bar = newBar(v.Result)
 		v.Errors = s.measured.slices(v.Result.Estimator.Name, v.Result.Config.Method, v.Result.Model.ID)

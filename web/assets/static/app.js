@@ -16,6 +16,46 @@ document.addEventListener("DOMContentLoaded", () => {
       form.submit();
     });
   }
+  // Model search: the catalog, and the Hub (or its cache) when the server
+  // reads it, into the model field's suggestions.
+  const model = form && form.elements.namedItem("model");
+  const list = document.getElementById("models");
+  const note = document.getElementById("hubnote");
+  if (model && list) {
+    const catalog = Array.from(list.options, (o) => o.value);
+    let timer = 0, seq = 0;
+    model.addEventListener("input", () => {
+      clearTimeout(timer);
+      const q = model.value.trim();
+      timer = setTimeout(async () => {
+        const mine = ++seq;
+        if (q.length < 2) {
+          fill(catalog.map((id) => [id, ""]));
+          return;
+        }
+        try {
+          const res = await fetch("/api/search?q=" + encodeURIComponent(q));
+          if (!res.ok || mine !== seq) return;
+          const r = await res.json();
+          const from = r.hub_from === "cache" ? "Hugging Face cache" : "Hub";
+          fill(r.catalog.map((id) => [id, "catalog"]).concat(r.hub.map((id) => [id, from])));
+          if (note) note.textContent = r.hub_error ? "The Hub did not answer (" + r.hub_error + "): showing the catalog and the cache." : "";
+        } catch (e) {
+          if (note) note.textContent = "Search failed: " + e.message;
+        }
+      }, 250);
+    });
+    const fill = (rows) => {
+      list.replaceChildren(...rows.map(([id, from]) => {
+        const o = document.createElement("option");
+        o.value = id;
+        if (from) o.label = from;
+        return o;
+      }));
+    };
+  }
+  const configFile = document.getElementById("configfile");
+  if (configFile) configFile.addEventListener("change", () => { if (configFile.files.length) configFile.form.submit(); });
   const speedup = document.getElementById("speedup");
   if (speedup) {
     speedup.addEventListener("change", () => {
