@@ -34,6 +34,8 @@ type view struct {
 	Keep []choice
 	// MaxConfig is the upload limit of a config.json, in words.
 	MaxConfig string
+	// DefaultEstimator is the estimator the held-out figures are for.
+	DefaultEstimator string
 }
 
 // control is one select of the form, its options generated from estimate's
@@ -168,6 +170,7 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, p Params, pr *Problem) {
 	v := s.form
 	v.Hub = s.hubState()
+	v.DefaultEstimator = estimate.Default
 	status := http.StatusOK
 	if pr == nil && p["model"] != "" {
 		v.Result, pr = s.estimate(r.Context(), p)
