@@ -48,11 +48,11 @@ type HubState struct {
 func (s *Server) hubState() HubState {
 	switch {
 	case s.opts.Hub == nil:
-		return HubState{"off", "catalog only: this server reads no model from the Hub"}
+		return HubState{"off", "the embedded catalog only; this server reads no model from the Hub (serve --no-hub, or no Hugging Face cache)"}
 	case s.opts.Offline:
-		return HubState{"offline", "offline: the catalog, and Hub models already in the Hugging Face cache"}
+		return HubState{"offline", "offline: the embedded catalog, and Hub models already in the Hugging Face cache (the network is not used)"}
 	}
-	return HubState{"online", "online: a Hub id the catalog lacks (org/name) is read from the Hub — config.json and safetensors headers, never the weights — and kept in the Hugging Face cache"}
+	return HubState{"online", "online: the embedded catalog and the Hub; a Hub id the catalog lacks (org/name) is read from the Hub (config.json and safetensors headers, never the weights) into the Hugging Face cache"}
 }
 
 // SearchResult is the answer of /api/search.

@@ -135,7 +135,7 @@ func TestHubModels(t *testing.T) {
 		t.Errorf("offline servers made %d requests to the Hub", m-n)
 	}
 	check(none, q, 404, "not in the embedded catalog")
-	check(none, "/", 200, `data-mode="off"`, "catalog only")
+	check(none, "/", 200, `data-mode="off"`, "embedded catalog only")
 	// A Hub that fails: the read is a 502 with the client's hint.
 	fh.down.Store(true)
 	check(online, "/api/estimate?model=some/other", 502, "hub unavailable", "the Hub is failing")
