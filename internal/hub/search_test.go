@@ -91,3 +91,32 @@ func TestCachedModels(t *testing.T) {
 		t.Errorf("absent cache: %v, %v; want nothing, no error", got, err)
 	}
 }
+
+// FuzzParseSearch: whatever the Hub answers to a search, the ids that come
+// back could each name a repo, are distinct and at most limit.
+func FuzzParseSearch(f *testing.F) {
+	f.Add([]byte(`[{"id":"Qwen/Qwen2.5-7B"},{"modelId":"a/b"},{"id":"../x"}]`), 2)
+	f.Add([]byte(`[]`), 1)
+	f.Add([]byte(`{"id":"a/b"}`), 5)
+	f.Add([]byte(`[{"id":"a/b"},{"id":"a/b"},{"id":"a--b/c"},{"id":"gpt2"}]`), 100)
+	f.Fuzz(func(t *testing.T, body []byte, limit int) {
+		limit = min(max(limit, 1), MaxSearchResults)
+		ids, err := parseSearch(body, limit)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		if len(ids) > limit {
+			t.Fatalf("%d ids, limit %d", len(ids), limit)
+		}
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if !searchableID(id) || seen[id] {
+				t.Fatalf("id %q: not a repo id, or repeated", id)
+			}
+			seen[id] = true
+		}
+	})
+}
