@@ -53,8 +53,9 @@ library calls as the command line:
   /doctor           this machine's GPUs, free against total, as doctor reads
   /api/doctor       them (nvidia-smi within 5 s; the Python stack is not
                     probed): the document of 'doctor --json'
-  /trace            upload a Kineto trace: category and step bars, the idle
-                    time's causes, reliability flags and what-if bounds
+  /trace            upload a Kineto trace: category, label and step bars,
+                    the idle gaps by length and cause, reliability flags
+                    and a what-if slider per category
   /api/trace        POST a trace as multipart/form-data in field "trace"
                     (what-if=CATEGORY=Sx in the query, repeatable): the
                     document of 'trace --json'
