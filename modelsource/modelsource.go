@@ -142,6 +142,17 @@ func Resolve(ctx context.Context, name string, o Options) (*Resolved, error) {
 		}
 		return resolveLocal(name)
 	}
+	return ResolveID(ctx, name, o)
+}
+
+// ResolveID is Resolve for a name that is never a local path: the embedded
+// catalog (unless o.Hub), then the Hub or its cache for org/name[@revision].
+// A server resolving names typed by others uses it, so that no name reads a
+// file of the machine it runs on.
+func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
+	if name == "" {
+		return nil, usagef("canifinetune models", "no model given")
+	}
 	id, rev, err := splitRevision(name, o.Revision)
 	if err != nil {
 		return nil, err
@@ -242,7 +253,7 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 		if he.Message != "" {
 			what += " (" + he.Message + ")"
 		}
-		return &Error{Err: fmt.Errorf("model %s is not available %s: %s", id, why, what),
+		return &Error{Err: &hubError{msg: fmt.Sprintf("model %s is not available %s: %s", id, why, what), err: err},
 			Hint: "run once online (drop --offline, unset HF_HUB_OFFLINE) to cache it, or pick a catalog model: canifinetune models"}
 	}
 	msg = fmt.Sprintf("model %s: %s", id, msg)
@@ -255,8 +266,19 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 		}
 		hint += "; or pick a catalog model: canifinetune models"
 	}
-	return &Error{Err: errors.New(msg), Hint: hint}
+	return &Error{Err: &hubError{msg: msg, err: err}, Hint: hint}
 }
+
+// hubError is a Hub failure in the words hubFailure chose, still wrapping
+// the client's error, so that a caller can branch on hub.ErrGated and the
+// other sentinels (a server answers each with its own status).
+type hubError struct {
+	msg string
+	err error
+}
+
+func (e *hubError) Error() string { return e.msg }
+func (e *hubError) Unwrap() error { return e.err }
 
 // hubMessage is a hub.Error without its repo, which the caller names, and
 // its hint, which travels as Error.Hint.

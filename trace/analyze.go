@@ -44,6 +44,12 @@ type Options struct {
 	// default 30 with intervals in µs, so 30_000 reproduces that.
 	KernelWaitBelowNS int64
 
+	// OnGap, when set, sees every gap of every device, one at a time, in no
+	// promised order: a caller that wants more than the summary in
+	// Device.Gaps (a histogram of gap lengths and their causes) builds it
+	// here without the report holding every gap.
+	OnGap func(device int, g Gap)
+
 	// collect, when set (by Ranks), receives every communication kernel.
 	collect *rankCollector
 
@@ -997,6 +1003,9 @@ func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
 	}
 	if a.opts.onGap != nil {
 		a.opts.onGap(int(a.dev), g)
+	}
+	if a.opts.OnGap != nil {
+		a.opts.OnGap(int(a.dev), g)
 	}
 	return a.gapLens.add(gapRec{Len: end - start, Step: next.Step})
 }

@@ -22,7 +22,7 @@ type Backend struct {
 	// imports torch, which takes too long for a page).
 	Doctor func(ctx context.Context) ([]byte, error)
 	// Trace analyses one Kineto trace read from r, plain or gzipped, as
-	// `canifinetune trace` does; name is what messages and the report call
-	// it.
-	Trace func(ctx context.Context, name string, r io.Reader) (*trace.Report, error)
+	// `canifinetune trace` does, with opts (the page sets OnGap for its
+	// histogram); name is what messages and the report call it.
+	Trace func(ctx context.Context, name string, r io.Reader, opts trace.Options) (*trace.Report, error)
 }

@@ -45,8 +45,8 @@ func WebBackend(getenv func(string) string) web.Backend {
 			env := Env{Getenv: toolsOnly}
 			return serveDoctor(ctx, &env)
 		},
-		Trace: func(ctx context.Context, name string, r io.Reader) (*trace.Report, error) {
-			return analyzeTraceStream(ctx, name, r, trace.Options{}, "")
+		Trace: func(ctx context.Context, name string, r io.Reader, opts trace.Options) (*trace.Report, error) {
+			return analyzeTraceStream(ctx, name, r, opts, "")
 		},
 	}
 }
