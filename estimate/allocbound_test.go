@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -170,4 +171,48 @@ func TestLengthsSetTheLongestBatch(t *testing.T) {
 	if a.Levels.Allocated != b.Levels.Allocated {
 		t.Errorf("allocated %d with lengths up to 700, %d at seq-len 700", a.Levels.Allocated, b.Levels.Allocated)
 	}
+}
+
+func TestParseLengths(t *testing.T) {
+	d, err := ParseLengths(strings.NewReader("# lengths\n100\n\n300 2\n700\n"), "l.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Q[0] != 100 || d.Median() != 300 || d.Longest() != 700 {
+		t.Errorf("min %d, median %d, longest %d: want 100, 300, 700", d.Q[0], d.Median(), d.Longest())
+	}
+	for in, want := range map[string]string{
+		"":            "l.txt: ",
+		"12 3 4\n":    "l.txt:1: ",
+		"# x\nabc\n":  "l.txt:2: length \"abc\"",
+		"0\n":         "l.txt:1: length \"0\"",
+		"10 -1\n":     "l.txt:1: count \"-1\"",
+		"10 NaN\n":    "l.txt:1: count \"NaN\"",
+		"10 0\n20 0":  "every count is zero",
+		"99999999999": "l.txt:1: length",
+	} {
+		_, err := ParseLengths(strings.NewReader(in), "l.txt")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLengths(%q): err = %v, want it to contain %q", in, err, want)
+		}
+	}
+}
+
+func FuzzParseLengths(f *testing.F) {
+	f.Add("100\n200 3\n# c\n")
+	f.Add("1 0\n2 1e300\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		d, err := ParseLengths(strings.NewReader(in), "f")
+		if err != nil {
+			return
+		}
+		for i := 1; i < len(d.Q); i++ {
+			if d.Q[i] < d.Q[i-1] || d.Q[i] < 1 {
+				t.Fatalf("quantiles not increasing lengths ≥ 1: %v", d.Q)
+			}
+		}
+		if d.Longest() > MaxSeqLen {
+			t.Fatalf("longest %d past MaxSeqLen", d.Longest())
+		}
+	})
 }

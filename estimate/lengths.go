@@ -1,9 +1,13 @@
 package estimate
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // lengthQuantiles is how many quantiles a LengthDist keeps: enough to place
@@ -194,4 +198,56 @@ func normalizeLengths(r *Request) {
 		r.SeqLen = min(r.SeqLen, d.Longest())
 	}
 	r.Lengths = &d
+}
+
+// maxLengthLines bounds a lengths file: a precomputed length per sample of a
+// large dataset fits; a runaway file does not exhaust memory.
+const maxLengthLines = 10_000_000
+
+// ParseLengths reads a file of sample token lengths (docs/memory-model.md,
+// "Length distributions"): one entry a line, either a length ("512") or a
+// histogram bin "LENGTH COUNT" (COUNT samples of at most LENGTH tokens);
+// blank lines and lines starting with # are skipped. name is the file's
+// name for errors, which give its line and value.
+func ParseLengths(r io.Reader, name string) (LengthDist, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<16)
+	var lengths []int64
+	var counts []float64
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		if len(lengths) >= maxLengthLines {
+			return LengthDist{}, fmt.Errorf("%s: more than %d entries", name, maxLengthLines)
+		}
+		fields := strings.Fields(text)
+		if len(fields) > 2 {
+			return LengthDist{}, fmt.Errorf("%s:%d: %q: want LENGTH or LENGTH COUNT", name, line, text)
+		}
+		l, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || l < 1 || l > MaxSeqLen {
+			return LengthDist{}, fmt.Errorf("%s:%d: length %q: want an integer in 1..%d", name, line, fields[0], MaxSeqLen)
+		}
+		c := 1.0
+		if len(fields) == 2 {
+			c, err = strconv.ParseFloat(fields[1], 64)
+			if err != nil || c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+				return LengthDist{}, fmt.Errorf("%s:%d: count %q: want a number ≥ 0", name, line, fields[1])
+			}
+		}
+		lengths = append(lengths, l)
+		counts = append(counts, c)
+	}
+	if err := sc.Err(); err != nil {
+		return LengthDist{}, fmt.Errorf("%s:%d: %w", name, line+1, err)
+	}
+	d, err := LengthsFromSamples(lengths, counts)
+	if err != nil {
+		return LengthDist{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
 }
