@@ -202,20 +202,15 @@ func (a *Allocator) Free(h Handle) error {
 }
 
 // bestFit is get_free_block: the smallest cached block that holds size
-// (lowest segment and address on ties), or nil.
+// (lowest segment and address on ties), or nil. The free blocks of a pool
+// are kept ordered that way, as the allocator's std::set is.
 func (a *Allocator) bestFit(small bool, size int64) *block {
-	var best *block
-	for _, c := range a.free[poolIndex(small)] {
-		if c.size < size {
-			continue
-		}
-		if best == nil || c.size < best.size || c.size == best.size && (c.seg.id < best.seg.id || c.seg.id == best.seg.id && c.off < best.off) {
-			best = c
-		}
-	}
-	if best == nil {
+	free := a.free[poolIndex(small)]
+	i := sort.Search(len(free), func(i int) bool { return free[i].size >= size })
+	if i == len(free) {
 		return nil
 	}
+	best := free[i]
 	if m := a.cfg.MaxSplitSize; m > 0 && !a.cfg.ExpandableSegments {
 		// Do not return an oversized block for a smaller request, and let an
 		// oversized request round up by less than LargeBuffer only.
@@ -224,6 +219,17 @@ func (a *Allocator) bestFit(small bool, size int64) *block {
 		}
 	}
 	return best
+}
+
+// before orders free blocks by size, then segment, then address.
+func before(x, y *block) bool {
+	if x.size != y.size {
+		return x.size < y.size
+	}
+	if x.seg.id != y.seg.id {
+		return x.seg.id < y.seg.id
+	}
+	return x.off < y.off
 }
 
 // shouldSplit is should_split: small-pool and expandable blocks split when
@@ -369,14 +375,21 @@ func (a *Allocator) releaseCached() {
 
 func (a *Allocator) addFree(b *block) {
 	p := poolIndex(b.seg.small)
-	a.free[p] = append(a.free[p], b)
+	free := a.free[p]
+	i := sort.Search(len(free), func(i int) bool { return !before(free[i], b) })
+	free = append(free, nil)
+	copy(free[i+1:], free[i:])
+	free[i] = b
+	a.free[p] = free
 }
 
 func (a *Allocator) removeFree(b *block) {
 	p := poolIndex(b.seg.small)
-	for i, c := range a.free[p] {
-		if c == b {
-			a.free[p] = append(a.free[p][:i], a.free[p][i+1:]...)
+	free := a.free[p]
+	i := sort.Search(len(free), func(i int) bool { return !before(free[i], b) })
+	for ; i < len(free); i++ {
+		if free[i] == b {
+			a.free[p] = append(free[:i], free[i+1:]...)
 			return
 		}
 	}
