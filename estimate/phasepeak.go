@@ -374,16 +374,19 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	cachedCoef, driver := k.ReservedLargest, t.Largest
+	transient := acts - fixedCasts + max(logits, recompute)
+	// With the same shapes every step, a block freed in one step serves the
+	// same request in the next: the allocator cannot keep more cached than
+	// the step's transient, whatever a fitted coefficient says.
+	cached := int64(min(k.ReservedLargest*t.Largest, transient))
 	if r.DynamicShapes {
-		cachedCoef = k.ReservedDynamic
 		// Every tensor the step frees is sized by this batch's length, so
 		// blocks cached for other lengths do not fit it exactly: what the
 		// allocator keeps follows the step's whole shape-dependent
-		// transient (activations and the loss chain), not one tensor.
-		driver = acts - fixedCasts + max(logits, recompute)
+		// transient (activations and the loss chain), not one tensor, as
+		// far as the allocator model bounds it (allocbound.go).
+		cached = int64(dynamicCachedCoef(k.ReservedDynamic, t, r) * transient)
 	}
-	cached := int64(cachedCoef * driver)
 	if !fwdWins {
 		// The forward's blocks, released and cached, serve the larger
 		// optimizer-step phase that follows: only what the step does not

@@ -68,6 +68,12 @@ type Request struct {
 	// step's tensor shapes change from batch to batch (SeqLen is then the
 	// longest); the caching allocator keeps blocks of several sizes.
 	DynamicShapes bool
+	// Lengths is the distribution of sample lengths when SeqLen is only
+	// the bound (nil: unknown). It implies DynamicShapes; the peak is
+	// estimated at the longest batch (SeqLen, or the distribution's
+	// longest sample when shorter) and the reserved level by replaying the
+	// distribution's batch shapes through the caching-allocator model.
+	Lengths *LengthDist
 	// GradAccum is the number of micro-batches per optimizer update (0 or 1:
 	// none). It matters only where accumulation changes what is resident:
 	// FSDP's no_sync() keeps unsharded gradients between updates.
@@ -237,6 +243,7 @@ func (r Request) Normalize() (Request, error) {
 	if r.Sharding.GPUs == 0 {
 		r.Sharding.GPUs = 1
 	}
+	normalizeLengths(&r)
 	if err := canonical(&r.Method, ParseMethod); err != nil {
 		return fail(err)
 	}

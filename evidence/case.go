@@ -55,6 +55,28 @@ type Case struct {
 	// published measurements alone set the fitted coefficients; validate
 	// scores them like any other row.
 	Simulated bool `json:"simulated,omitempty"`
+	// SeqLenDist is what the source states about the sample lengths when
+	// seq_len is only their bound (seq_len_kind max or padded-to-longest);
+	// nil when it states nothing. Such a case is estimated over the
+	// distribution: the peak at the longest batch, the reserved level by
+	// replaying its batch shapes through the caching-allocator model.
+	SeqLenDist *SeqLenDist `json:"seq_len_dist,omitempty"`
+}
+
+// SeqLenDist is a case's sample-length distribution, in tokens, as its
+// source states it: a median, or a mean and standard deviation, with the
+// range when known. OverMax says what the trainer does with samples longer
+// than seq_len: "drop" (deleted or filtered) or "truncate" (clipped).
+type SeqLenDist struct {
+	P50     *float64 `json:"p50,omitempty"`
+	Mean    *float64 `json:"mean,omitempty"`
+	Std     *float64 `json:"std,omitempty"`
+	Min     *int     `json:"min,omitempty"`
+	Max     *int     `json:"max,omitempty"`
+	OverMax string   `json:"over_max,omitempty"`
+	// Source says where the figures come from (a dataset card, the
+	// source's own statistics).
+	Source string `json:"source,omitempty"`
 }
 
 // Quant is the quantization of a frozen base model.
@@ -245,6 +267,11 @@ func (c *Case) Validate() error {
 	}
 	if err := f.runCounts(c.SeqLen, c.Batch, c.GradAccum, c.GPU.Count); err != nil {
 		return err
+	}
+	if d := c.SeqLenDist; d != nil {
+		if _, err := d.Lengths(c.SeqLen); err != nil {
+			return bad("seq_len_dist", err.Error())
+		}
 	}
 	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
 		return err

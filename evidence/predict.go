@@ -122,6 +122,13 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	switch c.SeqLenKind {
 	case "max", "padded-to-longest":
 		r.DynamicShapes = true
+		if d := lengthDistOf(c); d != nil {
+			dist, err := d.Lengths(c.SeqLen)
+			if err != nil {
+				return r, assumed, "seq_len_dist: " + err.Error()
+			}
+			r.Lengths = &dist
+		}
 	}
 	if c.GradAccum != nil {
 		r.GradAccum = int64(*c.GradAccum)

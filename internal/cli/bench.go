@@ -170,6 +170,10 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, refuse("--fused-ce", string(*f.FusedCE), "transformers' own loss: none")
 	case f.Dynamic:
 		return cfg, refuse("--dynamic-padding", "", "fixed-length synthetic tokens of exactly --seq-len")
+	case f.SeqLenP50 != 0:
+		return cfg, refuse("--seq-len-p50", strconv.FormatInt(f.SeqLenP50, 10), "fixed-length synthetic tokens of exactly --seq-len")
+	case f.SeqLenFile != "":
+		return cfg, refuse("--seq-len-file", f.SeqLenFile, "fixed-length synthetic tokens of exactly --seq-len")
 	case f.Compile:
 		return cfg, refuse("--compile", "", "eager PyTorch, without torch.compile")
 	case f.OptimDtype != nil:

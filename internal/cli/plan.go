@@ -249,6 +249,11 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 	if f.GradAccum == 0 {
 		return req, requestUsageError(&estimate.FieldError{Field: "grad_accum", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxGradAccum)})
 	}
+	lengths, err := lengthsFromFlags(f)
+	if err != nil {
+		return req, err
+	}
+	req.Lengths = lengths
 	return req, nil
 }
 

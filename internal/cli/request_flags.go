@@ -21,6 +21,8 @@ type RequestFlags struct {
 	Batch      int64                   `default:"1" help:"Micro-batch size per GPU."`
 	GradAccum  int64                   `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
 	Dynamic    bool                    `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
+	SeqLenP50  int64                   `name:"seq-len-p50" placeholder:"TOKENS" help:"Median sample length when --seq-len is only the maximum (implies --dynamic-padding): the reserved level follows the batch shapes of a length distribution with this median."`
+	SeqLenFile string                  `name:"seq-len-file" type:"path" placeholder:"FILE" help:"File of precomputed sample token lengths, one a line, or a histogram of 'LENGTH COUNT' lines (implies --dynamic-padding; --seq-len stays the maximum, longer samples count as truncated to it)."`
 	Dropout    *float64                `name:"lora-dropout" help:"LoRA dropout probability; above 0 each adapter keeps its dropped-out input and mask for the backward. Default: the stack's (0 for plain PEFT)."`
 	GradCkpt   *estimate.Checkpointing `name:"grad-ckpt" enum:"${grad_ckpt_enum}" help:"Activation checkpointing (default none, or the --stack's):${grad_ckpt_values}"`
 	Optimizer  *estimate.Optimizer     `enum:"${optimizer_enum}" help:"Optimizer (default adamw_torch, or the --stack's):${optimizer_values}"`
