@@ -98,6 +98,8 @@ type planJSON struct {
 	GradCkpt      string       `json:"grad_ckpt"`
 	FusedCE       string       `json:"fused_ce"`
 	Optimizer     string       `json:"optimizer"`
+	Precision     string       `json:"precision"`
+	Attn          string       `json:"attn"`
 	Strategy      string       `json:"sharding"`
 	Offload       string       `json:"cpu_offload"`
 	Nodes         int64        `json:"nodes"`
@@ -181,7 +183,8 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 	e := p.Estimate
 	t := p.Time
 	pj := planJSON{Rank: rank, Method: string(q.Method), Quant: string(q.Quant), SeqLen: q.SeqLen, MicroBatch: p.MicroBatch, GradAccum: p.GradAccum,
-		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
+		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer),
+		Precision: string(q.Precision), Attn: string(q.Attn), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
 		Nodes: p.Nodes, GPUsPerNode: p.GPUsPerNode, WorldSize: p.World,
 		TotalGB: bytesize.RoundedGiB(e.Total, 3), Ratio: bytesize.Round(e.Verdict.Ratio, 4), Fit: string(e.Verdict.Fit), HostOffloadGB: bytesize.RoundedGiB(e.HostOffload, 3),
 		Time: planTimeJSON{Known: t.Known, Why: t.Why, ComputeS: bytesize.Round(t.Compute, 4), RecomputeS: bytesize.Round(t.Recompute, 4),
