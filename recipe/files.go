@@ -24,12 +24,12 @@ type TrainingArgs struct {
 	MaxGradNorm                 float64         `json:"max_grad_norm"`
 	BF16                        bool            `json:"bf16"`
 	FP16                        bool            `json:"fp16"`
-	GradientCheckpointing       bool            `json:"gradient_checkpointing"`
-	GradientCheckpointingKwargs map[string]bool `json:"gradient_checkpointing_kwargs,omitempty"`
+	GradientCheckpointing       bool            `json:"activation_checkpointing"`
+	GradientCheckpointingKwargs map[string]bool `json:"activation_checkpointing_kwargs,omitempty"`
 	Optim                       string          `json:"optim"`
 	UseLigerKernel              bool            `json:"use_liger_kernel"`
 	TorchCompile                bool            `json:"torch_compile"`
-	FSDP                        string          `json:"fsdp,omitempty"`
+	FSDP                        bool            `json:"fsdp,omitempty"`
 	FSDPConfig                  *FSDPArgs       `json:"fsdp_config,omitempty"`
 	DeepSpeed                   string          `json:"deepspeed,omitempty"`
 	LoggingSteps                int             `json:"logging_steps"`
@@ -38,15 +38,23 @@ type TrainingArgs struct {
 	Seed                        int             `json:"seed"`
 }
 
-// FSDPArgs is TrainingArguments' fsdp_config.
+// FSDPArgs is TrainingArguments' fsdp_config. FSDP2 (fully_shard) runs
+// full_shard (reshard_after_forward true) and shard_grad_op (false); the
+// other strategies exist only in FSDP1, named by reshard_after_forward.
 type FSDPArgs struct {
-	Version                 int    `json:"version"`
-	BackwardPrefetch        string `json:"backward_prefetch"`
-	ForwardPrefetch         bool   `json:"forward_prefetch"`
-	UseOrigParams           bool   `json:"use_orig_params"`
-	SyncModuleStates        bool   `json:"sync_module_states"`
-	CPURAMEfficientLoading  bool   `json:"cpu_ram_efficient_loading"`
+	Version             int  `json:"version"`
+	ReshardAfterForward any  `json:"reshard_after_forward"`
+	CPUOffload          bool `json:"cpu_offload"`
+	// ActivationCheckpointing is FSDP's own checkpointing of each wrapped
+	// layer, which transformers prefers under FSDP to the model's (that
+	// one gathers the parameters once more in the backward).
 	ActivationCheckpointing bool   `json:"activation_checkpointing"`
+	CPURAMEfficientLoading  bool   `json:"cpu_ram_efficient_loading"`
+	StateDictType           string `json:"state_dict_type"`
+	BackwardPrefetch        string `json:"backward_prefetch,omitempty"`
+	ForwardPrefetch         *bool  `json:"forward_prefetch,omitempty"`
+	UseOrigParams           *bool  `json:"use_orig_params,omitempty"`
+	SyncModuleStates        *bool  `json:"sync_module_states,omitempty"`
 }
 
 // SFTConfig is trl.SFTConfig's fields: TrainingArguments' and the
@@ -210,17 +218,20 @@ func (s *settings) trainingArgs() TrainingArgs {
 	if a.NumTrainEpochs == 0 {
 		a.NumTrainEpochs = 1
 	}
-	if a.GradientCheckpointing {
-		// Non-reentrant checkpointing: what PyTorch recommends, and what
-		// works with frozen inputs (LoRA) and FSDP.
-		a.GradientCheckpointingKwargs = map[string]bool{"use_reentrant": false}
-	}
 	switch s.family {
 	case estimate.FamilyFSDP:
-		a.FSDP = s.fsdpOption()
-		a.FSDPConfig = &FSDPArgs{Version: 1, BackwardPrefetch: "backward_pre", UseOrigParams: true, SyncModuleStates: true, CPURAMEfficientLoading: true}
+		a.FSDP = true
+		a.FSDPConfig = s.fsdpArgs()
+		// FSDP checkpoints each wrapped layer itself (the same block inputs
+		// kept); the model's own checkpointing would gather again.
+		a.GradientCheckpointing = false
 	case estimate.FamilyDeepSpeed:
 		a.DeepSpeed = FileDeepSpeed
+	}
+	if a.GradientCheckpointing {
+		// Non-reentrant checkpointing: what PyTorch recommends, and what
+		// works with frozen inputs (LoRA).
+		a.GradientCheckpointingKwargs = map[string]bool{"use_reentrant": false}
 	}
 	return a
 }
@@ -238,13 +249,27 @@ func (s *settings) fsdpStrategy() string {
 	return "FULL_SHARD"
 }
 
-// fsdpOption is TrainingArguments' fsdp string.
-func (s *settings) fsdpOption() string {
-	opts := []string{strings.ToLower(s.fsdpStrategy())}
-	if s.req.Sharding.CPUOffload.Spec().Params {
-		opts = append(opts, "offload")
+// fsdpVersion is 2 (fully_shard) where FSDP2 has the strategy, else 1.
+func (s *settings) fsdpVersion() int {
+	switch s.req.Sharding.Strategy {
+	case estimate.FSDPFullShard, estimate.FSDPShardGradOp:
+		return 2
 	}
-	return strings.Join(append(opts, "auto_wrap"), " ")
+	return 1
+}
+
+// fsdpArgs is TrainingArguments' fsdp_config for the plan.
+func (s *settings) fsdpArgs() *FSDPArgs {
+	f := &FSDPArgs{Version: s.fsdpVersion(), CPUOffload: s.req.Sharding.CPUOffload.Spec().Params,
+		ActivationCheckpointing: s.req.GradCkpt == estimate.CkptFull, CPURAMEfficientLoading: true, StateDictType: "SHARDED_STATE_DICT"}
+	if f.Version == 2 {
+		f.ReshardAfterForward = s.req.Sharding.Strategy == estimate.FSDPFullShard
+		return f
+	}
+	no, yes := false, true
+	f.ReshardAfterForward = strings.ToLower(s.fsdpStrategy())
+	f.BackwardPrefetch, f.ForwardPrefetch, f.UseOrigParams, f.SyncModuleStates = "BACKWARD_PRE", &no, &yes, &yes
+	return f
 }
 
 func (s *settings) modelSpec() ModelSpec {
@@ -327,24 +352,35 @@ func (s *settings) accelerateYAML() string {
 	case s.world > 1:
 		dt = "MULTI_GPU"
 	}
-	fmt.Fprintf(&b, "distributed_type: %s\n", dt)
+	// 'NO' and 'no' are quoted: YAML reads them bare as false.
+	fmt.Fprintf(&b, "distributed_type: %s\n", yamlWord(dt))
 	b.WriteString("downcast_bf16: 'no'\n")
 	switch s.family {
 	case estimate.FamilyFSDP:
 		b.WriteString("fsdp_config:\n")
+		f := s.fsdpArgs()
 		kv := [][2]string{
-			{"fsdp_activation_checkpointing", "false"},
+			{"fsdp_activation_checkpointing", fmt.Sprint(f.ActivationCheckpointing)},
 			{"fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP"},
-			{"fsdp_backward_prefetch", "BACKWARD_PRE"},
-			{"fsdp_cpu_ram_efficient_loading", "true"},
-			{"fsdp_forward_prefetch", "false"},
-			{"fsdp_offload_params", fmt.Sprint(s.req.Sharding.CPUOffload.Spec().Params)},
-			{"fsdp_sharding_strategy", s.fsdpStrategy()},
-			{"fsdp_state_dict_type", "SHARDED_STATE_DICT"},
-			{"fsdp_sync_module_states", "true"},
-			{"fsdp_use_orig_params", "true"},
-			{"fsdp_version", "1"},
 		}
+		if f.Version == 1 {
+			kv = append(kv, [2]string{"fsdp_backward_prefetch", f.BackwardPrefetch})
+		}
+		kv = append(kv, [2]string{"fsdp_cpu_ram_efficient_loading", "true"})
+		if f.Version == 1 {
+			kv = append(kv, [2]string{"fsdp_forward_prefetch", "false"})
+		}
+		kv = append(kv, [2]string{"fsdp_offload_params", fmt.Sprint(f.CPUOffload)})
+		if f.Version == 2 {
+			kv = append(kv, [2]string{"fsdp_reshard_after_forward", fmt.Sprint(f.ReshardAfterForward)})
+		} else {
+			kv = append(kv, [2]string{"fsdp_sharding_strategy", s.fsdpStrategy()})
+		}
+		kv = append(kv, [2]string{"fsdp_state_dict_type", f.StateDictType})
+		if f.Version == 1 {
+			kv = append(kv, [2]string{"fsdp_sync_module_states", "true"}, [2]string{"fsdp_use_orig_params", "true"})
+		}
+		kv = append(kv, [2]string{"fsdp_version", fmt.Sprint(f.Version)})
 		for _, p := range kv {
 			fmt.Fprintf(&b, "  %s: %s\n", p[0], p[1])
 		}
@@ -359,11 +395,20 @@ func (s *settings) accelerateYAML() string {
 	if s.family == estimate.FamilyDeepSpeed {
 		b.WriteString("# Under DeepSpeed the precision is ds_config.json's; this line repeats it.\n")
 	}
-	fmt.Fprintf(&b, "mixed_precision: %s\n", s.mixed)
+	fmt.Fprintf(&b, "mixed_precision: %s\n", yamlWord(s.mixed))
 	fmt.Fprintf(&b, "num_machines: %d\n", s.nodes)
 	fmt.Fprintf(&b, "num_processes: %d\n", s.world)
 	b.WriteString("rdzv_backend: static\n")
 	b.WriteString("same_network: true\n")
 	b.WriteString("use_cpu: false\n")
 	return b.String()
+}
+
+// yamlWord quotes the words YAML 1.1 reads as booleans.
+func yamlWord(w string) string {
+	switch strings.ToLower(w) {
+	case "no", "yes", "on", "off", "y", "n", "true", "false":
+		return "'" + w + "'"
+	}
+	return w
 }

@@ -78,6 +78,9 @@ func cases(t testing.TB) map[string]Input {
 		"zero3-offload-2x8": {ModelID: llama70, Epochs: 1, Plan: chosen(t, llama70, estimate.Request{Method: estimate.Full,
 			Precision: estimate.BF16Mixed, SeqLen: 4096, Batch: 1, GradAccum: 4, GradCkpt: estimate.CkptFull,
 			Sharding: estimate.Sharding{Strategy: estimate.ZeRO3, GPUs: 16, CPUOffload: estimate.OffloadParamsOptimizer}}, 2, 8)},
+		"fsdp-hybrid-qlora-2x4": {ModelID: llama70, Epochs: 1, Plan: chosen(t, llama70, estimate.Request{Method: estimate.QLoRA, LoRARank: 16,
+			QuantStorage: estimate.DtypeBF16, SeqLen: 2048, Batch: 1, GradAccum: 2, GradCkpt: estimate.CkptFull,
+			Sharding: estimate.Sharding{Strategy: estimate.FSDPHybridShard, GPUs: 4, CPUOffload: estimate.OffloadParamsOptimizer}}, 2, 4)},
 		"zero2-qlora-8gpu": {ModelID: llama8, Epochs: 1, Plan: chosen(t, llama8, estimate.Request{Method: estimate.QLoRA, LoRARank: 16,
 			SeqLen: 2048, Batch: 2, GradAccum: 1, Precision: estimate.FP16Mixed, Optimizer: estimate.AdamW8bit,
 			Sharding: estimate.Sharding{Strategy: estimate.ZeRO2, GPUs: 8}}, 1, 8)},
@@ -206,7 +209,10 @@ func TestSettingsMatchRequest(t *testing.T) {
 			check("gradient_accumulation_steps", args.GradientAccumulationSteps, max(r.GradAccum, 1))
 			check("bf16", args.BF16, bf16)
 			check("fp16", args.FP16, fp16)
-			check("gradient_checkpointing", args.GradientCheckpointing, r.GradCkpt == estimate.CkptFull)
+			fsdpCkpt := args.FSDPConfig != nil && args.FSDPConfig.ActivationCheckpointing
+			check("activation_checkpointing_kwargs given", args.GradientCheckpointingKwargs != nil, args.GradientCheckpointing)
+			check("checkpointed by both the model and FSDP", args.GradientCheckpointing && fsdpCkpt, false)
+			check("checkpointing", args.GradientCheckpointing || fsdpCkpt, r.GradCkpt == estimate.CkptFull)
 			check("optim", args.Optim, string(r.Optimizer))
 			check("use_liger_kernel", args.UseLigerKernel, r.FusedCE == estimate.LossLiger)
 			check("max_length", sft.MaxLength, r.SeqLen)
@@ -256,9 +262,20 @@ func TestSettingsMatchRequest(t *testing.T) {
 			off := r.Sharding.CPUOffload.Spec()
 			if spec.Family == estimate.FamilyFSDP {
 				want := map[estimate.Strategy]string{estimate.FSDPFullShard: "FULL_SHARD", estimate.FSDPShardGradOp: "SHARD_GRAD_OP", estimate.FSDPNoShard: "NO_SHARD", estimate.FSDPHybridShard: "HYBRID_SHARD"}[r.Sharding.Strategy]
-				check("fsdp_sharding_strategy", y["fsdp_config.fsdp_sharding_strategy"], want)
 				check("fsdp_offload_params", y["fsdp_config.fsdp_offload_params"], strconv.FormatBool(off.Params))
-				check("training args fsdp", strings.Fields(args.FSDP)[0], strings.ToLower(want))
+				check("training args fsdp", args.FSDP, true)
+				f := args.FSDPConfig
+				check("fsdp_config cpu_offload", f.CPUOffload, off.Params)
+				switch r.Sharding.Strategy {
+				case estimate.FSDPFullShard, estimate.FSDPShardGradOp:
+					check("fsdp_config version", f.Version, 2)
+					check("fsdp_config reshard_after_forward", f.ReshardAfterForward, r.Sharding.Strategy == estimate.FSDPFullShard)
+					check("fsdp_reshard_after_forward", y["fsdp_config.fsdp_reshard_after_forward"], strconv.FormatBool(r.Sharding.Strategy == estimate.FSDPFullShard))
+				default:
+					check("fsdp_config version", f.Version, 1)
+					check("fsdp_config reshard_after_forward", f.ReshardAfterForward, strings.ToLower(want))
+					check("fsdp_sharding_strategy", y["fsdp_config.fsdp_sharding_strategy"], want)
+				}
 			}
 			ds, hasDS := files[FileDeepSpeed]
 			if hasDS != (spec.Family == estimate.FamilyDeepSpeed) {

@@ -63,8 +63,8 @@ def wrap_model(model, spec, args):
     if spec["prepare_model_for_kbit_training"]:
         model = prepare_model_for_kbit_training(
             model,
-            use_gradient_checkpointing=args.gradient_checkpointing,
-            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+            use_gradient_checkpointing=args.activation_checkpointing,
+            gradient_checkpointing_kwargs=args.activation_checkpointing_kwargs,
         )
     return get_peft_model(model, lora_config(), autocast_adapter_dtype=spec["autocast_adapter_dtype"])
 
@@ -262,7 +262,7 @@ func (s *settings) readme(files map[string][]byte) string {
 	row("gradient accumulation", fmt.Sprint(s.accum), "gradient_accumulation_steps")
 	row("GPUs", fmt.Sprintf("%d × %d node(s) = %d", s.perNode, s.nodes, s.world), FileLaunch+", "+FileAccelerate)
 	row("effective batch", fmt.Sprint(s.micro*s.accum*s.world), "micro-batch × accumulation × GPUs")
-	row("checkpointing", string(r.GradCkpt), "gradient_checkpointing (non-reentrant)")
+	row("checkpointing", string(r.GradCkpt), map[bool]string{true: "fsdp_config activation_checkpointing (FSDP's own, per layer)", false: "activation_checkpointing (non-reentrant)"}[s.family == estimate.FamilyFSDP])
 	row("attention", string(r.Attn), FileModel+" attn_implementation")
 	row("loss kernel", string(r.FusedCE), "use_liger_kernel")
 	row("optimizer", string(r.Optimizer), "optim")
@@ -270,12 +270,12 @@ func (s *settings) readme(files map[string][]byte) string {
 	strategy := string(r.Sharding.Strategy)
 	switch s.family {
 	case estimate.FamilyFSDP:
-		strategy += " (FSDP " + s.fsdpStrategy() + ")"
+		strategy += fmt.Sprintf(" (FSDP%d %s)", s.fsdpVersion(), s.fsdpStrategy())
 	case estimate.FamilyDeepSpeed:
 		strategy += fmt.Sprintf(" (ZeRO stage %d)", r.Sharding.Strategy.Spec().Shards)
 	}
-	row("sharding", strategy, FileAccelerate+map[bool]string{true: ", " + FileDeepSpeed, false: ", fsdp in the training arguments"}[s.family == estimate.FamilyDeepSpeed])
-	row("CPU offload", string(r.Sharding.CPUOffload), map[string]string{estimate.FamilyFSDP: "fsdp_offload_params", estimate.FamilyDeepSpeed: "offload_optimizer / offload_param"}[s.family])
+	row("sharding", strategy, FileAccelerate+map[bool]string{true: ", " + FileDeepSpeed, false: ", fsdp_config in the training arguments"}[s.family == estimate.FamilyDeepSpeed])
+	row("CPU offload", string(r.Sharding.CPUOffload), map[string]string{estimate.FamilyFSDP: "fsdp_offload_params, fsdp_config cpu_offload", estimate.FamilyDeepSpeed: "offload_optimizer / offload_param"}[s.family])
 	if e := p.Estimate; e != nil {
 		fmt.Fprintf(&b, "\nThe estimate: %.2f GiB per GPU, verdict %s (ratio %.2f of the budget).\n", float64(e.Total)/estimate.GiB, e.Verdict.Fit, e.Verdict.Ratio)
 		if e.HostOffload > 0 {

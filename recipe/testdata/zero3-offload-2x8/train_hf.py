@@ -57,8 +57,8 @@ def wrap_model(model, spec, args):
     if spec["prepare_model_for_kbit_training"]:
         model = prepare_model_for_kbit_training(
             model,
-            use_gradient_checkpointing=args.gradient_checkpointing,
-            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+            use_gradient_checkpointing=args.activation_checkpointing,
+            gradient_checkpointing_kwargs=args.activation_checkpointing_kwargs,
         )
     return get_peft_model(model, lora_config(), autocast_adapter_dtype=spec["autocast_adapter_dtype"])
 
