@@ -190,7 +190,7 @@ func (s *settings) readPrecision() error {
 		if d != param {
 			return unsupported("optimizer state dtype", string(d),
 				fmt.Sprintf("the Trainer's optimizers keep their states in the trained parameters' dtype (%s here)", param),
-				"no --optim-dtype")
+				"no --optimizer-state-dtype")
 		}
 	}
 	return nil
@@ -218,7 +218,7 @@ func (s *settings) readKernels() error {
 	if len(r.ExtraTrainable) > 0 {
 		return unsupported("extra trainable modules", strings.Join(r.ExtraTrainable, ","),
 			"PEFT's modules_to_save trains a copy and keeps the original, which the estimate does not hold",
-			"no --extra")
+			"no --extra-trainable")
 	}
 	return nil
 }
@@ -236,7 +236,7 @@ func (s *settings) readOffload() error {
 	case estimate.FamilyDeepSpeed:
 		if off.Params && r.Sharding.Strategy != estimate.ZeRO3 {
 			return unsupported("cpu offload", string(r.Sharding.CPUOffload),
-				"DeepSpeed offloads parameters only under ZeRO-3", "--sharding zero3")
+				"DeepSpeed offloads parameters only under ZeRO-3", "a ZeRO-3 plan")
 		}
 		if off.Optimizer {
 			switch r.Optimizer {
@@ -286,7 +286,7 @@ func (s *settings) readAdapters() error {
 		if sharded && r.QuantStorage != estimate.DtypeBF16 && r.QuantStorage != estimate.DtypeFP16 {
 			return unsupported("quant storage", string(r.QuantStorage),
 				"FSDP and ZeRO-3 shard the packed 4-bit weights only when they are stored in the 16-bit dtype of the other parameters (bnb_4bit_quant_storage)",
-				"--quant-storage bf16")
+				"--stack fsdp_qlora (packed weights stored in bf16)")
 		}
 	}
 	return nil
