@@ -98,7 +98,11 @@ func torchDtype(p estimate.Precision) string {
 }
 
 // read checks the plan against what the stacks can express and reads it.
-func read(in Input) (*settings, error) {
+func read(in Input) (*settings, error) { return readFor(in, true) }
+
+// readFor reads the plan; without render it checks only (the LoRA targets,
+// which the estimate already resolved, are not named again).
+func readFor(in Input, render bool) (*settings, error) {
 	p := in.Plan
 	r := p.Request
 	if r.Model == nil {
@@ -142,7 +146,7 @@ func read(in Input) (*settings, error) {
 	if err := s.readOffload(); err != nil {
 		return nil, err
 	}
-	if err := s.readAdapters(); err != nil {
+	if err := s.readAdapters(render); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -254,18 +258,20 @@ func (s *settings) readOffload() error {
 	return nil
 }
 
-func (s *settings) readAdapters() error {
+func (s *settings) readAdapters(render bool) error {
 	r := s.req
 	if r.Method == estimate.Full {
 		return nil
 	}
-	lins, err := r.Model.Targets(r.LoRATargets)
-	if err != nil {
-		return fmt.Errorf("recipe: LoRA targets: %w", err)
-	}
-	for _, l := range lins {
-		if !slices.Contains(s.targets, l.Name) {
-			s.targets = append(s.targets, l.Name)
+	if render {
+		lins, err := r.Model.Targets(r.LoRATargets)
+		if err != nil {
+			return fmt.Errorf("recipe: LoRA targets: %w", err)
+		}
+		for _, l := range lins {
+			if !slices.Contains(s.targets, l.Name) {
+				s.targets = append(s.targets, l.Name)
+			}
 		}
 	}
 	if r.ExtraLoRAOnHead {
@@ -290,6 +296,14 @@ func (s *settings) readAdapters() error {
 		}
 	}
 	return nil
+}
+
+// Check reports whether Files would write the plan: nil, or the error
+// Files would return (ErrUnsupported naming the setting). It renders
+// nothing, so a caller can ask it of every ranked plan.
+func Check(in Input) error {
+	_, err := readFor(in, false)
+	return err
 }
 
 // Names lists the files Files writes for the plan, in README order.

@@ -93,6 +93,7 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("/api/models", s.handleModels)
 	s.mux.HandleFunc("/api/gpus", s.handleGPUs)
 	s.mux.HandleFunc("/api/plan", s.handlePlanAPI)
+	s.mux.HandleFunc("/api/plan/recipe", s.handleRecipeAPI)
 	s.mux.HandleFunc("/plan", s.handlePlanPage)
 	s.mux.HandleFunc("/api/doctor", s.handleDoctorAPI)
 	s.mux.HandleFunc("/doctor", s.handleDoctorPage)

@@ -73,7 +73,7 @@ func (c *PlanCmd) emit(env *Env, plans []plan.Plan, rm *modelsource.Resolved, ep
 		hint := "plan with other settings"
 		if errors.Is(err, recipe.ErrUnsupported) {
 			for i, p := range plans {
-				if _, e := recipe.Files(recipe.Input{ModelID: modelID(rm), Plan: p, Epochs: epochs}); e == nil {
+				if recipe.Check(recipe.Input{ModelID: modelID(rm), Plan: p, Epochs: epochs}) == nil {
 					hint = fmt.Sprintf("--emit-plan %d, the first plan the stacks can run as estimated", i+1)
 					break
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/plan"
+	"github.com/canifinetune/canifinetune/recipe"
 )
 
 // PlanJSON is the stable --json schema of plan (schema_version 1,
@@ -115,6 +116,9 @@ type planJSON struct {
 	ChangesResult bool         `json:"changes_result"`
 	// Command is the estimate command line of this plan.
 	Command string `json:"command"`
+	// RecipeRefused says why --emit cannot write this plan (a setting the
+	// emitted stacks cannot reproduce); absent when it can.
+	RecipeRefused string `json:"recipe_refused,omitempty"`
 }
 
 type chosenJSON struct {
@@ -193,6 +197,9 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 		Cost: bytesize.Round(p.Cost, 2), Trades: append([]string{}, trades...), ChangesResult: p.ChangesResult, Command: planCommand(model, p)}
 	if q.Method != estimate.Full {
 		pj.LoRARank, pj.Targets = q.LoRARank, q.LoRATargets
+	}
+	if err := recipe.Check(recipe.Input{ModelID: model, Plan: p}); err != nil {
+		pj.RecipeRefused = err.Error()
 	}
 	return pj
 }
