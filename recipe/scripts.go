@@ -197,9 +197,6 @@ func pyDoc(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"""`, `\"\"\"`)
 }
 
-// shQuote quotes a word for sh.
-func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // launch is launch.sh: torchrun or accelerate launch, TRL or the HF script.
 func (s *settings) launch() string {
 	var b strings.Builder

@@ -170,7 +170,7 @@ func (c *PlanCmd) Run(env *Env) error {
 		if c.JSON {
 			tell = func(s string) { fmt.Fprintln(env.Stderr, s) }
 		}
-		return c.emit(env, res.Plans, rm, opts.Goal.Epochs, tell)
+		return c.emit(res.Plans, rm, opts.Goal.Epochs, tell)
 	}
 	return nil
 }

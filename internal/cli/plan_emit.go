@@ -62,8 +62,8 @@ func modelID(rm *modelsource.Resolved) string {
 }
 
 // emit writes the recipe of plan rank (1-based) into c.Emit and says what
-// it wrote on w.
-func (c *PlanCmd) emit(env *Env, plans []plan.Plan, rm *modelsource.Resolved, epochs float64, tell func(string)) error {
+// it wrote with tell.
+func (c *PlanCmd) emit(plans []plan.Plan, rm *modelsource.Resolved, epochs float64, tell func(string)) error {
 	rank := max(c.EmitPlan, 1)
 	if rank > len(plans) {
 		return usageErrorf(fmt.Sprintf("--emit-plan %d", len(plans)), "--emit-plan %d: only %d plan(s) fit", rank, len(plans))
