@@ -17,6 +17,10 @@ type Backend struct {
 	// exit code. The server checks args first: a catalog model, GPUs from
 	// the table (no detection), known flags only.
 	Plan func(args []string) (stdout, stderr []byte, code int)
+	// Recipe runs `canifinetune plan --emit DIR --emit-plan rank` with
+	// the same args and returns the files it wrote (name → contents), what
+	// it printed on stderr and its exit code.
+	Recipe func(args []string, rank int) (files map[string][]byte, stderr []byte, code int)
 	// Doctor returns the document of `doctor --json` for this machine's
 	// GPUs, probed within a timeout; the Python stack is not probed (it
 	// imports torch, which takes too long for a page).

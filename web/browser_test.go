@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"net/url"
@@ -194,6 +195,15 @@ func TestBrowserPlan(t *testing.T) {
 	first := run(t, ctx, "first plan", chromedp.Text(chromedp.CSS("table.plans tbody tr td:nth-child(2)")))
 	if rows == 0 || first == "" {
 		t.Fatalf("plan table: %d rows, first method %q", rows, first)
+	}
+	// The first download link (rows the stacks cannot run as estimated
+	// have none), fetched as a browser would follow it: the recipe's zip.
+	href := run(t, ctx, "recipe link", chromedp.Evaluate[string](`document.querySelector("table.plans tbody tr a.recipe").getAttribute("href")`))
+	if !strings.HasPrefix(href, "/api/plan/recipe?") || !strings.Contains(href, "&plan=") {
+		t.Fatalf("recipe link %q", href)
+	}
+	if status, b := get(t, ts, "GET", href, "", nil); status != 200 || !bytes.HasPrefix(b, []byte("PK\x03\x04")) {
+		t.Errorf("recipe link %s: status %d, %d bytes, not a zip", href, status, len(b))
 	}
 	screenshot(t, ctx, "plan-qwen7b-2x4090")
 }

@@ -111,6 +111,7 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("/api/config", s.handleConfigAPI)
 	s.mux.HandleFunc("/config", s.handleConfigPage)
 	s.mux.HandleFunc("/api/plan", s.handlePlanAPI)
+	s.mux.HandleFunc("/api/plan/recipe", s.handleRecipeAPI)
 	s.mux.HandleFunc("/plan", s.handlePlanPage)
 	s.mux.HandleFunc("/api/doctor", s.handleDoctorAPI)
 	s.mux.HandleFunc("/doctor", s.handleDoctorPage)

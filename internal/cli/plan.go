@@ -38,6 +38,9 @@ type PlanCmd struct {
 	Maximize      string   `help:"Instead of ranking plans: the largest seq-len, batch or rank that fits with the request's own settings, by bisection on the estimator."`
 	Top           int      `default:"10" help:"Plans shown in the table (--json lists every plan)."`
 	JSON          bool     `help:"Print JSON (docs/plan-json.md) instead of a table."`
+	Emit          string   `placeholder:"DIR" help:"Write the files that launch the first plan into DIR: TRL and HF Trainer + PEFT scripts with their configs, the accelerate config, the DeepSpeed JSON under ZeRO, launch.sh and a README (docs/recipes.md). DIR must be new or empty unless --force."`
+	EmitPlan      int      `name:"emit-plan" placeholder:"N" help:"With --emit: write plan N of the ranking instead of the first."`
+	Force         bool     `help:"With --emit: write into a directory that holds files, replacing those of the same name."`
 }
 
 // Help implements kong's HelpProvider.
@@ -66,13 +69,30 @@ communication over the interconnect, overlapped with compute. The MFU default
 throughput cohort exists the times are unvalidated. Sequences are assumed
 packed (no padding). The model: docs/plan-json.md.
 
+--emit DIR writes the files that launch the chosen plan (the first, or
+--emit-plan N): train_trl.py with sft_config.json, train_hf.py with
+training_args.json, model.json and lora_config.json (the model loading and
+the adapters both scripts share), accelerate_config.yaml, ds_config.json
+under ZeRO, launch.sh (torchrun or accelerate launch over the plan's GPUs and
+nodes) and README.txt. Every memory-relevant setting in them is the one the
+estimate assumed; a plan with a setting the stacks cannot reproduce (pure
+bf16 under DeepSpeed, Unsloth's checkpointing, a chunked loss) is refused
+with the reason and the first plan that can be written. docs/recipes.md.
+  canifinetune plan Qwen/Qwen2.5-7B --gpu rtx-4090 --dataset-tokens 1e8 --emit recipe/
+  ./recipe/launch.sh trl torchrun data.jsonl
+
 Exit codes: 0 plans found, 4 no plan fits (the output says which constraint
-binds and how far off the nearest plan is), 1 error, 2 usage.`
+binds and how far off the nearest plan is), 1 error (a plan the stacks cannot
+run as estimated), 2 usage (a bad flag; --emit into a directory that holds
+files without --force).`
 }
 
 // Run implements the command.
 func (c *PlanCmd) Run(env *Env) error {
 	if err := c.checkGoalFlags(); err != nil {
+		return err
+	}
+	if err := c.checkEmitFlags(); err != nil {
 		return err
 	}
 	rm, err := resolveModel(context.Background(), env, c.Model, c.ModelFlags)
@@ -143,6 +163,14 @@ func (c *PlanCmd) Run(env *Env) error {
 	}
 	if out.NoPlan != nil {
 		return verdictExit(ExitNoFit)
+	}
+	if c.Emit != "" {
+		// With --json stdout is the document alone; the note goes to stderr.
+		tell := func(s string) { fmt.Fprintln(env.Stdout, s) }
+		if c.JSON {
+			tell = func(s string) { fmt.Fprintln(env.Stderr, s) }
+		}
+		return c.emit(res.Plans, rm, opts.Goal.Epochs, tell)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/plan"
+	"github.com/canifinetune/canifinetune/recipe"
 )
 
 // PlanJSON is the stable --json schema of plan (schema_version 1,
@@ -98,6 +99,8 @@ type planJSON struct {
 	GradCkpt      string       `json:"grad_ckpt"`
 	FusedCE       string       `json:"fused_ce"`
 	Optimizer     string       `json:"optimizer"`
+	Precision     string       `json:"precision"`
+	Attn          string       `json:"attn"`
 	Strategy      string       `json:"sharding"`
 	Offload       string       `json:"cpu_offload"`
 	Nodes         int64        `json:"nodes"`
@@ -113,6 +116,9 @@ type planJSON struct {
 	ChangesResult bool         `json:"changes_result"`
 	// Command is the estimate command line of this plan.
 	Command string `json:"command"`
+	// RecipeRefused says why --emit cannot write this plan (a setting the
+	// emitted stacks cannot reproduce); absent when it can.
+	RecipeRefused string `json:"recipe_refused,omitempty"`
 }
 
 type chosenJSON struct {
@@ -181,7 +187,8 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 	e := p.Estimate
 	t := p.Time
 	pj := planJSON{Rank: rank, Method: string(q.Method), Quant: string(q.Quant), SeqLen: q.SeqLen, MicroBatch: p.MicroBatch, GradAccum: p.GradAccum,
-		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
+		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer),
+		Precision: string(q.Precision), Attn: string(q.Attn), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
 		Nodes: p.Nodes, GPUsPerNode: p.GPUsPerNode, WorldSize: p.World,
 		TotalGB: bytesize.RoundedGiB(e.Total, 3), Ratio: bytesize.Round(e.Verdict.Ratio, 4), Fit: string(e.Verdict.Fit), HostOffloadGB: bytesize.RoundedGiB(e.HostOffload, 3),
 		Time: planTimeJSON{Known: t.Known, Why: t.Why, ComputeS: bytesize.Round(t.Compute, 4), RecomputeS: bytesize.Round(t.Recompute, 4),
@@ -190,6 +197,9 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 		Cost: bytesize.Round(p.Cost, 2), Trades: append([]string{}, trades...), ChangesResult: p.ChangesResult, Command: planCommand(model, p)}
 	if q.Method != estimate.Full {
 		pj.LoRARank, pj.Targets = q.LoRARank, q.LoRATargets
+	}
+	if err := recipe.Check(recipe.Input{ModelID: model, Plan: p}); err != nil {
+		pj.RecipeRefused = err.Error()
 	}
 	return pj
 }
