@@ -60,8 +60,10 @@ type Plan struct {
 type Result struct {
 	// Plans fit (verdict yes), ranked by Compare.
 	Plans []Plan
-	// Candidates is the configurations estimated; Fits how many fit.
-	Candidates, Fits int
+	// Candidates is the configurations decided; Fits how many fit.
+	// Pruned of the candidates were not estimated: a smaller micro-batch
+	// with the same levers did not fit, so they cannot (see evaluate).
+	Candidates, Fits, Pruned int
 	// Nearest is the candidate with the lowest ratio when none fits.
 	Nearest *Plan
 	// Binding says which constraint no plan meets, when none fits.
@@ -120,22 +122,35 @@ func Search(o Options) (*Result, error) {
 	widths := map[estimate.Method]float64{}
 	res := &Result{Base: base}
 	var nearest *Plan
-	all := make([]Plan, 0, 256)
 	layouts := Layouts(o.Space, o.Goal.EffectiveBatch)
 	if len(layouts) == 0 {
 		res.Binding = fmt.Sprintf("the effective batch of %d sequences cannot be split evenly over 1..%d GPUs", o.Goal.EffectiveBatch, max(o.Space.GPUsPerNode, 1)*max(o.Space.Nodes, 1))
 		return res, nil
 	}
-	for _, c := range candidates(base, o.Space, layouts) {
-		q := apply(base, c)
-		e, err := o.Estimator.Estimate(q)
-		if err != nil {
+	cands := candidates(base, o.Space, layouts)
+	outs := evaluate(o.Estimator, base, cands)
+	fits := 0
+	for _, out := range outs {
+		if out.e != nil && out.e.Verdict.Fit == estimate.FitYes {
+			fits++
+		}
+	}
+	all := make([]Plan, 0, fits)
+	for i, c := range cands {
+		out := outs[i]
+		if out.failed {
 			continue
 		}
 		res.Candidates++
+		if out.pruned {
+			res.Pruned++
+			continue // a smaller micro-batch of the same levers did not fit
+		}
+		e := out.e
 		if e.Verdict.Fit != estimate.FitYes && nearest != nil && e.Verdict.Ratio >= nearest.Estimate.Verdict.Ratio {
 			continue // only the nearest miss is kept, for the report
 		}
+		q := apply(base, c)
 		w, ok := widths[q.Method]
 		if !ok && q.Method != estimate.Full {
 			w, err = AdapterWidth(q.Model, q.LoRATargets)
