@@ -451,7 +451,7 @@ func TestMemoryBandwidth(t *testing.T) {
 // TestDenseTFLOPs pins the peaks the time model divides by to the dense
 // (no sparsity) datasheet figures, and leaves unsourced cards without one.
 func TestDenseTFLOPs(t *testing.T) {
-	for name, want := range map[string]float64{"a100-80gb": 312, "h100": 989, "rtx-4090": 165.2, "t4": 65, "l4": 121, "rtx-a5000": 111.1, "rtx-a6000": 154.8, "rtx-6000-ada": 364.2, "a800-80gb": 0, "h800": 0, "p40": 0} {
+	for name, want := range map[string]float64{"a100-80gb": 312, "h100": 989, "rtx-4090": 165.2, "t4": 65, "l4": 121, "rtx-4080": 97.5, "rtx-a5000": 111.1, "rtx-a6000": 154.8, "rtx-6000-ada": 364.2, "a800-80gb": 0, "h800": 0, "p40": 0} {
 		c, err := Lookup(name)
 		if err != nil {
 			t.Fatal(err)
