@@ -369,12 +369,15 @@ func apply(base estimate.Request, c candidate) estimate.Request {
 // trades lists what a plan gives up against the request as given, and
 // whether it trains another model.
 func trades(base, q estimate.Request, t Time) []string {
-	var out []string
+	var out, changes []string
 	if q.Method != base.Method {
-		out = append(out, fmt.Sprintf("changes the result: %s instead of %s", q.Method, base.Method))
+		changes = append(changes, fmt.Sprintf("%s instead of %s", q.Method, base.Method))
 	}
 	if q.SeqLen < base.SeqLen {
-		out = append(out, fmt.Sprintf("changes the result: context %d instead of %d (longer samples split or truncated)", q.SeqLen, base.SeqLen))
+		changes = append(changes, fmt.Sprintf("context %d instead of %d (longer samples split or truncated)", q.SeqLen, base.SeqLen))
+	}
+	if len(changes) > 0 {
+		out = append(out, "changes the result: "+strings.Join(changes, ", "))
 	}
 	if q.GradCkpt != "none" && base.GradCkpt == "none" {
 		if t.Known && t.Compute > 0 {
@@ -390,19 +393,26 @@ func trades(base, q estimate.Request, t Time) []string {
 		out = append(out, "8-bit optimizer states")
 	}
 	if q.Method == estimate.QLoRA && base.Method != estimate.QLoRA {
-		out = append(out, fmt.Sprintf("+%.0f %% time for 4-bit dequantization", 100*estimate.QLoRACost))
+		if t.Known && t.Dequant > 0 && t.Compute > 0 {
+			out = append(out, fmt.Sprintf("+%.0f %% time for 4-bit dequantization", 100*t.Dequant/t.Compute))
+		} else {
+			out = append(out, "dequantizes the 4-bit base before every matmul")
+		}
 	}
 	if st := q.Sharding.Strategy; st != "none" {
 		s := fmt.Sprintf("%s over %d GPUs", st, q.Sharding.GPUs)
+		if st == "fsdp_hybrid_shard" {
+			s = fmt.Sprintf("%s: sharded over the %d GPUs of a node, replicated across nodes", st, q.Sharding.GPUs)
+		}
 		if t.Known && t.CommExposed > 0 && t.Step > 0 {
-			s += fmt.Sprintf(" (%.0f %% of the step waits on communication)", 100*t.CommExposed/t.Step)
+			s += fmt.Sprintf(" (%s of the step waits on communication)", share(t.CommExposed, t.Step))
 		}
 		out = append(out, s)
 	}
 	if off := q.Sharding.CPUOffload; off != "none" {
 		s := "CPU offload of " + strings.ReplaceAll(string(off), "+", " and ")
 		if t.Known && t.Offload > 0 && t.Step > 0 {
-			s += fmt.Sprintf(" (%.0f %% of the step on the host link)", 100*t.Offload/t.Step)
+			s += fmt.Sprintf(" (%s of the step on the host link)", share(t.Offload, t.Step))
 		}
 		out = append(out, s)
 	}
@@ -410,6 +420,14 @@ func trades(base, q estimate.Request, t Time) []string {
 		out = append(out, "nothing: the run as requested")
 	}
 	return out
+}
+
+// share is part/whole as a whole percentage, "<1 %" below one.
+func share(part, whole float64) string {
+	if p := 100 * part / whole; p >= 0.5 {
+		return fmt.Sprintf("%.0f %%", p)
+	}
+	return "<1 %"
 }
 
 // Bisect returns the largest v in lo..hi for which fits(v) holds, assuming
@@ -532,6 +550,9 @@ func Maximize(o Options, what Quantity) (*Maximum, error) {
 		p := Plan{Request: q, Estimate: e, Nodes: sp.nodes, World: sp.world, GPUsPerNode: sp.world / sp.nodes, MicroBatch: q.Batch, GradAccum: 1}
 		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), q.Model.Params(),
 			layout{world: sp.world, perNode: p.GPUsPerNode, nodes: sp.nodes, micro: q.Batch, accum: 1})
+		if p.Time.Known && p.Time.Step > 0 {
+			p.Time.TokensPerSec = float64(sp.world*q.Batch) * float64(q.SeqLen) / p.Time.Step
+		}
 		p.ChangesResult = changesResult(base, q)
 		out.Value, out.Plan = v, &p
 	}
