@@ -29,9 +29,9 @@ type ThroughputResult struct {
 	Predicted float64 `json:"predicted_tokens_per_sec"`
 	// Error is (predicted − measured) / measured.
 	Error float64 `json:"error"`
-	// ImpliedMFU is the model-FLOPs utilisation (before the QLoRA factor,
-	// as --mfu takes it) at which the time model reproduces the measurement;
-	// 0 when no utilisation up to 1.5 does.
+	// ImpliedMFU is the model-FLOPs utilisation (as --mfu takes it) at
+	// which the time model reproduces the measurement; 0 when no
+	// utilisation up to 1.5 does.
 	ImpliedMFU float64 `json:"implied_mfu"`
 	// Unsupported says why the case was not scored ("" when it was).
 	Unsupported string `json:"unsupported,omitempty"`

@@ -267,7 +267,7 @@ func printPlans(w io.Writer, o PlanJSON, top int) {
 	if o.NoPlan != nil {
 		fmt.Fprintf(w, "no plan fits: %s\n", o.NoPlan.Binding)
 		if n := o.NoPlan.Nearest; n != nil {
-			fmt.Fprintf(w, "nearest: %s — %.2f GiB per GPU, ratio %.2f\n  %s\n", n.short(), n.TotalGB, n.Ratio, n.Command)
+			fmt.Fprintf(w, "nearest: %s — %.2f GiB per GPU, ratio %.2f\n  check it: %s\n", n.short(), n.TotalGB, n.Ratio, n.Command)
 		}
 		return
 	}
