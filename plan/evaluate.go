@@ -20,8 +20,8 @@ type outcome struct {
 // CPUs, and returns their outcomes in the candidates' order, so that what
 // the search makes of them does not depend on the scheduling.
 //
-// Candidates that differ only in their micro-batch form a group, and a
-// group is walked from the smallest micro-batch up. Memory grows with the
+// Candidates that differ only in their micro-batch form a group (see
+// candidates), and a group is walked from the smallest micro-batch up. Memory grows with the
 // micro-batch at a fixed number of accumulation steps above one (the
 // activations and the loss chain grow with it; the accumulated gradients
 // do not change), so once a micro-batch with accumulation does not fit,
@@ -29,9 +29,8 @@ type outcome struct {
 // The one micro-batch without accumulation (the whole share of the batch)
 // holds no accumulated gradients and is always estimated.
 // TestSearchPruningKeepsResult holds this against the exhaustive search.
-func evaluate(est estimate.Estimator, base estimate.Request, cands []candidate) []outcome {
+func evaluate(est estimate.Estimator, base estimate.Request, cands []candidate, groups [][]int32) []outcome {
 	outs := make([]outcome, len(cands))
-	groups := microGroups(cands)
 	var next atomic.Int64
 	work := func() {
 		for {
@@ -71,23 +70,3 @@ func evaluate(est estimate.Estimator, base estimate.Request, cands []candidate) 
 // prune switches pruning off for the test that compares the pruned search
 // with the exhaustive one.
 var prune = true
-
-// microGroups lists the candidates' indices grouped by every lever but the
-// micro-batch and accumulation, each group in the candidates' order (the
-// micro-batch ascending, as Layouts lists it).
-func microGroups(cands []candidate) [][]int32 {
-	idx := make(map[candidate]int32, len(cands)/4)
-	var groups [][]int32
-	for i, c := range cands {
-		k := c
-		k.micro, k.accum = 0, 0
-		g, ok := idx[k]
-		if !ok {
-			g = int32(len(groups))
-			idx[k] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], int32(i))
-	}
-	return groups
-}

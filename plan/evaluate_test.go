@@ -87,3 +87,35 @@ func TestSearchPlansMatchFullEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidateGroups: every candidate is in exactly one group, and a
+// group's candidates differ only in micro-batch and accumulation, the
+// micro-batch ascending.
+func TestCandidateGroups(t *testing.T) {
+	o := searchOptions(t, "Qwen/Qwen2.5-7B", 80, 8, 2, 64)
+	o.Request.Method = estimate.Full
+	base, err := o.Request.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, groups := candidates(base, o.Space, Layouts(o.Space, 64))
+	seen := make([]int, len(cands))
+	for _, g := range groups {
+		for j, i := range g {
+			seen[i]++
+			a, b := cands[g[0]], cands[i]
+			a.micro, a.accum, b.micro, b.accum = 0, 0, 0, 0
+			if a != b {
+				t.Fatalf("group mixes %+v and %+v", cands[g[0]], cands[i])
+			}
+			if j > 0 && cands[i].micro <= cands[g[j-1]].micro {
+				t.Fatalf("micro-batch %d after %d", cands[i].micro, cands[g[j-1]].micro)
+			}
+		}
+	}
+	for i, n := range seen {
+		if n != 1 {
+			t.Fatalf("candidate %d (%+v) in %d groups", i, cands[i], n)
+		}
+	}
+}

@@ -127,8 +127,9 @@ func Search(o Options) (*Result, error) {
 		res.Binding = fmt.Sprintf("the effective batch of %d sequences cannot be split evenly over 1..%d GPUs", o.Goal.EffectiveBatch, max(o.Space.GPUsPerNode, 1)*max(o.Space.Nodes, 1))
 		return res, nil
 	}
-	cands := candidates(base, o.Space, layouts)
-	outs := evaluate(o.Estimator, base, cands)
+	cands, groups := candidates(base, o.Space, layouts)
+	outs := evaluate(o.Estimator, base, cands, groups)
+	params := base.Model.Params()
 	fits := 0
 	for _, out := range outs {
 		if out.e != nil && out.e.Verdict.Fit == estimate.FitYes {
@@ -164,7 +165,7 @@ func Search(o Options) (*Result, error) {
 			p.GPUsPerNode = c.world
 		}
 		lay := layout{world: c.world, perNode: p.GPUsPerNode, nodes: c.nodes, micro: c.micro, accum: c.accum}
-		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), q.Model.Params(), lay)
+		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), params, lay)
 		p.Time.finish(o.Goal, q)
 		if p.Time.Known && o.Goal.PricePerGPUHour > 0 {
 			p.Cost = p.Time.Total / 3600 * o.Goal.PricePerGPUHour * float64(c.world)
@@ -285,8 +286,11 @@ func shardings(nodes int64) []shard {
 	return s
 }
 
-// candidates enumerates the lever settings.
-func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
+// candidates enumerates the lever settings, and groups their indices by
+// every lever but the micro-batch and accumulation, each group in the
+// candidates' order (the micro-batch ascending, as Layouts lists it): what
+// evaluate prunes along.
+func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, [][]int32) {
 	methods := s.Methods
 	if methods == nil {
 		methods = []estimate.Method{base.Method}
@@ -308,22 +312,49 @@ func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
 	ckpts := uniq(base.GradCkpt, "none", "full")
 	ces := uniq(base.FusedCE, "liger")
 	opts := uniq(base.Optimizer, "paged_adamw_8bit")
-	var out []candidate
+	// Layouts come in runs of one spread (world, nodes), micro-batch
+	// ascending; each run's candidates are its layouts × its shardings.
+	type run struct {
+		lays   []Layout
+		shards []shard
+	}
+	var runs []run
+	perCombo := 0
+	for i := 0; i < len(layouts); {
+		j := i
+		for j < len(layouts) && layouts[j].World == layouts[i].World && layouts[j].Nodes == layouts[i].Nodes {
+			j++
+		}
+		r := run{lays: layouts[i:j], shards: []shard{{"none", "none"}}}
+		if layouts[i].World > 1 {
+			r.shards = shardings(layouts[i].Nodes)
+		}
+		runs = append(runs, r)
+		perCombo += len(r.lays) * len(r.shards)
+		i = j
+	}
+	combos := len(methods) * len(seqs) * len(ckpts) * len(ces) * len(opts)
+	out := make([]candidate, 0, combos*perCombo)
+	var groups [][]int32
 	for _, m := range methods {
 		for _, sq := range seqs {
 			for _, ck := range ckpts {
 				for _, ce := range ces {
 					for _, op := range opts {
-						for _, l := range layouts {
-							c := candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum}
-							if l.World == 1 {
-								c.strategy, c.offload = "none", "none"
-								out = append(out, c)
-								continue
+						for _, r := range runs {
+							start := len(out)
+							for _, l := range r.lays {
+								for _, sh := range r.shards {
+									out = append(out, candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, strategy: sh.strategy, offload: sh.offload,
+										world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum})
+								}
 							}
-							for _, sh := range shardings(l.Nodes) {
-								c.strategy, c.offload = sh.strategy, sh.offload
-								out = append(out, c)
+							for k := range r.shards {
+								g := make([]int32, len(r.lays))
+								for j := range r.lays {
+									g[j] = int32(start + j*len(r.shards) + k)
+								}
+								groups = append(groups, g)
 							}
 						}
 					}
@@ -331,7 +362,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
 			}
 		}
 	}
-	return out
+	return out, groups
 }
 
 func uniq[T comparable](first T, more ...T) []T {
