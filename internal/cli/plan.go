@@ -33,7 +33,7 @@ type PlanCmd struct {
 	Effective     int64    `name:"effective-batch" placeholder:"16" help:"Sequences per optimizer update over all GPUs, kept by every plan (micro-batch × accumulation × GPUs). Default: --batch × --grad-accum when above 1, else 16."`
 	Price         *float64 `name:"price-per-hour" placeholder:"USD" help:"Price of one GPU for an hour: plans get a cost."`
 	Interconnect  string   `help:"The link data-parallel traffic crosses: nvlink, pcie, infiniband or ethernet. On one node it links the GPUs (default: nvlink for SXM datacenter cards, else pcie); across nodes it links the nodes (default: infiniband)."`
-	MFU           *float64 `name:"mfu" placeholder:"0.35" help:"Model-FLOPs utilisation to assume instead of the default 0.35 (a labelled default from published training runs, unvalidated for fine-tuning)."`
+	MFU           *float64 `name:"mfu" placeholder:"MFU" help:"Model-FLOPs utilisation to assume instead of the GPU class's (0.59 workstation, 0.35 datacenter cards; fitted on measured training runs)."`
 	PeakTFLOPs    *float64 `name:"peak-tflops" placeholder:"TFLOPS" help:"The GPU's dense 16-bit peak, when the table has none (or to override it)."`
 	Maximize      string   `help:"Instead of ranking plans: the largest seq-len, batch or rank that fits with the request's own settings, by bisection on the estimator."`
 	Top           int      `default:"10" help:"Plans shown in the table (--json lists every plan)."`
@@ -61,13 +61,15 @@ Examples:
   canifinetune plan Qwen/Qwen2.5-7B --gpu rtx-4080 --method qlora --maximize seq-len
 
 Time is a model, not a measurement: FLOPs per token from the model's shape
-(6N for trained weights, 4N for frozen ones, the attention's s² term, one more
-forward under checkpointing) divided by the GPU's dense 16-bit peak from its
-datasheet times a model-FLOPs utilisation (MFU), plus data-parallel
-communication over the interconnect, overlapped with compute. The MFU default
-(0.35) comes from published training runs, not from fine-tuning runs: until a
-throughput cohort exists the times are unvalidated. Sequences are assumed
-packed (no padding). The model: docs/plan-json.md.
+(6N for trained weights, 4N for frozen ones, the attention's s² term halved
+under the causal mask, one more forward under checkpointing) divided by the
+GPU's dense 16-bit peak from its datasheet times a model-FLOPs utilisation
+(MFU), plus QLoRA's dequantization at the card's memory bandwidth and
+data-parallel communication over the interconnect, overlapped with compute.
+The MFU per GPU class (0.59 workstation, 0.35 datacenter) is fitted on
+measured torchtune, torchtitan and fsdp_qlora runs (validate --throughput
+evidence/throughput.jsonl reports the error). Sequences are assumed packed
+(no padding). The model: docs/plan-json.md.
 
 --emit DIR writes the files that launch the chosen plan (the first, or
 --emit-plan N): train_trl.py with sft_config.json, train_hf.py with
