@@ -64,7 +64,10 @@ func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
 		var train, test []Case
 		for _, c := range cases {
 			if Family(c.ID) == fam {
-				if c.Trust != "low" && !c.Simulated {
+				if fitKind(c) {
+					// A row the full fit could not use (process-level
+					// figures, e.g. the encoder rows) has no fold to be
+					// held out of.
 					test = append(test, c)
 				}
 			} else {
