@@ -16,8 +16,9 @@ type outcome struct {
 	failed, pruned bool
 }
 
-// evaluate estimates the candidates, numbers only, in parallel over the
-// CPUs, and returns their outcomes in the candidates' order, so that what
+// evaluate estimates the candidates, numbers only, on the fast path of a
+// prepared request (estimate.Prepared: normalized once per method, no
+// allocation per candidate), in parallel over the CPUs, and returns their outcomes in the candidates' order, so that what
 // the search makes of them does not depend on the scheduling.
 //
 // Candidates that differ only in their micro-batch form a group (see
@@ -29,10 +30,31 @@ type outcome struct {
 // The one micro-batch without accumulation (the whole share of the batch)
 // holds no accumulated gradients and is always estimated.
 // TestSearchPruningKeepsResult holds this against the exhaustive search.
-func evaluate(est estimate.Estimator, base estimate.Request, cands []candidate, groups [][]int32) []outcome {
+func evaluate(est estimate.Estimator, base estimate.Request, methods []estimate.Method, cands []candidate, groups [][]int32) []outcome {
 	outs := make([]outcome, len(cands))
+	// The request is normalized once per method; a method whose base is
+	// invalid has no prepared base, and its candidates fail.
+	var bases []estimate.Request
+	for _, m := range methods {
+		if q := methodBase(base, m); q.Method == m {
+			if _, err := q.Normalize(); err == nil {
+				bases = append(bases, q)
+			}
+		}
+	}
+	prep, err := estimate.Prepare(est, bases...)
+	if err != nil {
+		for i := range outs {
+			outs[i].failed = true
+		}
+		return outs
+	}
+	// One allocation for every candidate's estimate: the workers write
+	// into it, and the plans point into it.
+	ests := make([]estimate.Estimate, len(cands))
 	var next atomic.Int64
 	work := func() {
+		ev := prep.NewEvaluator()
 		for {
 			g := next.Add(1) - 1
 			if g >= int64(len(groups)) {
@@ -40,13 +62,13 @@ func evaluate(est estimate.Estimator, base estimate.Request, cands []candidate, 
 			}
 			missed := false
 			for _, i := range groups[g] {
-				c := cands[i]
+				c := &cands[i]
 				if missed && c.accum > 1 {
 					outs[i].pruned = true
 					continue
 				}
-				e, err := est.Estimate(apply(base, c))
-				if err != nil {
+				e := &ests[i]
+				if err := ev.Estimate(c.variant(), e); err != nil {
 					outs[i].failed = true
 					continue
 				}

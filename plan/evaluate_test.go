@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestSearchPruningKeepsResult: the search with pruned micro-batches,
@@ -98,7 +100,7 @@ func TestCandidateGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands, groups := candidates(base, o.Space, Layouts(o.Space, 64))
+	_, cands, groups := candidates(base, o.Space, Layouts(o.Space, 64))
 	seen := make([]int, len(cands))
 	for _, g := range groups {
 		for j, i := range g {
@@ -117,5 +119,67 @@ func TestCandidateGroups(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("candidate %d (%+v) in %d groups", i, cands[i], n)
 		}
+	}
+}
+
+// TestSearchFastPathMatchesEstimate: on every candidate of several
+// searches, the numbers-only fast path (a prepared request's evaluator)
+// gives every field of the estimate the full Estimate gives for the
+// candidate's request, errors included: a term the fast path drops or
+// carries over from another candidate fails here.
+func TestSearchFastPathMatchesEstimate(t *testing.T) {
+	for _, c := range []struct {
+		id             string
+		gpuGiB         float64
+		method         estimate.Method
+		stack          estimate.StackName
+		precision      estimate.Precision
+		perNode, nodes int64
+		effective      int64
+	}{
+		{"Qwen/Qwen2.5-7B", 24, estimate.Full, "", "", 4, 1, 16},
+		{"meta-llama/Llama-3.1-70B", 80, estimate.Full, "", estimate.BF16Mixed, 8, 2, 32},
+		{"Qwen/Qwen2.5-0.5B", 16, estimate.LoRA, estimate.StackLitGPT, estimate.BF16Mixed, 4, 1, 8},
+		{"Qwen/Qwen2.5-0.5B", 24, estimate.LoRA, estimate.StackTorchtune, "", 2, 2, 8},
+	} {
+		t.Run(fmt.Sprintf("%s-%s-%s", c.id, c.method, c.stack), func(t *testing.T) {
+			o := searchOptions(t, c.id, c.gpuGiB, c.perNode, c.nodes, c.effective)
+			o.Request.Method, o.Request.Stack, o.Request.Precision = c.method, c.stack, c.precision
+			base, err := o.Request.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			methods, cands, _ := candidates(base, o.Space, Layouts(o.Space, c.effective))
+			var bases []estimate.Request
+			for _, m := range methods {
+				bases = append(bases, methodBase(base, m))
+			}
+			prep, err := estimate.Prepare(o.Estimator, bases...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := prep.NewEvaluator()
+			var got estimate.Estimate
+			fits := 0
+			for i, cd := range cands {
+				want, wantErr := o.Estimator.Estimate(apply(base, cd))
+				gotErr := ev.Estimate(cd.variant(), &got)
+				if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
+					t.Fatalf("candidate %d %+v: error %v, Estimate's %v", i, cd, gotErr, wantErr)
+				}
+				if wantErr != nil {
+					continue
+				}
+				if want.Verdict.Fit == estimate.FitYes {
+					fits++
+				}
+				if d := cmp.Diff(want, &got, cmpopts.IgnoreUnexported(estimate.Estimate{})); d != "" {
+					t.Fatalf("candidate %d %+v differs (-Estimate +fast path):\n%s", i, cd, d)
+				}
+			}
+			if fits == 0 || fits == len(cands) {
+				t.Errorf("%d of %d candidates fit: the search should hold both", fits, len(cands))
+			}
+		})
 	}
 }

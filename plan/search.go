@@ -127,8 +127,8 @@ func Search(o Options) (*Result, error) {
 		res.Binding = fmt.Sprintf("the effective batch of %d sequences cannot be split evenly over 1..%d GPUs", o.Goal.EffectiveBatch, max(o.Space.GPUsPerNode, 1)*max(o.Space.Nodes, 1))
 		return res, nil
 	}
-	cands, groups := candidates(base, o.Space, layouts)
-	outs := evaluate(o.Estimator, base, cands, groups)
+	methods, cands, groups := candidates(base, o.Space, layouts)
+	outs := evaluate(o.Estimator, base, methods, cands, groups)
 	params := base.Model.Params()
 	fits := 0
 	for _, out := range outs {
@@ -290,7 +290,7 @@ func shardings(nodes int64) []shard {
 // every lever but the micro-batch and accumulation, each group in the
 // candidates' order (the micro-batch ascending, as Layouts lists it): what
 // evaluate prunes along.
-func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, [][]int32) {
+func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Method, []candidate, [][]int32) {
 	methods := s.Methods
 	if methods == nil {
 		methods = []estimate.Method{base.Method}
@@ -362,7 +362,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 			}
 		}
 	}
-	return out, groups
+	return methods, out, groups
 }
 
 func uniq[T comparable](first T, more ...T) []T {
@@ -377,24 +377,37 @@ func uniq[T comparable](first T, more ...T) []T {
 
 // apply sets a candidate's levers on the normalized base request.
 func apply(base estimate.Request, c candidate) estimate.Request {
+	return c.variant().Apply(methodBase(base, c.method))
+}
+
+// methodBase is the base request trained with method m instead: a full
+// fine-tune turned into adapters gets rank 16 on every Linear, and a
+// quantized base NF4 with double quantization.
+func methodBase(base estimate.Request, m estimate.Method) estimate.Request {
 	q := base
-	if c.method != base.Method {
-		q.Method = c.method
+	if m != base.Method {
+		q.Method = m
 		if base.Method == estimate.Full {
 			q.LoRARank, q.LoRATargets = 16, []string{"all-linear"}
 		}
 		q.Quant = ""
-		if c.method == estimate.QLoRA {
+		if m == estimate.QLoRA {
 			q.Quant = "nf4-dq"
 		}
 	}
-	q.SeqLen, q.GradCkpt, q.FusedCE, q.Optimizer = c.seq, c.ckpt, c.ce, c.opt
-	q.Batch, q.GradAccum = c.micro, c.accum
-	q.Sharding = estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}
-	if c.strategy == "fsdp_hybrid_shard" {
-		q.Sharding.GPUs = c.world / c.nodes
-	}
 	return q
+}
+
+// variant is the candidate's fields of a request, what a prepared
+// request's evaluator changes.
+func (c candidate) variant() estimate.Variant {
+	v := estimate.Variant{Method: c.method, SeqLen: c.seq, Batch: c.micro, GradAccum: c.accum,
+		GradCkpt: c.ckpt, FusedCE: c.ce, Optimizer: c.opt,
+		Sharding: estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}}
+	if c.strategy == "fsdp_hybrid_shard" {
+		v.Sharding.GPUs = c.world / c.nodes
+	}
+	return v
 }
 
 // trades lists what a plan gives up against the request as given, and
