@@ -99,23 +99,33 @@ func (p *Prepared) Request(v Variant) (Request, error) {
 // terms it has computed, so it is not safe for concurrent use: a parallel
 // search makes one per goroutine.
 type Evaluator struct {
-	p     *Prepared
-	terms map[termsKey]terms
+	p *Prepared
+	// terms caches the terms per lever setting, then per batch shape; a
+	// search walks many candidates of one lever setting in a row, so the
+	// last one's table is kept at hand (its string key is not hashed again).
+	terms     map[leverKey]map[shapeKey]terms
+	last      leverKey
+	lastTerms map[shapeKey]terms
 	// shardings caches whether a strategy and offload pair passes
 	// Normalize's checks (option tables and checkOffload).
 	shardings map[shardingKey]bool
 }
 
-// termsKey is every field normalizedTerms reads that a variant changes. Of
-// the sharding it reads only what residualBytes and wholeUnitGrads ask;
-// a term that starts reading more of the sharding (or the accumulation)
-// must add it here, or the fast path's comparison with Estimate fails.
-type termsKey struct {
-	method      Method
-	seq, batch  int64
-	ckpt        Checkpointing
-	ce          LossKernel
-	opt         Optimizer
+// leverKey and shapeKey are every field normalizedTerms reads that a
+// variant changes. Of the sharding it reads only what residualBytes and
+// wholeUnitGrads ask; a term that starts reading more of the sharding (or
+// the accumulation) must add it here, or the fast path's comparison with
+// Estimate fails.
+type leverKey struct {
+	method Method
+	seq    int64
+	ckpt   Checkpointing
+	ce     LossKernel
+	opt    Optimizer
+}
+
+type shapeKey struct {
+	batch       int64
 	fsdpFamily  bool
 	wholeUnit   bool
 	multiDevice bool
@@ -128,7 +138,7 @@ type shardingKey struct {
 
 // NewEvaluator makes an evaluator of the prepared bases' variants.
 func (p *Prepared) NewEvaluator() *Evaluator {
-	return &Evaluator{p: p, terms: map[termsKey]terms{}, shardings: map[shardingKey]bool{}}
+	return &Evaluator{p: p, terms: map[leverKey]map[shapeKey]terms{}, shardings: map[shardingKey]bool{}}
 }
 
 // Estimate writes the estimate of variant v into e (which it resets) and
@@ -142,17 +152,27 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 		return ev.full(b, v, e)
 	}
 	r := v.Apply(b.norm)
-	k := termsKey{method: v.Method, seq: v.SeqLen, batch: v.Batch, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer,
-		fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1}
-	t, ok := ev.terms[k]
-	if !ok {
-		// The levers' values are checked once, before their first terms:
-		// an entry exists only for values Normalize keeps as they are.
-		if !canonicalIn(v.GradCkpt, ParseCheckpointing) || !canonicalIn(v.FusedCE, ParseLossKernel) || !canonicalIn(v.Optimizer, ParseOptimizer) {
-			return ev.full(b, v, e)
+	lk := leverKey{method: v.Method, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
+	if ev.lastTerms == nil || lk != ev.last {
+		tab, ok := ev.terms[lk]
+		if !ok {
+			// The levers' values are checked once, before their first
+			// terms: a table exists only for values Normalize keeps as
+			// they are.
+			if !canonicalIn(v.GradCkpt, ParseCheckpointing) || !canonicalIn(v.FusedCE, ParseLossKernel) || !canonicalIn(v.Optimizer, ParseOptimizer) {
+				return ev.full(b, v, e)
+			}
+			tab = map[shapeKey]terms{}
+			ev.terms[lk] = tab
 		}
+		ev.last, ev.lastTerms = lk, tab
+	}
+	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP,
+		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1}
+	t, ok := ev.lastTerms[sk]
+	if !ok {
 		t = ev.p.phasePeak.normalizedTerms(r)
-		ev.terms[k] = t
+		ev.lastTerms[sk] = t
 	}
 	return ev.p.phasePeak.combine(t, r, e)
 }

@@ -10,11 +10,34 @@ import (
 
 // outcome is one candidate's numbers-only estimate.
 type outcome struct {
-	e *estimate.Estimate
+	// e is the estimate of a candidate that fits (nil otherwise: the
+	// search keeps only the ratio of the others, to find the nearest miss).
+	e     *estimate.Estimate
+	ratio float64
 	// failed: the estimator refused the candidate; pruned: it was not
 	// estimated because it cannot fit.
 	failed, pruned bool
 }
+
+// arena hands out estimates from chunks, so that a worker allocates once
+// per chunk rather than once per candidate; a slot is kept only for a
+// candidate that fits, and reused otherwise.
+type arena struct {
+	chunk []estimate.Estimate
+	used  int
+}
+
+// arenaChunk is the estimates a chunk holds (about 120 KiB).
+const arenaChunk = 256
+
+func (a *arena) slot() *estimate.Estimate {
+	if a.used == len(a.chunk) {
+		a.chunk, a.used = make([]estimate.Estimate, arenaChunk), 0
+	}
+	return &a.chunk[a.used]
+}
+
+func (a *arena) keep() { a.used++ }
 
 // evaluate estimates the candidates, numbers only, on the fast path of a
 // prepared request (estimate.Prepared: normalized once per method, no
@@ -49,12 +72,10 @@ func evaluate(est estimate.Estimator, base estimate.Request, methods []estimate.
 		}
 		return outs
 	}
-	// One allocation for every candidate's estimate: the workers write
-	// into it, and the plans point into it.
-	ests := make([]estimate.Estimate, len(cands))
 	var next atomic.Int64
 	work := func() {
 		ev := prep.NewEvaluator()
+		var mem arena
 		for {
 			g := next.Add(1) - 1
 			if g >= int64(len(groups)) {
@@ -67,13 +88,16 @@ func evaluate(est estimate.Estimator, base estimate.Request, methods []estimate.
 					outs[i].pruned = true
 					continue
 				}
-				e := &ests[i]
+				e := mem.slot()
 				if err := ev.Estimate(c.variant(), e); err != nil {
 					outs[i].failed = true
 					continue
 				}
-				outs[i].e = e
-				if e.Verdict.Fit != estimate.FitYes && c.accum > 1 && prune {
+				outs[i].ratio = e.Verdict.Ratio
+				if e.Verdict.Fit == estimate.FitYes {
+					outs[i].e = e
+					mem.keep()
+				} else if c.accum > 1 && prune {
 					missed = true
 				}
 			}

@@ -130,36 +130,43 @@ func Search(o Options) (*Result, error) {
 	methods, cands, groups := candidates(base, o.Space, layouts)
 	outs := evaluate(o.Estimator, base, methods, cands, groups)
 	params := base.Model.Params()
-	fits := 0
-	for _, out := range outs {
-		if out.e != nil && out.e.Verdict.Fit == estimate.FitYes {
-			fits++
-		}
-	}
-	all := make([]Plan, 0, fits)
-	for i, c := range cands {
-		out := outs[i]
-		if out.failed {
+	// A method's adapter width is read once; a method without one has no
+	// plans (its candidates are decided, but neither kept nor nearest).
+	noWidth := map[estimate.Method]bool{}
+	for _, m := range methods {
+		if m == estimate.Full {
 			continue
 		}
-		res.Candidates++
-		if out.pruned {
-			res.Pruned++
-			continue // a smaller micro-batch of the same levers did not fit
+		q := methodBase(base, m)
+		if w, err := AdapterWidth(q.Model, q.LoRATargets); err == nil {
+			widths[m] = w
+		} else {
+			noWidth[m] = true
 		}
-		e := out.e
-		if e.Verdict.Fit != estimate.FitYes && nearest != nil && e.Verdict.Ratio >= nearest.Estimate.Verdict.Ratio {
-			continue // only the nearest miss is kept, for the report
+	}
+	fits, nearestAt := 0, -1
+	for i, out := range outs {
+		switch {
+		case out.failed:
+			continue
+		case out.pruned:
+			res.Pruned++
+		case out.e != nil:
+			fits++
+		case noWidth[cands[i].method]:
+		case nearestAt < 0 || out.ratio < outs[nearestAt].ratio:
+			// The first candidate with the lowest ratio of those that do
+			// not fit, for the report when none fits.
+			nearestAt = i
+		}
+		res.Candidates++
+	}
+	plan := func(c candidate, e *estimate.Estimate) (Plan, bool) {
+		if noWidth[c.method] {
+			return Plan{}, false
 		}
 		q := apply(base, c)
-		w, ok := widths[q.Method]
-		if !ok && q.Method != estimate.Full {
-			w, err = AdapterWidth(q.Model, q.LoRATargets)
-			if err != nil {
-				continue
-			}
-			widths[q.Method] = w
-		}
+		w := widths[q.Method]
 		p := Plan{Request: q, Estimate: e, Nodes: c.nodes, GPUsPerNode: c.world / c.nodes, World: c.world, MicroBatch: c.micro, GradAccum: c.accum}
 		if c.nodes == 1 {
 			p.GPUsPerNode = c.world
@@ -171,12 +178,26 @@ func Search(o Options) (*Result, error) {
 			p.Cost = p.Time.Total / 3600 * o.Goal.PricePerGPUHour * float64(c.world)
 		}
 		p.ChangesResult = changesResult(base, q)
-		if e.Verdict.Fit != estimate.FitYes {
-			nearest = new(Plan)
-			*nearest = p
+		return p, true
+	}
+	all := make([]Plan, 0, fits)
+	for i, c := range cands {
+		if outs[i].e == nil {
 			continue
 		}
-		all = append(all, p)
+		if p, ok := plan(c, outs[i].e); ok {
+			all = append(all, p)
+		}
+	}
+	if nearestAt >= 0 {
+		// Only the fits' estimates were kept: the nearest miss is
+		// estimated again, in full.
+		c := cands[nearestAt]
+		if e, err := o.Estimator.Estimate(apply(base, c)); err == nil {
+			if p, ok := plan(c, e); ok {
+				nearest = &p
+			}
+		}
 	}
 	// Sorted by index, then laid out once: a Plan is a few hundred bytes.
 	order := make([]int32, len(all))
