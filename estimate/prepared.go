@@ -197,6 +197,9 @@ func (ev *Evaluator) fast(b *preparedBase, v Variant) bool {
 	if b.norm.Lengths != nil && v.SeqLen != b.norm.SeqLen {
 		return false // Normalize truncates the distribution at the length
 	}
+	if b.norm.OptimizerInBackward && v.GradAccum > 1 {
+		return false // checkKernels refuses accumulation with it
+	}
 	switch {
 	case v.SeqLen < 1 || v.SeqLen > MaxSeqLen, v.Batch < 1 || v.Batch > MaxBatch,
 		v.SeqLen*v.Batch > MaxTokens, v.GradAccum < 0 || v.GradAccum > MaxGradAccum,

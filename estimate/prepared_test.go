@@ -19,6 +19,7 @@ import (
 func TestPreparedMatchesEstimate(t *testing.T) {
 	m8 := catalogModel(t, "meta-llama/Llama-3.1-8B")
 	qwen := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	bert := catalogModel(t, "google-bert/bert-large-uncased")
 	lengths, err := LengthsMedianMax(300, 1500)
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +47,18 @@ func TestPreparedMatchesEstimate(t *testing.T) {
 		}},
 		{"length-distribution", Default, []Request{
 			{Model: qwen, Method: LoRA, SeqLen: 2048, Batch: 4, Lengths: &lengths, GPUTotal: 24 * GiB},
+		}},
+		// Fused kernels, torch.compile, optimizer-in-backward (which
+		// refuses accumulation: a variant's grad_accum makes it invalid),
+		// GPTQ under foak's fused LoRA, and an encoder's classifier head.
+		{"kernels-compile-in-backward", Default, []Request{
+			{Model: m8, Method: Full, Kernels: []Kernel{KernelLigerRMSNorm, KernelLigerSwiGLU}, Compile: true, OptimizerInBackward: true, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: QLoRA, Quant: GPTQ4, Kernels: []Kernel{KernelFOAK}, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: LoRA, Kernels: []Kernel{"fused-ops-and-kernels"}, ExtraTrainable: []string{"lm_head"}, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+		}},
+		{"encoder-classifier", Default, []Request{
+			{Model: bert, Method: Full, SeqLen: 512, Batch: 8, GPUTotal: 16 * GiB},
+			{Model: bert, Method: LoRA, Task: TaskMaskedLM, SeqLen: 512, Batch: 8, GPUTotal: 16 * GiB},
 		}},
 		{"reference-estimator", "seed000", []Request{
 			{Model: qwen, Method: Full, SeqLen: 1024, Batch: 1, GPUTotal: 24 * GiB},

@@ -136,15 +136,22 @@ func TestSearchFastPathMatchesEstimate(t *testing.T) {
 		precision      estimate.Precision
 		perNode, nodes int64
 		effective      int64
+		kernels        []estimate.Kernel
+		compile        bool
 	}{
-		{"Qwen/Qwen2.5-7B", 24, estimate.Full, "", "", 4, 1, 16},
-		{"meta-llama/Llama-3.1-70B", 80, estimate.Full, "", estimate.BF16Mixed, 8, 2, 32},
-		{"Qwen/Qwen2.5-0.5B", 16, estimate.LoRA, estimate.StackLitGPT, estimate.BF16Mixed, 4, 1, 8},
-		{"Qwen/Qwen2.5-0.5B", 24, estimate.LoRA, estimate.StackTorchtune, "", 2, 2, 8},
+		{"Qwen/Qwen2.5-7B", 24, estimate.Full, "", "", 4, 1, 16, nil, false},
+		{"meta-llama/Llama-3.1-70B", 80, estimate.Full, "", estimate.BF16Mixed, 8, 2, 32, nil, false},
+		{"Qwen/Qwen2.5-0.5B", 16, estimate.LoRA, estimate.StackLitGPT, estimate.BF16Mixed, 4, 1, 8, nil, false},
+		{"Qwen/Qwen2.5-0.5B", 24, estimate.LoRA, estimate.StackTorchtune, "", 2, 2, 8, nil, false},
+		// Fused kernels and torch.compile change the saved activations
+		// and the loss chain per candidate (sequence, batch, loss kernel).
+		{"meta-llama/Llama-3.1-8B", 24, estimate.Full, "", "", 4, 1, 16, []estimate.Kernel{estimate.KernelLigerRMSNorm, estimate.KernelLigerSwiGLU}, true},
+		{"meta-llama/Llama-3.1-8B", 24, estimate.LoRA, "", "", 4, 1, 16, []estimate.Kernel{estimate.KernelFOAK}, false},
 	} {
-		t.Run(fmt.Sprintf("%s-%s-%s", c.id, c.method, c.stack), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%s-%s-%d-kernels", c.id, c.method, c.stack, len(c.kernels)), func(t *testing.T) {
 			o := searchOptions(t, c.id, c.gpuGiB, c.perNode, c.nodes, c.effective)
 			o.Request.Method, o.Request.Stack, o.Request.Precision = c.method, c.stack, c.precision
+			o.Request.Kernels, o.Request.Compile = c.kernels, c.compile
 			base, err := o.Request.Normalize()
 			if err != nil {
 				t.Fatal(err)
