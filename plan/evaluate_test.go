@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
@@ -188,5 +190,28 @@ func TestSearchFastPathMatchesEstimate(t *testing.T) {
 				t.Errorf("%d of %d candidates fit: the search should hold both", fits, len(cands))
 			}
 		})
+	}
+}
+
+// TestRankIsStableSort: rank orders plans as a stable sort by Compare
+// does, equal plans in their given order, for lists with many ties and
+// every permutation cycle shape a sort makes.
+func TestRankIsStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 3, 17, 1000} {
+		plans := make([]Plan, n)
+		for i := range plans {
+			plans[i] = Plan{ChangesResult: rng.IntN(2) == 0, GradAccum: int64(rng.IntN(3)), MicroBatch: int64(i),
+				Time: Time{Known: rng.IntN(4) > 0, Total: float64(rng.IntN(5))}, Cost: float64(rng.IntN(2)),
+				Estimate: &estimate.Estimate{Verdict: estimate.Verdict{Ratio: float64(rng.IntN(3)) / 4}}}
+		}
+		want := slices.Clone(plans)
+		slices.SortStableFunc(want, Compare)
+		got := rank(slices.Clone(plans))
+		for i := range want {
+			if got[i].MicroBatch != want[i].MicroBatch {
+				t.Fatalf("n=%d: place %d holds plan %d, a stable sort puts plan %d there", n, i, got[i].MicroBatch, want[i].MicroBatch)
+			}
+		}
 	}
 }

@@ -199,17 +199,8 @@ func Search(o Options) (*Result, error) {
 			}
 		}
 	}
-	// Sorted by index, then laid out once: a Plan is a few hundred bytes.
-	order := make([]int32, len(all))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(i, j int32) int { return compare(&all[i], &all[j]) })
 	res.Fits = len(all)
-	res.Plans = make([]Plan, len(all))
-	for i, k := range order {
-		res.Plans[i] = all[k]
-	}
+	res.Plans = rank(all)
 	if res.Fits == 0 && nearest != nil {
 		res.Nearest = nearest
 		v := nearest.Estimate.Verdict
@@ -219,6 +210,44 @@ func Search(o Options) (*Result, error) {
 			(need-float64(v.Budget))/estimate.GiB, 100*(1-estimate.YesRatio/v.Ratio))
 	}
 	return res, nil
+}
+
+// rank sorts plans by compare, equal plans in their given order, in place.
+// A Plan is a few hundred bytes: an index per plan is sorted (with the
+// index breaking ties, which keeps the order as a stable sort would with
+// the O(n log n) comparisons of an unstable one), then each plan is moved
+// once, along the permutation's cycles.
+func rank(plans []Plan) []Plan {
+	order := make([]int32, len(plans))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		if c := compare(&plans[i], &plans[j]); c != 0 {
+			return c
+		}
+		return cmp.Compare(i, j)
+	})
+	// plans[i] takes plans[order[i]]: follow each cycle from its first
+	// place, holding that place's plan aside until the cycle closes.
+	for start := range order {
+		if order[start] < 0 {
+			continue // moved with an earlier cycle
+		}
+		held := plans[start]
+		i := start
+		for {
+			from := int(order[i])
+			order[i] = -1
+			if from == start {
+				plans[i] = held
+				break
+			}
+			plans[i] = plans[from]
+			i = from
+		}
+	}
+	return plans
 }
 
 // Compare ranks plans: those that train the run as requested before those
