@@ -130,14 +130,18 @@ func Search(o Options) (*Result, error) {
 	methods, cands, groups := candidates(base, o.Space, layouts)
 	outs := evaluate(o.Estimator, base, methods, cands, groups)
 	params := base.Model.Params()
-	// A method's adapter width is read once; a method without one has no
-	// plans (its candidates are decided, but neither kept nor nearest).
+	// A method's base request and adapter width are made once (not per
+	// plan: methodBase allocates the targets of a full fine-tune turned
+	// into adapters); a method without a width has no plans (its
+	// candidates are decided, but neither kept nor nearest).
+	mbases := make(map[estimate.Method]estimate.Request, len(methods))
 	noWidth := map[estimate.Method]bool{}
 	for _, m := range methods {
+		q := methodBase(base, m)
+		mbases[m] = q
 		if m == estimate.Full {
 			continue
 		}
-		q := methodBase(base, m)
 		if w, err := AdapterWidth(q.Model, q.LoRATargets); err == nil {
 			widths[m] = w
 		} else {
@@ -165,7 +169,7 @@ func Search(o Options) (*Result, error) {
 		if noWidth[c.method] {
 			return Plan{}, false
 		}
-		q := apply(base, c)
+		q := c.variant().Apply(mbases[c.method])
 		w := widths[q.Method]
 		p := Plan{Request: q, Estimate: e, Nodes: c.nodes, GPUsPerNode: c.world / c.nodes, World: c.world, MicroBatch: c.micro, GradAccum: c.accum}
 		if c.nodes == 1 {
@@ -193,7 +197,7 @@ func Search(o Options) (*Result, error) {
 		// Only the fits' estimates were kept: the nearest miss is
 		// estimated again, in full.
 		c := cands[nearestAt]
-		if e, err := o.Estimator.Estimate(apply(base, c)); err == nil {
+		if e, err := o.Estimator.Estimate(c.variant().Apply(mbases[c.method])); err == nil {
 			if p, ok := plan(c, e); ok {
 				nearest = &p
 			}
@@ -369,7 +373,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Me
 		shards []shard
 	}
 	var runs []run
-	perCombo := 0
+	perCombo, groupsPerCombo := 0, 0
 	for i := 0; i < len(layouts); {
 		j := i
 		for j < len(layouts) && layouts[j].World == layouts[i].World && layouts[j].Nodes == layouts[i].Nodes {
@@ -381,11 +385,14 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Me
 		}
 		runs = append(runs, r)
 		perCombo += len(r.lays) * len(r.shards)
+		groupsPerCombo += len(r.shards)
 		i = j
 	}
 	combos := len(methods) * len(seqs) * len(ckpts) * len(ces) * len(opts)
 	out := make([]candidate, 0, combos*perCombo)
-	var groups [][]int32
+	// Every candidate is in one group: the groups share one backing array.
+	members := make([]int32, combos*perCombo)
+	groups := make([][]int32, 0, combos*groupsPerCombo)
 	for _, m := range methods {
 		for _, sq := range seqs {
 			for _, ck := range ckpts {
@@ -400,7 +407,8 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Me
 								}
 							}
 							for k := range r.shards {
-								g := make([]int32, len(r.lays))
+								g := members[:len(r.lays):len(r.lays)]
+								members = members[len(r.lays):]
 								for j := range r.lays {
 									g[j] = int32(start + j*len(r.shards) + k)
 								}
