@@ -127,6 +127,9 @@ type terms struct {
 	Dequant int64
 	// Trainable is the trained parameter count.
 	Trainable int64
+	// HF is the transformers layer's saved tensors, spelled out (hfExact
+	// requests only; nil otherwise: the fitted shape applies).
+	HF *hfSaved
 }
 
 func init() {
@@ -270,6 +273,10 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 		// coefficient is fitted per 16-bit element.
 		t.CkptUnit = L * s * b * h * act / 2
 	}
+	if hfExact(r) {
+		hs := hfLayerSaved(r)
+		t.HF = &hs
+	}
 	t.Loss = lossPath(r)
 	switch t.Loss {
 	case "full":
@@ -315,6 +322,12 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	recompute := 0.0
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
+	}
+	if t.HF != nil {
+		acts, recompute = hfActivations(r, *t.HF)
+		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 {
+			recompute += hfGradsDuringRecompute(r, t.Grads)
+		}
 	}
 	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
@@ -428,6 +441,9 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 		actCoef *= k.FullScale
 	}
 	logitsCoef = k.Logits
+	if hfExact(r) {
+		logitsCoef = hfLogitBytes
+	}
 	switch loss {
 	case "litgpt":
 		logitsCoef = k.LogitsLitGPT

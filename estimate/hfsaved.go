@@ -1,0 +1,242 @@
+package estimate
+
+import (
+	"slices"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// hfSaved is what a transformers decoder layer keeps for the backward, tensor
+// by tensor, as the fake-tensor oracle (oracle/fakestep.py) shows it for the
+// code paths whose saved tensors were read one by one (docs/memory-model.md,
+// "Activations: the transformers code path"). Bytes are per token (s·b).
+type hfSaved struct {
+	// Layer is one decoder layer's saved tensors without the s² scores.
+	Layer float64
+	// Scores is one eager layer's saved s² tensors per token, per unit of
+	// sequence length (×s gives bytes per token).
+	Scores float64
+	// ScoresBackward is the transient of one eager layer's softmax backward
+	// beyond its saved scores, per token per unit of sequence length.
+	ScoresBackward float64
+	// PostAttn is the part of Layer the layer's backward frees before the
+	// attention's backward starts (per token).
+	PostAttn float64
+	// Final is the final norm's saved tensors (outside the checkpointed blocks).
+	Final float64
+	// BlockInput is what a checkpointed block keeps: its input hidden state.
+	BlockInput float64
+}
+
+// hfExactTypes are the model types whose decoder layer hfLayerSaved spells
+// out: Llama-style RMSNorm (fp32 upcast inside the norm) and Gemma's
+// (1 + weight) RMSNorm, rotary attention with grouped key/value heads, a
+// gated MLP. Families with sandwich norms, q/k norms, soft-capped attention
+// or a classic MLP keep the fitted per-layer shape until their layer code is
+// read the same way.
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true}
+
+// hfExact reports whether the request runs a code path the oracle imitates
+// and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
+// or full fine-tuning in one dtype (no autocast), a dense model of a type in
+// hfExactTypes. Other requests keep the fitted activation coefficients.
+func hfExact(r Request) bool {
+	switch r.Stack {
+	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl:
+	default:
+		return false
+	}
+	if r.Precision.mixed() || (r.Method != Full && r.Method != LoRA) {
+		return false
+	}
+	m := r.Model
+	if !hfExactTypes[m.ModelType] || m.Experts > 0 || m.MLP != hfconfig.MLPGated {
+		return false
+	}
+	if m.SlidingWindow > 0 && int64(r.SeqLen) > m.SlidingWindow {
+		// A window shorter than the sequence needs a mask: SDPA leaves the
+		// flash kernel, and the mask is materialised.
+		return false
+	}
+	if r.Attn != SDPA && r.Attn != Eager && r.Attn != FlashAttention2 {
+		return false
+	}
+	return true
+}
+
+// hfLayerSaved spells out the saved tensors of one transformers decoder
+// layer (LlamaDecoderLayer and the layers modelled on it), per token:
+//
+//   - each RMSNorm upcasts its input to fp32 and saves it (pow and mul both
+//     read it): 4·h. A trained norm weight also saves the normalised input:
+//     Llama casts it back to the activation dtype before the weight multiply
+//     (act·h), Gemma multiplies in fp32 by (1 + weight) (4·h), and a trained
+//     q/k/v (or gate/up) saves the norm's output (act·h).
+//   - SDPA/flash saves q after rotary, k after rotary, v, its output and an
+//     fp32 logsumexp per head; eager attention saves q, k and v after
+//     repeat_kv (a copy per query head when key/value heads are grouped), the
+//     fp32 softmax and its cast to the activation dtype (softmax(...,
+//     dtype=float32).to(query.dtype)), and a trained o_proj the contiguous
+//     attention output.
+//   - the gated MLP saves gate and up (silu/gelu and the product read them)
+//     and the activation's output; a trained down_proj also saves the
+//     product: 3·act·f, +act·f.
+//   - a LoRA adapter on a module casts the module's input to its own dtype
+//     (PEFT's Linear.forward: x = self._cast_input_dtype(x, lora_A.dtype)),
+//     one copy per adapted module even when modules share an input, which
+//     lora_A saves; a dropout keeps its mask and output instead; lora_B
+//     saves lora_A's output (rank elements).
+//   - a frozen Linear saves no input (the matmul saves its input only for
+//     the weight's gradient); rotary's multiplies save only cos and sin.
+func hfLayerSaved(r Request) hfSaved {
+	m := r.Model
+	A := float64(residualBytes(r))
+	h := float64(m.Hidden)
+	hd := float64(m.HeadDim)
+	if hd == 0 {
+		hd = h / float64(m.Heads)
+	}
+	heads := float64(m.Heads)
+	hq, hkv := heads*hd, float64(m.KVHeads)*hd
+	if m.KVHeads == 0 {
+		hkv = hq
+	}
+	f := float64(m.ActiveFFN())
+	full := r.Method == Full
+	gemma := m.ModelType == "gemma"
+
+	norm := 4 * h // the fp32 input (pow, mul)
+	if full {
+		if gemma {
+			norm += 4*h + A*h
+		} else {
+			norm += 2 * A * h
+		}
+	}
+	var s hfSaved
+	s.Final = norm
+	s.BlockInput = A * h
+	layer := 2 * norm
+	layer += 3 * A * f
+	if full {
+		layer += A * f
+	}
+	if r.Attn.Spec().KeepsScores {
+		kv := hkv
+		if hkv < hq {
+			kv = hq // repeat_kv copies key and value per query head
+		}
+		layer += A * (hq + 2*kv)
+		if full {
+			layer += A * hq // transpose(1, 2).contiguous() for o_proj
+		}
+		probs := 4.0 // softmax output in fp32
+		if A != 4 {
+			probs += A // its cast to the query dtype, read by the value matmul
+		}
+		s.Scores = heads * probs
+		// The softmax backward holds its fp32 gradient input and output
+		// (4 + 4) once the dtype-cast probabilities are released.
+		s.ScoresBackward = heads * (8 - (probs - 4))
+	} else {
+		kv := hkv
+		if A == 4 && hkv < hq {
+			// No flash kernel for fp32: the memory-efficient one, which
+			// the oracle feeds key/value repeated per query head.
+			kv = hq
+		}
+		layer += A*(hq+2*kv) + A*hq + 4*heads
+	}
+	// What the layer's backward frees before it reaches the attention: the
+	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
+	post := norm + 3*A*f
+	if full {
+		post += A * f
+		if r.Attn.Spec().KeepsScores {
+			post += A * hq
+		}
+	}
+	if r.Method == LoRA && r.LoRARank > 0 {
+		all := hfAdapterSaved(r, A, nil)
+		layer += all
+		post += all - hfAdapterSaved(r, A, qkvOnly)
+	}
+	s.Layer = layer
+	s.PostAttn = post
+	return s
+}
+
+// hfAdapterSaved is what PEFT's LoRA layers of one decoder layer save, per
+// token: each adapted module's cast (or dropped-out) input and lora_A's
+// output. keep selects the modules counted (nil: all).
+func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64 {
+	ad := float64(adapterDtypeBytes(r))
+	per := 0.0
+	if ad != act {
+		per = ad // the cast copy lora_A reads
+	}
+	if r.LoRADropout != nil && *r.LoRADropout > 0 {
+		per = ad + 1 // dropout's output and its bool mask
+	}
+	m := r.Model
+	lins, err := m.Targets(r.LoRATargets)
+	if err != nil {
+		return 0
+	}
+	var in, modules int64
+	for _, l := range lins {
+		if keep == nil || keep(l.Name) {
+			in += l.In * l.Copies
+			modules += l.Copies
+		}
+	}
+	return (per*float64(in) + ad*float64(r.LoRARank*modules)) / float64(m.NumLayers)
+}
+
+// qkvOnly selects the attention's input projections, whose adapters' saved
+// tensors live until the attention's own backward.
+func qkvOnly(name string) bool { return slices.Contains(hfconfig.QKV, name) }
+
+// hfLogitBytes is what transformers' stock loss (ForCausalLMLoss: logits
+// upcast to fp32, cross_entropy) holds per logit at its peak, the start of
+// the backward: the fp32 log-softmax cross_entropy saves (4 B), nll_loss's
+// fp32 gradient (4 B) and log-softmax's fp32 gradient (4 B). The 16-bit
+// logits and their fp32 copy are saved by nothing and die with the forward
+// (the Trainer drops the model outputs before the backward).
+const hfLogitBytes = 12
+
+// hfActivations is, for hfExact requests, what the forward keeps for the
+// backward (acts) and the transient that competes with the loss chain
+// (recompute): under checkpointing, one block recomputed with its saved
+// tensors and its backward transient; without, an eager layer's softmax
+// backward, which runs once the loss chain is freed.
+func hfActivations(r Request, hs hfSaved) (acts, transient float64) {
+	s := float64(r.SeqLen)
+	tokens := s * float64(r.Batch)
+	L := float64(r.Model.NumLayers)
+	layer := hs.Layer + hs.Scores*s
+	if ckptOn(r) {
+		acts = tokens * (L*hs.BlockInput + hs.Final)
+		if hs.Scores > 0 {
+			// The eager causal mask, an input of every checkpointed block.
+			acts += tokens * s * float64(residualBytes(r))
+		}
+		return acts, tokens * (layer + max(0, hs.ScoresBackward*s-hs.PostAttn))
+	}
+	return tokens * (L*layer + hs.Final), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+}
+
+// hfGradsDuringRecompute is what a full fine-tune's gradients hold when the
+// first block is recomputed, at the end of the backward: every gradient but
+// that block's own and, untied, the input embedding's (produced after it).
+// Without checkpointing the loss chain's peak comes before any gradient.
+func hfGradsDuringRecompute(r Request, grads int64) float64 {
+	m := r.Model
+	per := float64(grads) / float64(m.Params())
+	block := float64(m.LinearParams()+m.NormParams()-m.FinalNormParams) / float64(m.NumLayers)
+	g := float64(grads) - per*block
+	if !m.TiedEmbeddings {
+		g -= per * float64(m.Vocab*m.Hidden)
+	}
+	return max(0, g)
+}
