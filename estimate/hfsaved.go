@@ -114,7 +114,13 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 	}
 	var s hfSaved
-	s.Final = norm
+	if full || ckptOn(r) {
+		// Without checkpointing, under LoRA, the oracle shows the final
+		// norm keeping nothing for the backward (no fp32 input, no rsqrt;
+		// the cause is not traced yet); trained, or after checkpointed
+		// blocks, it keeps its tensors like the layers' norms.
+		s.Final = norm
+	}
 	s.BlockInput = A * h
 	layer := 2 * norm
 	layer += 3 * A * f
@@ -184,13 +190,27 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 		return 0
 	}
 	var in, modules int64
+	var names []string
 	for _, l := range lins {
 		if keep == nil || keep(l.Name) {
 			in += l.In * l.Copies
 			modules += l.Copies
+			if !slices.Contains(names, l.Name) {
+				names = append(names, l.Name)
+			}
 		}
 	}
-	return (per*float64(in) + ad*float64(r.LoRARank*modules)) / float64(m.NumLayers)
+	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
+	if per == 0 && len(names) > 0 {
+		// Adapters in the activations' dtype read the module's own input,
+		// which a frozen module does not save but lora_A does: once per
+		// distinct tensor (q, k and v read one).
+		distinct, err := m.DistinctInputs(names, hfconfig.SharedInputs)
+		if err == nil {
+			saved += act * float64(distinct)
+		}
+	}
+	return saved / float64(m.NumLayers)
 }
 
 // qkvOnly selects the attention's input projections, whose adapters' saved
@@ -216,7 +236,11 @@ func hfActivations(r Request, hs hfSaved) (acts, transient float64) {
 	L := float64(r.Model.NumLayers)
 	layer := hs.Layer + hs.Scores*s
 	if ckptOn(r) {
-		acts = tokens * (L*hs.BlockInput + hs.Final)
+		blocks := L
+		if r.GradCkpt.Spec().OffloadsInputs {
+			blocks = 1 // the others' inputs wait in host RAM
+		}
+		acts = tokens * (blocks*hs.BlockInput + hs.Final)
 		if hs.Scores > 0 {
 			// The eager causal mask, an input of every checkpointed block.
 			acts += tokens * s * float64(residualBytes(r))

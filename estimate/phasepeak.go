@@ -325,7 +325,7 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	}
 	if t.HF != nil {
 		acts, recompute = hfActivations(r, *t.HF)
-		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 {
+		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 && r.Sharding.GPUs <= 1 {
 			recompute += hfGradsDuringRecompute(r, t.Grads)
 		}
 	}
