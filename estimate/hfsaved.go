@@ -231,12 +231,16 @@ const hfLogitBytes = 12
 // backward (acts) and the transient that competes with the loss chain
 // (recompute): under checkpointing, one block recomputed with its saved
 // tensors and its backward transient; without, an eager layer's softmax
-// backward, which runs once the loss chain is freed.
-func hfActivations(r Request, hs hfSaved) (acts, transient float64) {
+// backward, which runs once the loss chain is freed. kernelSaved is what one
+// layer's fused kernels (or torch.compile) do not save of the eager
+// tensors counted here, in bytes (kernelSavingPerLayer; the oracle runs the
+// eager modules only).
+func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient float64) {
 	s := float64(r.SeqLen)
 	tokens := s * float64(r.Batch)
 	L := float64(r.Model.NumLayers)
 	layer := hs.Layer + hs.Scores*s
+	kernelSaved = min(kernelSaved, tokens*hs.Layer/2)
 	if ckptOn(r) {
 		blocks := L
 		if r.GradCkpt.Spec().OffloadsInputs {
@@ -247,9 +251,9 @@ func hfActivations(r Request, hs hfSaved) (acts, transient float64) {
 			// The eager causal mask, an input of every checkpointed block.
 			acts += tokens * s * float64(residualBytes(r))
 		}
-		return acts, tokens * (layer + max(0, hs.ScoresBackward*s-hs.PostAttn))
+		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
 	}
-	return tokens * (L*layer + hs.Final), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	return tokens*(L*layer+hs.Final) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
 }
 
 // hfGradsDuringRecompute is what a full fine-tune's gradients hold when the
