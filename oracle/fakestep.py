@@ -504,7 +504,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
         "precision": req.precision,
         "quant": None,
         "lora": (
-            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": res.lora_targets, "extra_trainable": []}
+            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": res.lora_targets, "extra_trainable": [], "dropout": req.lora_dropout}
             if req.method == "lora"
             else None
         ),
