@@ -30,11 +30,22 @@ type hfSaved struct {
 
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
 // out: Llama-style RMSNorm (fp32 upcast inside the norm) and Gemma's
-// (1 + weight) RMSNorm, rotary attention with grouped key/value heads, a
-// gated MLP. Families with sandwich norms, q/k norms, soft-capped attention
-// or a classic MLP keep the fitted per-layer shape until their layer code is
-// read the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true}
+// (1 + weight) RMSNorm, Gemma 2's sandwich norms and soft-capped eager
+// scores, Qwen3's per-head q/k norms, Phi-3's fused qkv_proj, rotary
+// attention with grouped key/value heads, a gated MLP. Families with a
+// classic MLP, parallel blocks or LayerNorm keep the fitted per-layer shape
+// until their layer code is read the same way.
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true}
+
+// hfQKNormTypes are the model types whose attention normalises q and k per
+// head with an RMSNorm of head_dim before rotary (Qwen3Attention's q_norm,
+// k_norm).
+var hfQKNormTypes = map[string]bool{"qwen3": true}
+
+// hfFusedQKVTypes are the model types whose attention projects q, k and v
+// with one qkv_proj and slices views of its output (Phi3Attention): the
+// attention saves the value view, which keeps the whole output alive.
+var hfFusedQKVTypes = map[string]bool{"phi3": true}
 
 // hfExact reports whether the request runs a code path the oracle imitates
 // and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
@@ -105,16 +116,23 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	f := float64(m.ActiveFFN())
 	full := r.Method == Full
-	gemma := m.ModelType == "gemma"
+	gemma := m.ModelType == "gemma" || m.ModelType == "gemma2"
 
 	norm := 4 * h // the fp32 input (pow, mul)
+	// A sandwich norm (Gemma 2's post_attention_layernorm and
+	// post_feedforward_layernorm) feeds the residual add, not a Linear: no
+	// trained module saves its output.
+	sandwich := 4 * h
 	if full {
 		if gemma {
 			norm += 4*h + A*h
+			sandwich += 4 * h
 		} else {
 			norm += 2 * A * h
+			sandwich += A * h
 		}
 	}
+	sandwich *= max(0, normsPerLayer(m)-2)
 	var s hfSaved
 	if full || ckptOn(r) {
 		// Without checkpointing, under LoRA, the oracle shows the final
@@ -124,10 +142,23 @@ func hfLayerSaved(r Request) hfSaved {
 		s.Final = norm
 	}
 	s.BlockInput = A * h
-	layer := 2 * norm
+	layer := 2*norm + sandwich
 	layer += 3 * A * f
 	if full {
 		layer += A * f
+	}
+	if hfFusedQKVTypes[m.ModelType] {
+		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
+	}
+	if hfQKNormTypes[m.ModelType] {
+		// q_norm and k_norm upcast q and k to fp32 and save that copy; a
+		// trained weight also saves the normalised product cast back. Their
+		// outputs go to rotary, whose multiplies save only cos and sin.
+		qk := hq + hkv
+		layer += 4 * qk
+		if full {
+			layer += A * qk
+		}
 	}
 	if r.Attn.Spec().KeepsScores {
 		kv := hkv
@@ -142,7 +173,11 @@ func hfLayerSaved(r Request) hfSaved {
 		if A != 4 {
 			probs += A // its cast to the query dtype, read by the value matmul
 		}
-		s.Scores = heads * probs
+		capped := 0.0
+		if m.AttnSoftcap > 0 {
+			capped = A // tanh(scores/cap) keeps its output for the backward
+		}
+		s.Scores = heads * (probs + capped)
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
@@ -157,7 +192,7 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
-	post := norm + 3*A*f
+	post := norm + sandwich + 3*A*f
 	if full {
 		post += A * f
 		if r.Attn.Spec().KeepsScores {
@@ -217,7 +252,7 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 
 // qkvOnly selects the attention's input projections, whose adapters' saved
 // tensors live until the attention's own backward.
-func qkvOnly(name string) bool { return slices.Contains(hfconfig.QKV, name) }
+func qkvOnly(name string) bool { return name == "qkv_proj" || slices.Contains(hfconfig.QKV, name) }
 
 // hfLogitBytes is what transformers' stock loss (ForCausalLMLoss: logits
 // upcast to fp32, cross_entropy) holds per logit at its peak, the start of
