@@ -26,6 +26,11 @@ type hfSaved struct {
 	Final float64
 	// BlockInput is what a checkpointed block keeps: its input hidden state.
 	BlockInput float64
+	// Mask is the saved attention mask per token per unit of sequence
+	// length, one tensor for all layers: SDPA's boolean sliding-window
+	// mask (1 B), or eager's additive causal mask (the activation dtype),
+	// which only checkpointed blocks keep (as an input).
+	Mask float64
 }
 
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
@@ -64,9 +69,9 @@ func hfExact(r Request) bool {
 	if !hfExactTypes[m.ModelType] || m.Experts > 0 || m.MLP != hfconfig.MLPGated {
 		return false
 	}
-	if m.SlidingWindow > 0 && int64(r.SeqLen) > m.SlidingWindow {
-		// A window shorter than the sequence needs a mask: SDPA leaves the
-		// flash kernel, and the mask is materialised.
+	if hfWindowed(r) && r.Attn != SDPA {
+		// Eager attention under a window shorter than the sequence: its
+		// additive masks (one per layer kind) are not read yet.
 		return false
 	}
 	if r.Attn != SDPA && r.Attn != Eager {
@@ -75,6 +80,14 @@ func hfExact(r Request) bool {
 		return false
 	}
 	return true
+}
+
+// hfWindowed reports whether the model's sliding window is shorter than the
+// sequence: transformers then builds a mask, and SDPA leaves the flash kernel
+// for the memory-efficient one, which saves the mask.
+func hfWindowed(r Request) bool {
+	w := r.Model.SlidingWindow
+	return w > 0 && int64(r.SeqLen) > w
 }
 
 // hfLayerSaved spells out the saved tensors of one transformers decoder
@@ -181,14 +194,22 @@ func hfLayerSaved(r Request) hfSaved {
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
+		if ckptOn(r) {
+			s.Mask = A
+		}
 	} else {
 		kv := hkv
-		if A == 4 && hkv < hq {
-			// No flash kernel for fp32: the memory-efficient one, which
-			// the oracle feeds key/value repeated per query head.
+		if (A == 4 || hfWindowed(r)) && hkv < hq {
+			// No flash kernel for fp32 or under a mask: the
+			// memory-efficient one, fed key/value repeated per query head
+			// (transformers' repeat_kv when a mask is passed; the oracle
+			// does the same for fp32).
 			kv = hq
 		}
 		layer += A*(hq+2*kv) + A*hq + 4*heads
+		if hfWindowed(r) {
+			s.Mask = 1
+		}
 	}
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
@@ -238,6 +259,11 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 		}
 	}
 	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
+	if per == 0 && !r.Attn.Spec().KeepsScores {
+		// SDPA saves its output, which is o_proj's input (a view): lora_A
+		// keeps no tensor of its own there.
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "o_proj" })
+	}
 	if per == 0 && len(names) > 0 {
 		// Adapters in the activations' dtype read the module's own input,
 		// which a frozen module does not save but lora_A does: once per
@@ -281,14 +307,10 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		if r.GradCkpt.Spec().OffloadsInputs {
 			blocks = 1 // the others' inputs wait in host RAM
 		}
-		acts = tokens * (blocks*hs.BlockInput + hs.Final)
-		if hs.Scores > 0 {
-			// The eager causal mask, an input of every checkpointed block.
-			acts += tokens * s * float64(residualBytes(r))
-		}
+		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
 	}
-	return tokens*(L*layer+hs.Final) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
 }
 
 // hfGradsDuringRecompute is what a full fine-tune's gradients hold when the

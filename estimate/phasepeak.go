@@ -337,7 +337,11 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	acts += t.FusedLossSaved
 	logits := logitsCoef*t.LogitUnit + t.FusedLossTransient
 	if r.Model.LogitSoftcap > 0 {
-		logits += softcapLogitBytes * t.LogitUnit
+		sc := float64(softcapLogitBytes)
+		if !r.Precision.mixed() && residualBytes(r) == 4 {
+			sc = 4 // fp32 logits: tanh keeps an fp32 output
+		}
+		logits += sc * t.LogitUnit
 	}
 	recompute := 0.0
 	if ckptOn(r) {
@@ -748,7 +752,8 @@ const chunkedLogitBytes = 2
 
 // softcapLogitBytes is what final-logit soft-capping (Gemma 2:
 // tanh(logits/cap)·cap) adds per logit at the loss chain's peak: tanh keeps
-// its 16-bit output for the backward. The gradient through it comes after
+// its 16-bit output for the backward (fp32 logits: 4 B, gemma-2-2b fp32 LoRA
+// census: tanh's output beside the log-softmax, both s·V·4 bytes). The gradient through it comes after
 // the fp32 chain's peak (the fake-tensor oracle on Gemma-2-2B LoRA, eager,
 // 1024×1 and 1024×2 with checkpointing: 14 B per logit with the 12 of the
 // stock chain, not 16). Not fitted.
