@@ -36,11 +36,12 @@ type hfSaved struct {
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
 // out: Llama-style RMSNorm (fp32 upcast inside the norm) and Gemma's
 // (1 + weight) RMSNorm, Gemma 2's sandwich norms and soft-capped eager
-// scores, Qwen3's per-head q/k norms, Phi-3's fused qkv_proj, rotary
+// scores, Qwen3's per-head q/k norms, Phi-3's fused qkv_proj, Granite's
+// (Llama's layer with scalar multipliers, which save nothing), rotary
 // attention with grouped key/value heads, a gated MLP. Families with a
 // classic MLP, parallel blocks or LayerNorm keep the fitted per-layer shape
 // until their layer code is read the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true}
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k per
 // head with an RMSNorm of head_dim before rotary (Qwen3Attention's q_norm,
