@@ -36,17 +36,18 @@ type hfSaved struct {
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
 // out: Llama-style RMSNorm (fp32 upcast inside the norm) and Gemma's
 // (1 + weight) RMSNorm, Gemma 2's sandwich norms and soft-capped eager
-// scores, Qwen3's per-head q/k norms, Phi-3's fused qkv_proj, Granite's
+// scores, Qwen3's per-head q/k norms, OLMo 2's post-norms and full-width
+// q/k norms, Phi-3's fused qkv_proj, Granite's
 // (Llama's layer with scalar multipliers, which save nothing), rotary
 // attention with grouped key/value heads, a gated MLP. Families with a
 // classic MLP, parallel blocks or LayerNorm keep the fitted per-layer shape
 // until their layer code is read the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true}
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true}
 
-// hfQKNormTypes are the model types whose attention normalises q and k per
-// head with an RMSNorm of head_dim before rotary (Qwen3Attention's q_norm,
-// k_norm).
-var hfQKNormTypes = map[string]bool{"qwen3": true}
+// hfQKNormTypes are the model types whose attention normalises q and k with
+// an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
+// over the whole projection (Olmo2Attention's); the bytes are the same.
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
 
 // hfFusedQKVTypes are the model types whose attention projects q, k and v
 // with one qkv_proj and slices views of its output (Phi3Attention): the
@@ -130,15 +131,20 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	f := float64(m.ActiveFFN())
 	full := r.Method == Full
-	gemma := m.ModelType == "gemma" || m.ModelType == "gemma2"
+	// Gemma's norms and OLMo 2's multiply by the weight in fp32, before
+	// the cast back; Llama's after it.
+	fp32Weight := m.ModelType == "gemma" || m.ModelType == "gemma2" || m.ModelType == "olmo2"
+	// OLMo 2 normalises after attention and after the MLP only (no norm
+	// before them): q/k/v and gate/up read the residual stream itself.
+	postNormOnly := m.ModelType == "olmo2"
 
 	norm := 4 * h // the fp32 input (pow, mul)
 	// A sandwich norm (Gemma 2's post_attention_layernorm and
-	// post_feedforward_layernorm) feeds the residual add, not a Linear: no
-	// trained module saves its output.
+	// post_feedforward_layernorm, OLMo 2's only norms) feeds the residual
+	// add, not a Linear: no trained module saves its output.
 	sandwich := 4 * h
 	if full {
-		if gemma {
+		if fp32Weight {
 			norm += 4*h + A*h
 			sandwich += 4 * h
 		} else {
@@ -146,7 +152,18 @@ func hfLayerSaved(r Request) hfSaved {
 			sandwich += A * h
 		}
 	}
-	sandwich *= max(0, normsPerLayer(m)-2)
+	// pre is what the two pre-norms (or, without them, the trained
+	// projections reading the residual stream) save.
+	pre := 2 * norm
+	if postNormOnly {
+		sandwich *= 2
+		pre = 0
+		if full {
+			pre = 2 * A * h
+		}
+	} else {
+		sandwich *= max(0, normsPerLayer(m)-2)
+	}
 	var s hfSaved
 	if full || ckptOn(r) {
 		// Without checkpointing, under LoRA, the oracle shows the final
@@ -156,7 +173,7 @@ func hfLayerSaved(r Request) hfSaved {
 		s.Final = norm
 	}
 	s.BlockInput = A * h
-	layer := 2*norm + sandwich
+	layer := pre + sandwich
 	layer += 3 * A * f
 	if full {
 		layer += A * f
@@ -170,7 +187,9 @@ func hfLayerSaved(r Request) hfSaved {
 		// outputs go to rotary, whose multiplies save only cos and sin.
 		qk := hq + hkv
 		layer += 4 * qk
-		if full {
+		if full && fp32Weight {
+			layer += 4 * qk
+		} else if full {
 			layer += A * qk
 		}
 	}
@@ -214,7 +233,7 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
-	post := norm + sandwich + 3*A*f
+	post := pre/2 + sandwich + 3*A*f
 	if full {
 		post += A * f
 		if r.Attn.Spec().KeepsScores {
