@@ -39,15 +39,20 @@ type hfSaved struct {
 // scores, Qwen3's per-head q/k norms, OLMo 2's post-norms and full-width
 // q/k norms, Phi-3's fused qkv_proj, Granite's
 // (Llama's layer with scalar multipliers, which save nothing), rotary
-// attention with grouped key/value heads, a gated MLP. Families with a
-// classic MLP, parallel blocks or LayerNorm keep the fitted per-layer shape
-// until their layer code is read the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true}
+// attention with grouped key/value heads, StableLM's LayerNorm and partial
+// rotary, a gated MLP. Families with a classic MLP or parallel blocks keep
+// the fitted per-layer shape until their layer code is read the same way.
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k with
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
 var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
+
+// hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
+// of an RMSNorm; StableLM's partial rotary concatenates the rotated and
+// passed parts into a new q and k, which SDPA saves as Llama's are.
+var hfLayerNormTypes = map[string]bool{"stablelm": true}
 
 // hfFusedQKVTypes are the model types whose attention projects q, k and v
 // with one qkv_proj and slices views of its output (Phi3Attention): the
@@ -139,15 +144,25 @@ func hfLayerSaved(r Request) hfSaved {
 	postNormOnly := m.ModelType == "olmo2"
 
 	norm := 4 * h // the fp32 input (pow, mul)
+	layerNorm := hfLayerNormTypes[m.ModelType]
+	if layerNorm {
+		// nn.LayerNorm's fused kernel saves its input in the activation
+		// dtype (and per-row fp32 mean and rstd, left out), and computes
+		// the weight's gradient from them: no normalised copy.
+		norm = A * h
+	}
 	// A sandwich norm (Gemma 2's post_attention_layernorm and
 	// post_feedforward_layernorm, OLMo 2's only norms) feeds the residual
 	// add, not a Linear: no trained module saves its output.
 	sandwich := 4 * h
 	if full {
-		if fp32Weight {
+		switch {
+		case layerNorm:
+			norm += A * h // the trained q/k/v or gate/up's input
+		case fp32Weight:
 			norm += 4*h + A*h
 			sandwich += 4 * h
-		} else {
+		default:
 			norm += 2 * A * h
 			sandwich += A * h
 		}
@@ -155,14 +170,17 @@ func hfLayerSaved(r Request) hfSaved {
 	// pre is what the two pre-norms (or, without them, the trained
 	// projections reading the residual stream) save.
 	pre := 2 * norm
-	if postNormOnly {
+	switch {
+	case postNormOnly:
 		sandwich *= 2
 		pre = 0
 		if full {
 			pre = 2 * A * h
 		}
-	} else {
-		sandwich *= max(0, normsPerLayer(m)-2)
+	case m.ModelType == "gemma2":
+		sandwich *= 2 // beside the two pre-norms
+	default:
+		sandwich = 0
 	}
 	var s hfSaved
 	if full || ckptOn(r) {

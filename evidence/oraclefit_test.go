@@ -29,7 +29,7 @@ func TestOracleGridHeld(t *testing.T) {
 		}
 		cases = append(cases, cs...)
 	}
-	exact := []string{"llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "phi3", "granite", "olmo2"}
+	exact := []string{"llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "phi3", "granite", "olmo2", "stablelm"}
 	def, _ := estimate.ByName("")
 	errs := map[string][]float64{}
 	for _, c := range cases {
