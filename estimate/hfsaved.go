@@ -76,11 +76,6 @@ func hfExact(r Request) bool {
 	if !hfExactTypes[m.ModelType] || m.Experts > 0 || m.MLP != hfconfig.MLPGated {
 		return false
 	}
-	if hfWindowed(r) && r.Attn != SDPA {
-		// Eager attention under a window shorter than the sequence: its
-		// additive masks (one per layer kind) are not read yet.
-		return false
-	}
 	if r.Attn != SDPA && r.Attn != Eager {
 		// The flash-attn package's path (transformers' _flash_attention_forward)
 		// is not imitated by the oracle: its saved tensors are not read yet.
@@ -234,6 +229,11 @@ func hfLayerSaved(r Request) hfSaved {
 		s.ScoresBackward = heads * (8 - (probs - 4))
 		if ckptOn(r) {
 			s.Mask = A
+			if hfWindowed(r) && m.ModelType == "gemma2" {
+				// Gemma 2 alternates sliding and full layers: a mask of
+				// each kind.
+				s.Mask = 2 * A
+			}
 		}
 	} else {
 		kv := hkv
@@ -351,17 +351,27 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
 }
 
-// hfGradsDuringRecompute is what a full fine-tune's gradients hold when the
-// first block is recomputed, at the end of the backward: every gradient but
-// that block's own and, untied, the input embedding's (produced after it).
-// Without checkpointing the loss chain's peak comes before any gradient.
-func hfGradsDuringRecompute(r Request, grads int64) float64 {
+// hfGradsDuringRecompute is what a full fine-tune's gradients add, beside
+// every block's saved input (counted in the activations), when a block is
+// recomputed. Recomputing block i, the blocks after it are done: their
+// gradients exist and their inputs are freed. Both change by one block per
+// step, so the peak is at an end: the last block, with the output layer's
+// (or tied embedding's) and the final norm's gradients only, or the first,
+// with every gradient but its own and, untied, the input embedding's
+// (produced after it) and one block input left of L. Without
+// checkpointing the loss chain's peak comes before any gradient.
+func hfGradsDuringRecompute(r Request, grads int64, hs hfSaved) float64 {
 	m := r.Model
 	per := float64(grads) / float64(m.Params())
+	head := per * float64(m.Vocab*m.Hidden+m.FinalNormParams)
 	block := float64(m.LinearParams()+m.NormParams()-m.FinalNormParams) / float64(m.NumLayers)
 	g := float64(grads) - per*block
 	if !m.TiedEmbeddings {
 		g -= per * float64(m.Vocab*m.Hidden)
 	}
-	return max(0, g)
+	freed := 0.0
+	if !r.GradCkpt.Spec().OffloadsInputs {
+		freed = float64(m.NumLayers-1) * hs.BlockInput * float64(r.SeqLen) * float64(r.Batch)
+	}
+	return max(head, g-freed, 0)
 }

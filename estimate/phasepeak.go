@@ -352,7 +352,7 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 		acts, recompute = hfActivations(r, *t.HF, t.KernelSavedLayer)
 		acts += t.FusedLossSaved
 		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 && r.Sharding.GPUs <= 1 {
-			recompute += hfGradsDuringRecompute(r, t.Grads)
+			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
 	}
 	add := func(name ComponentID, b int64) {

@@ -9,31 +9,36 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 )
 
+// oracleExactTypes are the model types whose layer the default estimator
+// spells out tensor by tensor (estimate's hfExactTypes).
+var oracleExactTypes = []string{"llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "phi3", "granite", "olmo2", "stablelm"}
+
 // The default estimator held to the fake-tensor oracle: on the simulated
-// rows of model types whose layer the estimator spells out tensor by tensor
-// (transformers without autocast: hfExactTypes), the
-// allocated-level error per model type has median ≤ 1 %, p90 ≤ 3 % and worst
-// ≤ 6 %, on the grid and the study set together. Rows of other types (fitted
-// shape) are scored by validate, not here.
+// rows of the spelled-out model types, the allocated-level error per model
+// type has median ≤ 1 %, p90 ≤ 3 % and worst ≤ 6 %, on the grid
+// (oracle.jsonl) and on the study set (oracle-study.jsonl: the probes the
+// terms were read against, chosen to find what the grid misses) each. Rows
+// of other types (fitted shape) are scored by validate, not here.
 func TestOracleGridHeld(t *testing.T) {
-	var cases []Case
-	for _, name := range []string{"oracle.jsonl", "oracle-study.jsonl"} {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := ReadCases(f, name)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cases = append(cases, cs...)
+	for _, file := range []string{"oracle.jsonl", "oracle-study.jsonl"} {
+		t.Run(file, func(t *testing.T) { checkOracleErrors(t, file, 1, 3, 6) })
 	}
-	exact := []string{"llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "phi3", "granite", "olmo2", "stablelm"}
+}
+
+func checkOracleErrors(t *testing.T, name string, wantMed, wantP90, wantWorst float64) {
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cases, err := ReadCases(f, name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	def, _ := estimate.ByName("")
 	errs := map[string][]float64{}
 	for _, c := range cases {
-		if !c.Simulated || c.Arch == nil || !slices.Contains(exact, *c.Arch) || c.Measured.GiB == nil {
+		if !c.Simulated || c.Arch == nil || !slices.Contains(oracleExactTypes, *c.Arch) || c.Measured.GiB == nil {
 			continue
 		}
 		p := Predict(def, c)
@@ -55,8 +60,8 @@ func TestOracleGridHeld(t *testing.T) {
 		slices.Sort(abs)
 		med, p90, worst := abs[len(abs)/2], abs[int(math.Ceil(0.9*float64(len(abs))))-1], abs[len(abs)-1]
 		t.Logf("%s: %d rows, median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", arch, len(abs), med, p90, worst)
-		if med > 1 || p90 > 3 || worst > 6 {
-			t.Errorf("%s: oracle error median %.2f %%, p90 %.2f %%, worst %.2f %%; want ≤ 1, 3, 6", arch, med, p90, worst)
+		if med > wantMed || p90 > wantP90 || worst > wantWorst {
+			t.Errorf("%s: oracle error median %.2f %%, p90 %.2f %%, worst %.2f %%; want ≤ %g, %g, %g", arch, med, p90, worst, wantMed, wantP90, wantWorst)
 		}
 	}
 }
