@@ -40,9 +40,10 @@ type hfSaved struct {
 // q/k norms, Phi-3's fused qkv_proj, Granite's
 // (Llama's layer with scalar multipliers, which save nothing), rotary
 // attention with grouped key/value heads, StableLM's LayerNorm and partial
-// rotary, a gated MLP. Families with a classic MLP or parallel blocks keep
-// the fitted per-layer shape until their layer code is read the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true}
+// rotary, a gated MLP, and GPT-NeoX's parallel block. Other families with a
+// classic MLP keep the fitted per-layer shape until their layer code is read
+// the same way.
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k with
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
@@ -52,7 +53,14 @@ var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
 // passed parts into a new q and k, which SDPA saves as Llama's are.
-var hfLayerNormTypes = map[string]bool{"stablelm": true}
+var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true}
+
+// hfParallelTypes are the model types whose attention and MLP read the same
+// block input through their own LayerNorms (GPT-NeoX's use_parallel_residual,
+// the default and Pythia's), with a two-matmul MLP around an exact GELU
+// (F.gelu saves its input only) and a fused query_key_value whose output q,
+// k and v are chunks of.
+var hfParallelTypes = map[string]bool{"gpt_neox": true}
 
 // hfFusedQKVTypes are the model types whose attention projects q, k and v
 // with one qkv_proj and slices views of its output (Phi3Attention): the
@@ -73,7 +81,7 @@ func hfExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if !hfExactTypes[m.ModelType] || m.Experts > 0 || m.MLP != hfconfig.MLPGated {
+	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType]) {
 		return false
 	}
 	if r.Attn != SDPA && r.Attn != Eager {
@@ -177,6 +185,30 @@ func hfLayerSaved(r Request) hfSaved {
 	default:
 		sandwich = 0
 	}
+	parallel := hfParallelTypes[m.ModelType]
+	if parallel {
+		// Both LayerNorms save the one block input; trained, each
+		// projection saves its own norm's output.
+		sandwich = 0
+		pre = A * h
+		if full {
+			pre += 2 * A * h
+		}
+	}
+	// The MLP: gated saves gate, up and the activation's output, and a
+	// trained down_proj their product; the two-matmul one saves the first
+	// matmul's output (GELU's input), and a trained second matmul the GELU's
+	// output.
+	mlp := 3 * A * f
+	if full {
+		mlp += A * f
+	}
+	if parallel {
+		mlp = A * f
+		if full {
+			mlp += A * f
+		}
+	}
 	var s hfSaved
 	if full || ckptOn(r) {
 		// Without checkpointing, under LoRA, the oracle shows the final
@@ -186,12 +218,8 @@ func hfLayerSaved(r Request) hfSaved {
 		s.Final = norm
 	}
 	s.BlockInput = A * h
-	layer := pre + sandwich
-	layer += 3 * A * f
-	if full {
-		layer += A * f
-	}
-	if hfFusedQKVTypes[m.ModelType] {
+	layer := pre + sandwich + mlp
+	if hfFusedQKVTypes[m.ModelType] || parallel {
 		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
 	}
 	if hfQKNormTypes[m.ModelType] {
@@ -251,9 +279,15 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
-	post := pre/2 + sandwich + 3*A*f
+	post := pre/2 + sandwich + mlp
+	if full && parallel && !r.Attn.Spec().KeepsScores && A != 4 && !hfWindowed(r) {
+		// GPT-NeoX's q is a new (concatenated) tensor in heads-first
+		// layout, and so is the flash kernel's output: reshape(...)
+		// .contiguous() copies it for the trained dense.
+		layer += A * hq
+		post += A * hq
+	}
 	if full {
-		post += A * f
 		if r.Attn.Spec().KeepsScores {
 			post += A * hq
 		}
@@ -300,7 +334,9 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	if per == 0 && !r.Attn.Spec().KeepsScores {
 		// SDPA saves its output, which is o_proj's input (a view): lora_A
 		// keeps no tensor of its own there.
-		names = slices.DeleteFunc(names, func(n string) bool { return n == "o_proj" })
+		// (An fp32 model runs the memory-efficient kernel, whose output
+		// reshapes to o_proj's or GPT-NeoX's dense input without a copy.)
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "o_proj" || n == "dense" })
 	}
 	if per == 0 && len(names) > 0 {
 		// Adapters in the activations' dtype read the module's own input,
@@ -316,7 +352,9 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 
 // qkvOnly selects the attention's input projections, whose adapters' saved
 // tensors live until the attention's own backward.
-func qkvOnly(name string) bool { return name == "qkv_proj" || slices.Contains(hfconfig.QKV, name) }
+func qkvOnly(name string) bool {
+	return name == "qkv_proj" || name == "query_key_value" || slices.Contains(hfconfig.QKV, name)
+}
 
 // hfLogitBytes is what transformers' stock loss (ForCausalLMLoss: logits
 // upcast to fp32, cross_entropy) holds per logit at its peak, the start of
