@@ -40,10 +40,10 @@ type hfSaved struct {
 // q/k norms, Phi-3's fused qkv_proj, Granite's
 // (Llama's layer with scalar multipliers, which save nothing), rotary
 // attention with grouped key/value heads, StableLM's LayerNorm and partial
-// rotary, a gated MLP, and GPT-NeoX's parallel block. Other families with a
+// rotary, a gated MLP, and GPT-NeoX's and Phi's parallel blocks. Others with a
 // classic MLP keep the fitted per-layer shape until their layer code is read
 // the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true}
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k with
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
@@ -53,14 +53,17 @@ var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
 // passed parts into a new q and k, which SDPA saves as Llama's are.
-var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true}
+var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi": true}
 
 // hfParallelTypes are the model types whose attention and MLP read the same
-// block input through their own LayerNorms (GPT-NeoX's use_parallel_residual,
-// the default and Pythia's), with a two-matmul MLP around an exact GELU
-// (F.gelu saves its input only) and a fused query_key_value whose output q,
-// k and v are chunks of.
-var hfParallelTypes = map[string]bool{"gpt_neox": true}
+// block input, with a two-matmul MLP and partial rotary (a concatenated q
+// and k): GPT-NeoX (use_parallel_residual, the default and Pythia's) through
+// a LayerNorm each, with an exact GELU (F.gelu saves its input only) and a
+// fused query_key_value whose output q, k and v are chunks of; Phi through
+// one LayerNorm whose output both read, with gelu_new (NewGELUActivation in
+// Python ops: pow saves its input, tanh its output, and the final multiply
+// 0.5·x and 1 + tanh: four tensors of the MLP width).
+var hfParallelTypes = map[string]bool{"gpt_neox": true, "phi": true}
 
 // hfFusedQKVTypes are the model types whose attention projects q, k and v
 // with one qkv_proj and slices views of its output (Phi3Attention): the
@@ -186,13 +189,17 @@ func hfLayerSaved(r Request) hfSaved {
 		sandwich = 0
 	}
 	parallel := hfParallelTypes[m.ModelType]
+	phi := m.ModelType == "phi"
 	if parallel {
-		// Both LayerNorms save the one block input; trained, each
-		// projection saves its own norm's output.
+		// The LayerNorms save the one block input; trained, the projections
+		// save their norm's output (Phi: one, read by q/k/v and fc1).
 		sandwich = 0
 		pre = A * h
 		if full {
 			pre += 2 * A * h
+			if phi {
+				pre -= A * h
+			}
 		}
 	}
 	// The MLP: gated saves gate, up and the activation's output, and a
@@ -205,6 +212,9 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	if parallel {
 		mlp = A * f
+		if phi {
+			mlp = 4 * A * f
+		}
 		if full {
 			mlp += A * f
 		}
@@ -219,7 +229,7 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.BlockInput = A * h
 	layer := pre + sandwich + mlp
-	if hfFusedQKVTypes[m.ModelType] || parallel {
+	if hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox" {
 		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
 	}
 	if hfQKNormTypes[m.ModelType] {
@@ -281,9 +291,9 @@ func hfLayerSaved(r Request) hfSaved {
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
 	post := pre/2 + sandwich + mlp
 	if full && parallel && !r.Attn.Spec().KeepsScores && A != 4 && !hfWindowed(r) {
-		// GPT-NeoX's q is a new (concatenated) tensor in heads-first
-		// layout, and so is the flash kernel's output: reshape(...)
-		// .contiguous() copies it for the trained dense.
+		// GPT-NeoX's and Phi's q is a new (concatenated) tensor in
+		// heads-first layout, and so is the flash kernel's output:
+		// reshape(...).contiguous() copies it for the trained dense.
 		layer += A * hq
 		post += A * hq
 	}
