@@ -218,6 +218,12 @@ func hfLayerSaved(r Request) hfSaved {
 		if full {
 			mlp += A * f
 		}
+		if m.ResidDropout > 0 {
+			// resid_dropout on the attention's and the MLP's outputs:
+			// CUDA's fused dropout keeps a bool mask each.
+			mlp += h
+			pre += h
+		}
 	}
 	var s hfSaved
 	if full || ckptOn(r) {
