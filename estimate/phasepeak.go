@@ -127,6 +127,9 @@ type terms struct {
 	Dequant int64
 	// Trainable is the trained parameter count.
 	Trainable int64
+	// HF is the transformers layer's saved tensors, spelled out (hfExact
+	// requests only; nil otherwise: the fitted shape applies).
+	HF *hfSaved
 	// KernelSavedLayer is what one layer's fused kernels (and
 	// torch.compile) do not save for the backward, in bytes (kernels.go).
 	KernelSavedLayer float64
@@ -288,6 +291,10 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// coefficient is fitted per 16-bit element.
 		t.CkptUnit = L * s * b * h * act / 2
 	}
+	if hfExact(r) {
+		hs := hfLayerSaved(r)
+		t.HF = &hs
+	}
 	t.Loss = lossPath(r)
 	switch t.Loss {
 	case "full":
@@ -347,12 +354,23 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	acts += t.FusedLossSaved
 	logits := logitsCoef*t.LogitUnit + t.FusedLossTransient
 	if r.Model.LogitSoftcap > 0 {
-		logits += softcapLogitBytes * t.LogitUnit
+		sc := float64(softcapLogitBytes)
+		if !r.Precision.mixed() && residualBytes(r) == 4 {
+			sc = 4 // fp32 logits: tanh keeps an fp32 output
+		}
+		logits += sc * t.LogitUnit
 	}
 	recompute := 0.0
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
 		recompute -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2)
+	}
+	if t.HF != nil {
+		acts, recompute = hfActivations(r, *t.HF, t.KernelSavedLayer)
+		acts += t.FusedLossSaved
+		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 && r.Sharding.GPUs <= 1 {
+			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
+		}
 	}
 	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
@@ -470,6 +488,9 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 		actCoef *= k.FullScale
 	}
 	logitsCoef = k.Logits
+	if hfExact(r) {
+		logitsCoef = hfLogitBytes
+	}
 	switch loss {
 	case "litgpt":
 		logitsCoef = k.LogitsLitGPT
@@ -748,10 +769,13 @@ func adafactorState(m *hfconfig.Model, r Request) int64 {
 const chunkedLogitBytes = 2
 
 // softcapLogitBytes is what final-logit soft-capping (Gemma 2:
-// tanh(logits/cap)·cap) adds per logit: tanh keeps its 16-bit output for the
-// backward, and the backward through it makes one 16-bit gradient more.
-// First principles, not fitted.
-const softcapLogitBytes = 4
+// tanh(logits/cap)·cap) adds per logit at the loss chain's peak: tanh keeps
+// its 16-bit output for the backward (fp32 logits: 4 B, gemma-2-2b fp32 LoRA
+// census: tanh's output beside the log-softmax, both s·V·4 bytes). The gradient through it comes after
+// the fp32 chain's peak (the fake-tensor oracle on Gemma-2-2B LoRA, eager,
+// 1024×1 and 1024×2 with checkpointing: 14 B per logit with the 12 of the
+// stock chain, not 16). Not fitted.
+const softcapLogitBytes = 2
 
 // lossPath is how the step computes its loss: "fused" (Liger,
 // cut-cross-entropy: no logits materialised), "litgpt" (whose finetune

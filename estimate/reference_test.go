@@ -248,21 +248,32 @@ func TestNormalizeErrors(t *testing.T) {
 func TestOffloadedCheckpointing(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
 	est := PhasePeak{Coef: DefaultCoefficients}
-	base := Request{Model: m, Method: LoRA, SeqLen: 4096, Batch: 4, GradCkpt: "full"}
-	full, err := est.Estimate(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off := base
-	off.GradCkpt = "offload"
-	o, err := est.Estimate(off)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The difference is (layers − 1) block inputs at the fitted bytes per token per hidden unit.
-	want := int64(float64(m.NumLayers-1) * 4096 * 4 * float64(m.Hidden) * DefaultCoefficients.CkptPerLayer)
-	if d := full.Levels.Allocated - o.Levels.Allocated; d < want-GiB/100 || d > want+GiB/100 {
-		t.Errorf("offloading saved %d bytes, want %d", d, want)
+	for _, tt := range []struct {
+		stack StackName
+		// perTokenHidden is what one block input costs per token per
+		// hidden unit: the bf16 hidden state on transformers' spelled-out
+		// layers, the fitted coefficient elsewhere.
+		perTokenHidden float64
+	}{
+		{"", 2},
+		{StackTorchtune, DefaultCoefficients.CkptPerLayer},
+	} {
+		base := Request{Model: m, Method: LoRA, SeqLen: 4096, Batch: 4, GradCkpt: "full", Stack: tt.stack}
+		full, err := est.Estimate(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := base
+		off.GradCkpt = "offload"
+		o, err := est.Estimate(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The difference is (layers − 1) block inputs.
+		want := int64(float64(m.NumLayers-1) * 4096 * 4 * float64(m.Hidden) * tt.perTokenHidden)
+		if d := full.Levels.Allocated - o.Levels.Allocated; d < want-GiB/100 || d > want+GiB/100 {
+			t.Errorf("stack %q: offloading saved %d bytes, want %d", tt.stack, d, want)
+		}
 	}
 }
 

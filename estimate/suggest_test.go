@@ -38,8 +38,10 @@ func TestChangesSearchesLevers(t *testing.T) {
 			want: "--stack unsloth", wantLever: LeverStack,
 		},
 		{
-			// DDP replicates everything; sharding over the four GPUs fits.
-			name: "sharding over the GPUs", req: Request{Model: qwen7, Method: Full, SeqLen: 2048, Batch: 1, GPUTotal: 24 * GiB, Sharding: Sharding{Strategy: "ddp", GPUs: 4}},
+			// DDP replicates everything; sharding over the four GPUs fits
+			// with checkpointing (at 4096 tokens: a 2048-token full
+			// fine-tune's activations fit beside ZeRO-3 without it).
+			name: "sharding over the GPUs", req: Request{Model: qwen7, Method: Full, SeqLen: 4096, Batch: 1, GPUTotal: 24 * GiB, Sharding: Sharding{Strategy: "ddp", GPUs: 4}},
 			space: SearchSpace{GPUsPerNode: 4, Nodes: 1},
 			want:  "--grad-ckpt full --strategy zero3 --offload optimizer", wantLever: LeverGradCkpt, wantOff: true,
 		},
@@ -50,7 +52,7 @@ func TestChangesSearchesLevers(t *testing.T) {
 		},
 		{
 			// A run that already uses FSDP is offered FSDP, not ZeRO.
-			name: "fsdp stays fsdp", req: Request{Model: qwen7, Method: Full, SeqLen: 2048, Batch: 1, GPUTotal: 24 * GiB, Sharding: Sharding{Strategy: "fsdp_no_shard", GPUs: 4}},
+			name: "fsdp stays fsdp", req: Request{Model: qwen7, Method: Full, SeqLen: 4096, Batch: 1, GPUTotal: 24 * GiB, Sharding: Sharding{Strategy: "fsdp_no_shard", GPUs: 4}},
 			space: SearchSpace{GPUsPerNode: 4, Nodes: 1},
 			want:  "--grad-ckpt full --strategy fsdp_full_shard --offload params+optimizer", wantLever: LeverGradCkpt, wantOff: true, absent: "zero",
 		},

@@ -99,6 +99,10 @@ type LoRA struct {
 	Alpha          *int     `json:"alpha"`
 	Targets        []string `json:"targets"`
 	ExtraTrainable []string `json:"extra_trainable"`
+	// Dropout is the adapters' dropout probability when the source states
+	// it (null: the framework's default); above 0 each adapted module
+	// keeps a dropout mask and output for the backward.
+	Dropout *float64 `json:"dropout,omitempty"`
 }
 
 // GPU is the hardware a case ran on; figures are per GPU.
@@ -300,6 +304,9 @@ func (c *Case) Validate() error {
 		// memory, but a non-positive or absurd one is a transcription error.
 		if err := intIn("lora.alpha", l.Alpha, 1, estimate.MaxLoRARank); err != nil {
 			return err
+		}
+		if d := l.Dropout; d != nil && !(*d >= 0 && *d < 1) {
+			return outOf("lora.dropout", *d, "a probability in [0, 1)")
 		}
 	}
 	return nil

@@ -49,6 +49,8 @@ func TestReadCasesErrors(t *testing.T) {
 		{"rank 2^40", strings.Replace(lora, `"rank":8`, `"rank":1099511627776`, 1), `x.jsonl:1: invalid case: case "a": field lora.rank: bad value 1099511627776 (want an integer in 1..1048576)`},
 		{"rank 0", strings.Replace(lora, `"rank":8`, `"rank":0`, 1), `field lora.rank: bad value 0`},
 		{"alpha 0", strings.Replace(lora, `"alpha":16`, `"alpha":0`, 1), `field lora.alpha: bad value 0`},
+		{"dropout 1", strings.Replace(lora, `"alpha":16`, `"alpha":16,"dropout":1`, 1), `field lora.dropout: bad value 1 (want a probability in [0, 1))`},
+		{"dropout negative", strings.Replace(lora, `"alpha":16`, `"alpha":16,"dropout":-0.1`, 1), `field lora.dropout: bad value -0.1`},
 		{"tiny gib", strings.Replace(good, `3.5`, `1e-308`, 1), `field measured.gib: bad value 1e-308 (want a size in GiB from 0.0009765625 to 16384)`},
 		{"huge gib", strings.Replace(good, `3.5`, `1e300`, 1), `field measured.gib: bad value 1e+300`},
 		{"seq_len huge", strings.Replace(good, `"measured"`, `"seq_len":1073741824,"measured"`, 1), `field seq_len: bad value 1073741824 (want an integer in 1..16777216)`},

@@ -72,12 +72,16 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 }
 
 // FitStart is where the fit starts: seed 000's values (activation shape ×1,
-// 14 B per logit, a bf16 block input per checkpointed layer), a small
+// a bf16 block input per checkpointed layer), a small
 // allocator overhead, and the CUDA context the transformers performance
 // guide measured (1343 MiB, shared/measurements hf-perf rows), which the fit
 // keeps fixed because the cohort has no decoder row read with nvidia-smi.
+// logits_bytes is fixed too, at what the fake-tensor oracle shows the stock
+// loss holding when its backward starts (12 B per logit: the fp32
+// log-softmax, the fp32 NLL gradient and the fp32 log-softmax gradient;
+// docs/memory-model.md#logits-and-loss-chain); it is not fitted.
 var FitStart = estimate.Coefficients{
-	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 14, LogitsLitGPT: 4, CkptPerLayer: 4,
+	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 12, LogitsLitGPT: 4, CkptPerLayer: 4,
 	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedDynamic: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
 }
 
@@ -118,7 +122,6 @@ var fitParams = []struct {
 	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5, "× the per-layer activation shape (docs/memory-model.md#activations), gated MLPs"},
 	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5, "× the per-layer activation shape (docs/memory-model.md#activations), two-matmul MLPs"},
 	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1, "× activations for full fine-tuning"},
-	{"logits_bytes", func(k *estimate.Coefficients) *float64 { return &k.Logits }, 0.1, 12, "bytes per logit, stock loss"},
 	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2, "bytes per logit, litgpt's chunked loss path"},
 	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2, "bytes per token per hidden unit per checkpointed block"},
 	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0, "reserved = allocated·(1+frac) + …"},
@@ -132,16 +135,18 @@ type CoefficientRow struct {
 	Name   string
 	Value  float64
 	What   string
-	Fitted bool // false: fixed, not fitted (context_gib)
+	Fitted bool // false: fixed, not fitted (logits_bytes, context_gib)
 }
 
 // CoefficientRows lists k's coefficients in fit order, then the fixed ones.
 func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
-	rows := make([]CoefficientRow, 0, len(fitParams)+1)
+	rows := make([]CoefficientRow, 0, len(fitParams)+2)
 	for _, fp := range fitParams {
 		rows = append(rows, CoefficientRow{fp.name, *fp.get(&k), fp.what, true})
 	}
-	return append(rows, CoefficientRow{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)", false})
+	return append(rows,
+		CoefficientRow{"logits_bytes", k.Logits, "bytes per logit, stock loss (fixed: the oracle's fp32 log-softmax and two fp32 gradients)", false},
+		CoefficientRow{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)", false})
 }
 
 // fitKind: a case Fit can use by its trust and measurement: measured (not
@@ -269,7 +274,7 @@ func Fit(cases []Case, cohort string) (*Calibration, error) {
 	cal := &Calibration{
 		SchemaVersion: 1, Estimator: "canifinetune", EstimatorVersion: estimate.PhasePeak{}.Version(),
 		Cohort: cohort, Coefficients: k,
-		Method: "Gauss–Newton on relative error, each step a non-negative least-squares solve, Huber reweighting (k = 10 %); trust high+medium, supported, non-OOM rows; context_gib fixed",
+		Method: "Gauss–Newton on relative error, each step a non-negative least-squares solve, Huber reweighting (k = 10 %); trust high+medium, supported, non-OOM rows; logits_bytes (oracle-determined) and context_gib fixed",
 	}
 	var results []CaseResult
 	dom := map[string]map[string]bool{"types": {}, "methods": {}, "stacks": {}}

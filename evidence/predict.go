@@ -124,6 +124,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		r.LoRARank = int64(c.LoRA.Rank)
 		r.LoRATargets = c.LoRA.Targets // an output-layer name is handled by Request.Normalize
 		r.ExtraTrainable = c.LoRA.ExtraTrainable
+		r.LoRADropout = c.LoRA.Dropout
 	}
 	switch c.SeqLenKind {
 	case "max", "padded-to-longest":

@@ -123,3 +123,38 @@ func TestActivationOffloadCase(t *testing.T) {
 		}
 	}
 }
+
+// A case's stated adapter dropout reaches the request: PEFT's dropout keeps
+// a mask and its output per adapted module, so the same case estimates
+// higher with dropout 0.05 than with 0, and a case that states none takes
+// the framework's default (hf-trainer: 0).
+func TestRequestForLoRADropout(t *testing.T) {
+	c := Case{ID: "d", Model: "meta-llama/Llama-3.2-1B", Method: "lora", Precision: "bf16-true",
+		LoRA: &LoRA{Rank: 16, Targets: []string{"all-linear"}}, Framework: "hf-trainer"}
+	seq, batch := 1024, 2
+	c.SeqLen, c.Batch = &seq, &batch
+	def, _ := estimate.ByName("")
+	alloc := func(d *float64) int64 {
+		c.LoRA.Dropout = d
+		r, _, why := RequestFor(c)
+		if why != "" {
+			t.Fatalf("unsupported: %s", why)
+		}
+		if d != nil && (r.LoRADropout == nil || *r.LoRADropout != *d) {
+			t.Fatalf("request dropout %v, want %v", r.LoRADropout, d)
+		}
+		e, err := def.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Levels.Allocated
+	}
+	zero, five := 0.0, 0.05
+	none, off, on := alloc(nil), alloc(&zero), alloc(&five)
+	if none != off {
+		t.Errorf("no stated dropout: %d B, dropout 0: %d B; want equal (hf-trainer's default is 0)", none, off)
+	}
+	if on <= off {
+		t.Errorf("dropout 0.05: %d B, not above dropout 0: %d B", on, off)
+	}
+}

@@ -82,6 +82,12 @@ type Model struct {
 	// LogitSoftcap is final_logit_softcapping (Gemma 2): the logits pass
 	// through tanh(x/cap)·cap before the loss (0: none).
 	LogitSoftcap float64
+	// AttnSoftcap is attn_logit_softcapping (Gemma 2): eager attention's
+	// scores pass through tanh(x/cap)·cap before the softmax (0: none).
+	AttnSoftcap float64
+	// ResidDropout is resid_pdrop (Phi, GPT-2): the dropout on each
+	// block's attention and MLP outputs while training (0: none).
+	ResidDropout float64
 	// MaxPositions is the context the checkpoint was built for
 	// (max_position_embeddings, n_positions or seq_length; 0: not stated).
 	// A longer sequence still costs what its shapes cost, but positions

@@ -265,6 +265,12 @@ func common(r raw, m *Model) error {
 	if m.LogitSoftcap, err = r.floatField("final_logit_softcapping", 0); err != nil {
 		return err
 	}
+	if m.AttnSoftcap, err = r.floatField("attn_logit_softcapping", 0); err != nil {
+		return err
+	}
+	if m.ResidDropout, err = r.floatField("resid_pdrop", 0); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -151,6 +151,10 @@ class LiveBytes(TorchDispatchMode):
         self.phase = "setup"
         self.phase_peak: dict[str, int] = {}
         self._ppeak = 0
+        # census: the operator and dtype that created each live storage, to
+        # break a snapshot down (None: not recorded).
+        self.origin: dict[int, str] | None = None
+        self._op = "setup"
 
     def track(self, t: torch.Tensor) -> None:
         if t.device.type != "meta":
@@ -167,6 +171,8 @@ class LiveBytes(TorchDispatchMode):
                 self.cur -= n
 
         live[key] = (n, weakref.ref(s, gone))
+        if self.origin is not None:
+            self.origin[key] = f"{self._op} {str(t.dtype).removeprefix('torch.')}"
         self.cur += n
         if self.cur > self._ppeak:
             self._ppeak = self.cur
@@ -177,6 +183,17 @@ class LiveBytes(TorchDispatchMode):
         self.phase_peak[self.phase] = max(self.phase_peak.get(self.phase, 0), self._ppeak)
         self.phase = name
         self._ppeak = self.cur
+
+    def by_origin(self, exclude=frozenset()) -> dict[str, int]:
+        """Live bytes grouped by creating operator and dtype, leaving out the
+        storage keys in exclude."""
+        out: dict[str, int] = {}
+        for k, (n, _) in self.live.items():
+            if k in exclude:
+                continue
+            o = (self.origin or {}).get(k, "?")
+            out[o] = out.get(o, 0) + n
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def bytes_of(self, tensors) -> int:
         seen, n = set(), 0
@@ -195,6 +212,8 @@ class LiveBytes(TorchDispatchMode):
                 "the training code read a device tensor's value (.item()); the oracle does not guess data-dependent results"
             )
         out = func(*args, **(kwargs or {}))
+        if self.origin is not None:
+            self._op = func.__name__.removesuffix(".default")
         if type(out) is torch.Tensor:
             self.track(out)
         elif isinstance(out, (tuple, list)):
@@ -305,6 +324,10 @@ class Result:
     build_s: float
     run_s: float
     cpu_s: float
+    # saved_by_op (census only): what the forward and the loss left alive
+    # when the last backward started — the tensors autograd saved and the
+    # loss chain — in bytes by creating operator and dtype.
+    saved_by_op: dict[str, int] | None = None
 
 
 def build(config_dir: str, req: Request):
@@ -360,17 +383,21 @@ def build_key(req: Request) -> tuple:
             tuple(req.lora_targets), req.lora_dropout)
 
 
-def simulate(config_dir: str, req: Request, steps: int = 2, built=None) -> Result:
+def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: bool = False) -> Result:
     """Runs `steps` optimizer steps of the request and returns the peaks.
 
     built is (model, targets) from build() for a request with the same
     build_key, to vary shapes without rebuilding the model; a run leaves the
     model as it found it (gradients set to None, no optimizer attached).
+    census records which operator created each storage and fills
+    Result.saved_by_op.
     """
     c0, t0 = time.process_time(), time.perf_counter()
     model, targets = built if built is not None else build(config_dir, req)
     t1 = time.perf_counter()
     live = LiveBytes()
+    if census:
+        live.origin = {}
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     for p in params:
@@ -385,17 +412,21 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None) -> Resul
     head = model.get_output_embeddings()
     hook = head.register_forward_hook(lambda *a: live.set_phase("loss"))
     grads_bytes = 0
+    saved = None
     try:
         with _patched(), live:
             for _ in range(steps):
                 for _ in range(req.grad_accum):
                     live.set_phase("forward")
+                    before = set(live.live) if census else None
                     ids = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
                     labels = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
                     loss = model(input_ids=ids, labels=labels).loss
                     if req.grad_accum > 1:
                         loss = loss / req.grad_accum
                     live.set_phase("backward")
+                    if census:
+                        saved = live.by_origin(exclude=before)
                     loss.backward()
                     del loss, ids, labels
                 grads_bytes = live.bytes_of(p.grad for p in trainable)
@@ -422,6 +453,7 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None) -> Resul
         build_s=t1 - t0,
         run_s=time.perf_counter() - t1,
         cpu_s=time.process_time() - c0,
+        saved_by_op=saved,
     )
 
 
@@ -471,7 +503,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
         "precision": req.precision,
         "quant": None,
         "lora": (
-            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": res.lora_targets, "extra_trainable": []}
+            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": res.lora_targets, "extra_trainable": [], "dropout": req.lora_dropout}
             if req.method == "lora"
             else None
         ),
@@ -505,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("request", help="JSON file: one request object or a list ('-' reads stdin)")
     ap.add_argument("--model", help="model id for the rows (default: org/name from a catalog path)")
     ap.add_argument("--timing", action="store_true", help="print build/run/CPU seconds per case on stderr")
+    ap.add_argument("--census", action="store_true",
+                    help="print on stderr, per case, the bytes the forward and loss left for the backward by creating operator and dtype")
     a = ap.parse_args(argv)
     cfg = a.config[: -len("config.json")] if a.config.endswith("config.json") else a.config
     cfg = cfg or "."
@@ -518,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, d in enumerate(reqs):
         try:
             req = Request.from_json(d.get("config", d))
-            res = simulate(cfg, req)
+            res = simulate(cfg, req, census=a.census)
         except NotSimulated as e:
             print(f"fakestep: {a.request} request {i}: not simulated: {e}", file=sys.stderr)
             rc = 1
@@ -527,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fakestep: {a.request} request {i}: {e}", file=sys.stderr)
             rc = 1
             continue
+        if a.census:
+            print(json.dumps({"census": {"seq_len": req.seq_len, "batch": req.batch, "saved_by_op": res.saved_by_op}}), file=sys.stderr)
         if a.timing:
             print(f"fakestep: {req.seq_len}x{req.batch} build {res.build_s:.2f}s run {res.run_s:.2f}s cpu {res.cpu_s:.2f}s", file=sys.stderr)
         print(json.dumps(case(cfg, req, res, a.model)), flush=True)

@@ -137,6 +137,41 @@ class Tiny(unittest.TestCase):
         ckpt = self.run_req(method="lora", seq_len=s, batch=4, grad_ckpt="full")
         self.assertLess(ckpt.phase_peak_bytes["forward"], plain.phase_peak_bytes["forward"])
 
+    def test_census_names_saved_tensors(self):
+        # What the forward leaves for the backward, by creating operator, as
+        # docs/memory-model.md spells it out for transformers' Llama layer
+        # (64 tokens, every storage here a multiple of 512 bytes).
+        t = 2 * 32
+        lora = fakestep.simulate(self.dir, fakestep.Request.from_json(
+            {"method": "lora", "lora_rank": 4, "lora_targets": ["attention"], "seq_len": 32, "batch": 2}), census=True)
+        saved = lora.saved_by_op
+        # fp32 copies: each layer's two RMSNorm inputs and PEFT's cast of
+        # each adapted module's input (q, k, v, o: one copy per module
+        # although q, k and v read one tensor). The final norm keeps none
+        # under LoRA (it does under full fine-tuning, below).
+        self.assertEqual(saved["_to_copy float32"], (2 * 2 + 2 * 4) * t * H * 4)
+        # the stock loss: fp32 log-softmax of the logits.
+        self.assertEqual(saved["_log_softmax float32"], t * V * 4)
+        # gated MLP: gate and up (mm outputs of the frozen projections) and
+        # silu's output; the frozen down_proj saves no input.
+        self.assertEqual(saved["silu bfloat16"], 2 * t * I * 2)
+        self.assertNotIn("_softmax float32", saved)
+        eager = fakestep.simulate(self.dir, fakestep.Request.from_json(
+            {"method": "lora", "lora_rank": 4, "lora_targets": ["attention"], "seq_len": 32, "batch": 2, "attn": "eager"}), census=True)
+        # eager attention: the fp32 softmax of every layer and its bf16 cast.
+        probs = 2 * 4 * 32 * 32  # batch x heads x seq x seq
+        self.assertEqual(eager.saved_by_op["_softmax float32"], 2 * probs * 4)
+        # (+ cos and sin cast to bf16 once, which rotary's multiplies save)
+        cos_sin = 2 * r512(32 * 16 * 2)
+        self.assertEqual(eager.saved_by_op["_to_copy bfloat16"], 2 * probs * 2 + cos_sin)
+        # key and value repeated per query head (repeat_kv) for the matmuls.
+        self.assertGreaterEqual(eager.saved_by_op["clone bfloat16"], 2 * 2 * t * H * 2)
+        full = fakestep.simulate(self.dir, fakestep.Request.from_json(
+            {"method": "full", "seq_len": 32, "batch": 2}), census=True)
+        # full fine-tuning: the five norms' fp32 inputs, final included.
+        self.assertEqual(full.saved_by_op["_to_copy float32"], 5 * t * H * 4)
+        self.assertIsNone(self.run_req(method="lora", seq_len=32).saved_by_op)
+
     def test_not_simulated(self):
         for kw in ({"method": "qlora"}, {"precision": "bf16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):

@@ -38,6 +38,15 @@ residuals and the domain of validity (model types, methods, stacks, GPU memory
 range). 'estimate' and 'validate' take it with --calibration and apply it only
 inside its domain.
 
+What the fake-tensor oracle determines is not fitted: the stock loss chain
+(logits_bytes, fixed at 12 B per logit) and, for transformers' Llama, Mistral,
+Qwen2, Qwen3, Granite, OLMo 2, StableLM, GPT-NeoX, Phi, Gemma, Gemma 2 and
+Phi-3 layers trained without autocast, the saved tensors of every layer (no
+activation coefficient applies to them). The fit sets what the oracle cannot
+see: the caching allocator's reserved terms, and the activation and
+checkpointing coefficients of the code paths it does not imitate (autocast,
+litgpt, torchtune, QLoRA, other families). context_gib is fixed.
+
 The embedded defaults, and the leave-one-source-family-out figures that
 'validate evidence/dev.jsonl' shows first, are produced by:
   canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json \

@@ -1,0 +1,431 @@
+package estimate
+
+import (
+	"slices"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// hfSaved is what a transformers decoder layer keeps for the backward, tensor
+// by tensor, as the fake-tensor oracle (oracle/fakestep.py) shows it for the
+// code paths whose saved tensors were read one by one (docs/memory-model.md,
+// "Activations: the transformers code path"). Bytes are per token (s·b).
+type hfSaved struct {
+	// Layer is one decoder layer's saved tensors without the s² scores.
+	Layer float64
+	// Scores is one eager layer's saved s² tensors per token, per unit of
+	// sequence length (×s gives bytes per token).
+	Scores float64
+	// ScoresBackward is the transient of one eager layer's softmax backward
+	// beyond its saved scores, per token per unit of sequence length.
+	ScoresBackward float64
+	// PostAttn is the part of Layer the layer's backward frees before the
+	// attention's backward starts (per token).
+	PostAttn float64
+	// Final is the final norm's saved tensors (outside the checkpointed blocks).
+	Final float64
+	// BlockInput is what a checkpointed block keeps: its input hidden state.
+	BlockInput float64
+	// Mask is the saved attention mask per token per unit of sequence
+	// length, one tensor for all layers: SDPA's boolean sliding-window
+	// mask (1 B), or eager's additive causal mask (the activation dtype),
+	// which only checkpointed blocks keep (as an input).
+	Mask float64
+}
+
+// hfExactTypes are the model types whose decoder layer hfLayerSaved spells
+// out: Llama-style RMSNorm (fp32 upcast inside the norm) and Gemma's
+// (1 + weight) RMSNorm, Gemma 2's sandwich norms and soft-capped eager
+// scores, Qwen3's per-head q/k norms, OLMo 2's post-norms and full-width
+// q/k norms, Phi-3's fused qkv_proj, Granite's
+// (Llama's layer with scalar multipliers, which save nothing), rotary
+// attention with grouped key/value heads, StableLM's LayerNorm and partial
+// rotary, a gated MLP, and GPT-NeoX's and Phi's parallel blocks. Others with a
+// classic MLP keep the fitted per-layer shape until their layer code is read
+// the same way.
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true}
+
+// hfQKNormTypes are the model types whose attention normalises q and k with
+// an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
+// over the whole projection (Olmo2Attention's); the bytes are the same.
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
+
+// hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
+// of an RMSNorm; StableLM's partial rotary concatenates the rotated and
+// passed parts into a new q and k, which SDPA saves as Llama's are.
+var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi": true}
+
+// hfParallelTypes are the model types whose attention and MLP read the same
+// block input, with a two-matmul MLP and partial rotary (a concatenated q
+// and k): GPT-NeoX (use_parallel_residual, the default and Pythia's) through
+// a LayerNorm each, with an exact GELU (F.gelu saves its input only) and a
+// fused query_key_value whose output q, k and v are chunks of; Phi through
+// one LayerNorm whose output both read, with gelu_new (NewGELUActivation in
+// Python ops: pow saves its input, tanh its output, and the final multiply
+// 0.5·x and 1 + tanh: four tensors of the MLP width).
+var hfParallelTypes = map[string]bool{"gpt_neox": true, "phi": true}
+
+// hfFusedQKVTypes are the model types whose attention projects q, k and v
+// with one qkv_proj and slices views of its output (Phi3Attention): the
+// attention saves the value view, which keeps the whole output alive.
+var hfFusedQKVTypes = map[string]bool{"phi3": true}
+
+// hfExact reports whether the request runs a code path the oracle imitates
+// and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
+// or full fine-tuning in one dtype (no autocast), a dense model of a type in
+// hfExactTypes. Other requests keep the fitted activation coefficients.
+func hfExact(r Request) bool {
+	switch r.Stack {
+	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl:
+	default:
+		return false
+	}
+	if r.Precision.mixed() || (r.Method != Full && r.Method != LoRA) {
+		return false
+	}
+	m := r.Model
+	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType]) {
+		return false
+	}
+	if r.Attn != SDPA && r.Attn != Eager {
+		// The flash-attn package's path (transformers' _flash_attention_forward)
+		// is not imitated by the oracle: its saved tensors are not read yet.
+		return false
+	}
+	return true
+}
+
+// hfWindowed reports whether the model's sliding window is shorter than the
+// sequence: transformers then builds a mask, and SDPA leaves the flash kernel
+// for the memory-efficient one, which saves the mask.
+func hfWindowed(r Request) bool {
+	w := r.Model.SlidingWindow
+	return w > 0 && int64(r.SeqLen) > w
+}
+
+// hfLayerSaved spells out the saved tensors of one transformers decoder
+// layer (LlamaDecoderLayer and the layers modelled on it), per token:
+//
+//   - each RMSNorm upcasts its input to fp32 and saves it (pow and mul both
+//     read it): 4·h. A trained norm weight also saves the normalised input:
+//     Llama casts it back to the activation dtype before the weight multiply
+//     (act·h), Gemma multiplies in fp32 by (1 + weight) (4·h), and a trained
+//     q/k/v (or gate/up) saves the norm's output (act·h).
+//   - SDPA/flash saves q after rotary, k after rotary, v, its output and an
+//     fp32 logsumexp per head; eager attention saves q, k and v after
+//     repeat_kv (a copy per query head when key/value heads are grouped), the
+//     fp32 softmax and its cast to the activation dtype (softmax(...,
+//     dtype=float32).to(query.dtype)), and a trained o_proj the contiguous
+//     attention output.
+//   - the gated MLP saves gate and up (silu/gelu and the product read them)
+//     and the activation's output; a trained down_proj also saves the
+//     product: 3·act·f, +act·f.
+//   - a LoRA adapter on a module casts the module's input to its own dtype
+//     (PEFT's Linear.forward: x = self._cast_input_dtype(x, lora_A.dtype)),
+//     one copy per adapted module even when modules share an input, which
+//     lora_A saves; a dropout keeps its mask and output instead; lora_B
+//     saves lora_A's output (rank elements).
+//   - a frozen Linear saves no input (the matmul saves its input only for
+//     the weight's gradient); rotary's multiplies save only cos and sin.
+func hfLayerSaved(r Request) hfSaved {
+	m := r.Model
+	A := float64(residualBytes(r))
+	h := float64(m.Hidden)
+	hd := float64(m.HeadDim)
+	if hd == 0 {
+		hd = h / float64(m.Heads)
+	}
+	heads := float64(m.Heads)
+	hq, hkv := heads*hd, float64(m.KVHeads)*hd
+	if m.KVHeads == 0 {
+		hkv = hq
+	}
+	f := float64(m.ActiveFFN())
+	full := r.Method == Full
+	// Gemma's norms and OLMo 2's multiply by the weight in fp32, before
+	// the cast back; Llama's after it.
+	fp32Weight := m.ModelType == "gemma" || m.ModelType == "gemma2" || m.ModelType == "olmo2"
+	// OLMo 2 normalises after attention and after the MLP only (no norm
+	// before them): q/k/v and gate/up read the residual stream itself.
+	postNormOnly := m.ModelType == "olmo2"
+
+	norm := 4 * h // the fp32 input (pow, mul)
+	layerNorm := hfLayerNormTypes[m.ModelType]
+	if layerNorm {
+		// nn.LayerNorm's fused kernel saves its input in the activation
+		// dtype (and per-row fp32 mean and rstd, left out), and computes
+		// the weight's gradient from them: no normalised copy.
+		norm = A * h
+	}
+	// A sandwich norm (Gemma 2's post_attention_layernorm and
+	// post_feedforward_layernorm, OLMo 2's only norms) feeds the residual
+	// add, not a Linear: no trained module saves its output.
+	sandwich := 4 * h
+	if full {
+		switch {
+		case layerNorm:
+			norm += A * h // the trained q/k/v or gate/up's input
+		case fp32Weight:
+			norm += 4*h + A*h
+			sandwich += 4 * h
+		default:
+			norm += 2 * A * h
+			sandwich += A * h
+		}
+	}
+	// pre is what the two pre-norms (or, without them, the trained
+	// projections reading the residual stream) save.
+	pre := 2 * norm
+	switch {
+	case postNormOnly:
+		sandwich *= 2
+		pre = 0
+		if full {
+			pre = 2 * A * h
+		}
+	case m.ModelType == "gemma2":
+		sandwich *= 2 // beside the two pre-norms
+	default:
+		sandwich = 0
+	}
+	parallel := hfParallelTypes[m.ModelType]
+	phi := m.ModelType == "phi"
+	if parallel {
+		// The LayerNorms save the one block input; trained, the projections
+		// save their norm's output (Phi: one, read by q/k/v and fc1).
+		sandwich = 0
+		pre = A * h
+		if full {
+			pre += 2 * A * h
+			if phi {
+				pre -= A * h
+			}
+		}
+	}
+	// The MLP: gated saves gate, up and the activation's output, and a
+	// trained down_proj their product; the two-matmul one saves the first
+	// matmul's output (GELU's input), and a trained second matmul the GELU's
+	// output.
+	mlp := 3 * A * f
+	if full {
+		mlp += A * f
+	}
+	if parallel {
+		mlp = A * f
+		if phi {
+			mlp = 4 * A * f
+		}
+		if full {
+			mlp += A * f
+		}
+		if m.ResidDropout > 0 {
+			// resid_dropout on the attention's and the MLP's outputs:
+			// CUDA's fused dropout keeps a bool mask each.
+			mlp += h
+			pre += h
+		}
+	}
+	var s hfSaved
+	if full || ckptOn(r) {
+		// Without checkpointing, under LoRA, the oracle shows the final
+		// norm keeping nothing for the backward (no fp32 input, no rsqrt;
+		// the cause is not traced yet); trained, or after checkpointed
+		// blocks, it keeps its tensors like the layers' norms.
+		s.Final = norm
+	}
+	s.BlockInput = A * h
+	layer := pre + sandwich + mlp
+	if hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox" {
+		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
+	}
+	if hfQKNormTypes[m.ModelType] {
+		// q_norm and k_norm upcast q and k to fp32 and save that copy; a
+		// trained weight also saves the normalised product cast back. Their
+		// outputs go to rotary, whose multiplies save only cos and sin.
+		qk := hq + hkv
+		layer += 4 * qk
+		if full && fp32Weight {
+			layer += 4 * qk
+		} else if full {
+			layer += A * qk
+		}
+	}
+	if r.Attn.Spec().KeepsScores {
+		kv := hkv
+		if hkv < hq {
+			kv = hq // repeat_kv copies key and value per query head
+		}
+		layer += A * (hq + 2*kv)
+		if full {
+			layer += A * hq // transpose(1, 2).contiguous() for o_proj
+		}
+		probs := 4.0 // softmax output in fp32
+		if A != 4 {
+			probs += A // its cast to the query dtype, read by the value matmul
+		}
+		capped := 0.0
+		if m.AttnSoftcap > 0 {
+			capped = A // tanh(scores/cap) keeps its output for the backward
+		}
+		s.Scores = heads * (probs + capped)
+		// The softmax backward holds its fp32 gradient input and output
+		// (4 + 4) once the dtype-cast probabilities are released.
+		s.ScoresBackward = heads * (8 - (probs - 4))
+		if ckptOn(r) {
+			s.Mask = A
+			if hfWindowed(r) && m.ModelType == "gemma2" {
+				// Gemma 2 alternates sliding and full layers: a mask of
+				// each kind.
+				s.Mask = 2 * A
+			}
+		}
+	} else {
+		kv := hkv
+		if (A == 4 || hfWindowed(r)) && hkv < hq {
+			// No flash kernel for fp32 or under a mask: the
+			// memory-efficient one, fed key/value repeated per query head
+			// (transformers' repeat_kv when a mask is passed; the oracle
+			// does the same for fp32).
+			kv = hq
+		}
+		layer += A*(hq+2*kv) + A*hq + 4*heads
+		if hfWindowed(r) {
+			s.Mask = 1
+		}
+	}
+	// What the layer's backward frees before it reaches the attention: the
+	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
+	post := pre/2 + sandwich + mlp
+	if full && parallel && !r.Attn.Spec().KeepsScores && A != 4 && !hfWindowed(r) {
+		// GPT-NeoX's and Phi's q is a new (concatenated) tensor in
+		// heads-first layout, and so is the flash kernel's output:
+		// reshape(...).contiguous() copies it for the trained dense.
+		layer += A * hq
+		post += A * hq
+	}
+	if full {
+		if r.Attn.Spec().KeepsScores {
+			post += A * hq
+		}
+	}
+	if r.Method == LoRA && r.LoRARank > 0 {
+		all := hfAdapterSaved(r, A, nil)
+		layer += all
+		post += all - hfAdapterSaved(r, A, qkvOnly)
+	}
+	s.Layer = layer
+	s.PostAttn = post
+	return s
+}
+
+// hfAdapterSaved is what PEFT's LoRA layers of one decoder layer save, per
+// token: each adapted module's cast (or dropped-out) input and lora_A's
+// output. keep selects the modules counted (nil: all).
+func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64 {
+	ad := float64(adapterDtypeBytes(r))
+	per := 0.0
+	if ad != act {
+		per = ad // the cast copy lora_A reads
+	}
+	if r.LoRADropout != nil && *r.LoRADropout > 0 {
+		per = ad + 1 // dropout's output and its bool mask
+	}
+	m := r.Model
+	lins, err := m.Targets(r.LoRATargets)
+	if err != nil {
+		return 0
+	}
+	var in, modules int64
+	var names []string
+	for _, l := range lins {
+		if keep == nil || keep(l.Name) {
+			in += l.In * l.Copies
+			modules += l.Copies
+			if !slices.Contains(names, l.Name) {
+				names = append(names, l.Name)
+			}
+		}
+	}
+	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
+	if per == 0 && !r.Attn.Spec().KeepsScores {
+		// SDPA saves its output, which is o_proj's input (a view): lora_A
+		// keeps no tensor of its own there.
+		// (An fp32 model runs the memory-efficient kernel, whose output
+		// reshapes to o_proj's or GPT-NeoX's dense input without a copy.)
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "o_proj" || n == "dense" })
+	}
+	if per == 0 && len(names) > 0 {
+		// Adapters in the activations' dtype read the module's own input,
+		// which a frozen module does not save but lora_A does: once per
+		// distinct tensor (q, k and v read one).
+		distinct, err := m.DistinctInputs(names, hfconfig.SharedInputs)
+		if err == nil {
+			saved += act * float64(distinct)
+		}
+	}
+	return saved / float64(m.NumLayers)
+}
+
+// qkvOnly selects the attention's input projections, whose adapters' saved
+// tensors live until the attention's own backward.
+func qkvOnly(name string) bool {
+	return name == "qkv_proj" || name == "query_key_value" || slices.Contains(hfconfig.QKV, name)
+}
+
+// hfLogitBytes is what transformers' stock loss (ForCausalLMLoss: logits
+// upcast to fp32, cross_entropy) holds per logit at its peak, the start of
+// the backward: the fp32 log-softmax cross_entropy saves (4 B), nll_loss's
+// fp32 gradient (4 B) and log-softmax's fp32 gradient (4 B). The 16-bit
+// logits and their fp32 copy are saved by nothing and die with the forward
+// (the Trainer drops the model outputs before the backward).
+const hfLogitBytes = 12
+
+// hfActivations is, for hfExact requests, what the forward keeps for the
+// backward (acts) and the transient that competes with the loss chain
+// (recompute): under checkpointing, one block recomputed with its saved
+// tensors and its backward transient; without, an eager layer's softmax
+// backward, which runs once the loss chain is freed. kernelSaved is what one
+// layer's fused kernels (or torch.compile) do not save of the eager
+// tensors counted here, in bytes (kernelSavingPerLayer; the oracle runs the
+// eager modules only).
+func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient float64) {
+	s := float64(r.SeqLen)
+	tokens := s * float64(r.Batch)
+	L := float64(r.Model.NumLayers)
+	layer := hs.Layer + hs.Scores*s
+	kernelSaved = min(kernelSaved, tokens*hs.Layer/2)
+	if ckptOn(r) {
+		blocks := L
+		if r.GradCkpt.Spec().OffloadsInputs {
+			blocks = 1 // the others' inputs wait in host RAM
+		}
+		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
+		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
+	}
+	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+}
+
+// hfGradsDuringRecompute is what a full fine-tune's gradients add, beside
+// every block's saved input (counted in the activations), when a block is
+// recomputed. Recomputing block i, the blocks after it are done: their
+// gradients exist and their inputs are freed. Both change by one block per
+// step, so the peak is at an end: the last block, with the output layer's
+// (or tied embedding's) and the final norm's gradients only, or the first,
+// with every gradient but its own and, untied, the input embedding's
+// (produced after it) and one block input left of L. Without
+// checkpointing the loss chain's peak comes before any gradient.
+func hfGradsDuringRecompute(r Request, grads int64, hs hfSaved) float64 {
+	m := r.Model
+	per := float64(grads) / float64(m.Params())
+	head := per * float64(m.Vocab*m.Hidden+m.FinalNormParams)
+	block := float64(m.LinearParams()+m.NormParams()-m.FinalNormParams) / float64(m.NumLayers)
+	g := float64(grads) - per*block
+	if !m.TiedEmbeddings {
+		g -= per * float64(m.Vocab*m.Hidden)
+	}
+	freed := 0.0
+	if !r.GradCkpt.Spec().OffloadsInputs {
+		freed = float64(m.NumLayers-1) * hs.BlockInput * float64(r.SeqLen) * float64(r.Batch)
+	}
+	return max(head, g-freed, 0)
+}
