@@ -3,6 +3,7 @@ package estimate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/internal/bytesize"
@@ -95,8 +96,18 @@ type Request struct {
 	// FrozenBaseBytes overrides the dtype size of a frozen LoRA base (0:
 	// 2 bytes, or 4 under fp32); stacks that keep fp32 weights set 4.
 	FrozenBaseBytes int64
-	// Compile is torch.compile.
+	// Compile is torch.compile: Inductor recomputes fused pointwise ops in
+	// the backward instead of saving their outputs (kernels.go).
 	Compile bool
+	// Kernels are fused kernels besides the loss kernel (Kernels).
+	Kernels []Kernel
+	// Task is the head the loss is computed through (Tasks); empty: the
+	// model kind's default (causal-lm, or sequence-classification for
+	// encoders).
+	Task Task
+	// OptimizerInBackward steps and frees each gradient as the backward
+	// produces it (torchtune's optimizer_in_bwd); full fine-tuning only.
+	OptimizerInBackward bool
 	// Stack is the framework preset the defaults came from; "" for none.
 	Stack StackName
 
@@ -303,6 +314,13 @@ func (r Request) Normalize() (Request, error) {
 		if err != nil {
 			return fail(err)
 		}
+	}
+	r.Kernels = slices.Clone(r.Kernels)
+	if err := checkKernels(&r); err != nil {
+		return fail(err)
+	}
+	if err := checkTask(&r); err != nil {
+		return fail(err)
 	}
 	if r.OptimizerStateDtype != "" {
 		if err := canonical(&r.OptimizerStateDtype, ParseStateDtype); err != nil {

@@ -24,10 +24,16 @@ import (
 // Case is one measured training run: the configuration that produced a peak
 // GPU-memory figure, and that figure. Field names and meanings: docs/measurements-schema.md.
 type Case struct {
-	ID                  string   `json:"id"`
-	Source              string   `json:"source"`
-	Trust               string   `json:"trust"`
-	Model               string   `json:"model"`
+	ID     string `json:"id"`
+	Source string `json:"source"`
+	Trust  string `json:"trust"`
+	Model  string `json:"model"`
+	// VocabSize is the vocabulary size where the model's config.json lacks
+	// one (or the run resized the embeddings); nil: the config's.
+	VocabSize *int `json:"vocab_size,omitempty"`
+	// Task is the head the run trained through (estimate.Tasks); nil: the
+	// model kind's default.
+	Task                *string  `json:"task,omitempty"`
 	Arch                *string  `json:"arch"`
 	Method              string   `json:"method"`
 	Precision           string   `json:"precision"`
@@ -123,6 +129,10 @@ const (
 	KindReserved  = "reserved"  // torch.cuda.max_memory_reserved
 	KindProcess   = "process"   // nvidia-smi / NVML: reserved + CUDA context and other allocations
 )
+
+// MaxVocab bounds a case's vocab_size: far above any tokenizer, low enough
+// that tokens × vocabulary × bytes cannot wrap.
+const MaxVocab = 1 << 24
 
 // ErrInvalidCase is wrapped by every validation error of ReadCases.
 var ErrInvalidCase = errors.New("invalid case")
@@ -244,6 +254,8 @@ func (c *Case) Validate() error {
 		return bad("trust", fmt.Sprintf("%q", c.Trust))
 	case strategy != "":
 		return bad("sharding.strategy", strategy)
+	case c.Task != nil && unknownChoice(estimate.ParseTask, *c.Task) != "":
+		return bad("task", unknownChoice(estimate.ParseTask, *c.Task))
 	case offload != "":
 		return bad("sharding.cpu_offload", offload)
 	case c.Measured.OOM && c.Measured.GiB != nil:
@@ -274,6 +286,9 @@ func (c *Case) Validate() error {
 		}
 	}
 	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
+		return err
+	}
+	if err := intIn("vocab_size", c.VocabSize, 1, MaxVocab); err != nil {
 		return err
 	}
 	if l := c.LoRA; l != nil {

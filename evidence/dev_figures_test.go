@@ -11,10 +11,18 @@ import (
 // --trust high,medium --compare canifinetune,seed000,unsloth` prints them. A
 // change that makes them worse fails here; one that improves them should
 // lower the pins in the same commit.
+//
+// The pins rose from 4.01 / 16.16 / 7.57 (128 rows) when eleven rows that
+// were refused became scored (five torchtune rows with torch.compile,
+// activation offloading and optimizer-in-backward; six BERT rows: encoder,
+// sequence classification, process level), and when the reserved level under
+// dynamic padding was capped by what the caching allocator can hold over the
+// stated length distribution (the swift rows' median moves up, the tail
+// down). Refit on the merged model: 139 rows, 4.77 / 17.83 / 8.15.
 const (
-	pinMedianAbs = 4.64
-	pinP90Abs    = 15.64
-	pinMAPE      = 7.80
+	pinMedianAbs = 4.77
+	pinP90Abs    = 17.83
+	pinMAPE      = 8.15
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 

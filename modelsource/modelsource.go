@@ -38,6 +38,9 @@ type Options struct {
 	// from the Hub; an error from it is a broken environment (HF_ENDPOINT,
 	// HF_HOME, HF_TOKEN_PATH).
 	Open func() (Source, error)
+	// Vocab, when above 0, is the vocabulary size for a config that lacks
+	// one (or overrides its own): --vocab-size.
+	Vocab int64
 }
 
 // From says where a model came from, as estimate --json reports it in
@@ -140,7 +143,7 @@ func Resolve(ctx context.Context, name string, o Options) (*Resolved, error) {
 		if o.Revision != "" || o.Hub {
 			return nil, usagef("canifinetune estimate org/name --revision REV", "%s is a local path: --revision and --hub apply to Hub ids", name)
 		}
-		return resolveLocal(name)
+		return resolveLocal(name, o.Vocab)
 	}
 	return ResolveID(ctx, name, o)
 }
@@ -163,7 +166,7 @@ func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
 	}
 	inCatalog := catErr == nil
 	if inCatalog && !o.Hub {
-		r, err := fromCatalogEntry(name, entry)
+		r, err := fromCatalogEntry(name, entry, o.Vocab)
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +193,7 @@ func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
 		if inCatalog && errors.Is(err, hub.ErrOffline) {
 			// --hub asked for more than the catalog, but offline the
 			// catalog is the best answer there is: say so and use it.
-			r, cerr := fromCatalogEntry(name, entry)
+			r, cerr := fromCatalogEntry(name, entry, o.Vocab)
 			if r != nil {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("%s is not in the Hugging Face cache (offline); using the catalog's config and its config-derived count", id))
 			}
@@ -198,7 +201,7 @@ func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
 		}
 		return nil, hubFailure(id, err, catErr, o.Offline)
 	}
-	return fromHubModel(name, hm)
+	return fromHubModel(name, hm, o.Vocab)
 }
 
 // splitRevision separates "org/name@rev" and reconciles it with --revision.
@@ -219,8 +222,8 @@ func splitRevision(name, flagRev string) (id, rev string, err error) {
 	return id, rev, nil
 }
 
-func fromCatalogEntry(name string, e catalog.Entry) (*Resolved, error) {
-	m, err := hfconfig.Parse(e.Config)
+func fromCatalogEntry(name string, e catalog.Entry, vocab int64) (*Resolved, error) {
+	m, err := hfconfig.ParseWith(e.Config, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
 		return nil, fmt.Errorf("catalog entry %s: %w", e.ID, err)
 	}
@@ -290,8 +293,8 @@ func hubMessage(he *hub.Error) string {
 }
 
 // fromHubModel parses a Hub model's config and takes its exact counts.
-func fromHubModel(name string, hm *hub.Model) (*Resolved, error) {
-	m, err := hfconfig.Parse(hm.ConfigJSON)
+func fromHubModel(name string, hm *hub.Model, vocab int64) (*Resolved, error) {
+	m, err := hfconfig.ParseWith(hm.ConfigJSON, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
 		return nil, fmt.Errorf("config.json of %s@%s: %w", hm.ID, hm.Revision, err)
 	}
@@ -315,7 +318,7 @@ func fromHubModel(name string, hm *hub.Model) (*Resolved, error) {
 
 // resolveLocal reads a local config.json, and the safetensors headers beside
 // it when a directory holds any (never the weights).
-func resolveLocal(name string) (*Resolved, error) {
+func resolveLocal(name string, vocab int64) (*Resolved, error) {
 	path := name
 	dir := ""
 	if isDir(path) {
@@ -333,7 +336,7 @@ func resolveLocal(name string) (*Resolved, error) {
 			}
 			return nil, err
 		}
-		m, err := hfconfig.Parse(hm.ConfigJSON)
+		m, err := hfconfig.ParseWith(hm.ConfigJSON, hfconfig.ParseOptions{Vocab: vocab})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -353,7 +356,7 @@ func resolveLocal(name string) (*Resolved, error) {
 		}
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	m, err := hfconfig.Parse(b)
+	m, err := hfconfig.ParseWith(b, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -449,7 +452,7 @@ func Catalog(name string) (*Resolved, error) {
 	if err != nil {
 		return nil, usage("canifinetune models  (the catalog)", err)
 	}
-	r, err := fromCatalogEntry(name, entry)
+	r, err := fromCatalogEntry(name, entry, 0)
 	if err != nil {
 		return nil, err
 	}

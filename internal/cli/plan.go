@@ -263,6 +263,7 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 		SeqLen: f.SeqLen, Batch: f.Batch, GradAccum: f.GradAccum, DynamicShapes: f.Dynamic, LoRADropout: f.Dropout,
 		GradCkpt: flagValue(f.GradCkpt), Optimizer: flagValue(f.Optimizer),
 		OptimizerStateDtype: flagValue(f.OptimDtype), Attn: flagValue(f.Attn), FusedCE: flagValue(f.FusedCE), Compile: f.Compile,
+		Kernels: f.Kernels, OptimizerInBackward: f.OptInBwd, Task: flagValue(f.Task),
 	}
 	if f.Stack != nil {
 		st, err := estimate.StackByName(string(*f.Stack))
