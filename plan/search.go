@@ -54,6 +54,9 @@ type Plan struct {
 	// ChangesResult: the plan trains another model than the request (a
 	// different method or a shorter context).
 	ChangesResult bool
+	// Refused says why no supported stack runs the plan as estimated (from
+	// Options.Refuse; "" when one does). Such plans rank after the others.
+	Refused string
 }
 
 // Result is a search's answer.
@@ -74,7 +77,13 @@ type Result struct {
 
 // Trades says what a plan gives up against the request as given. It is
 // built only for the plans shown, not in the search.
-func (r *Result) Trades(p Plan) []string { return trades(r.Base, p.Request, p.Time) }
+func (r *Result) Trades(p Plan) []string {
+	t := trades(r.Base, p.Request, p.Time)
+	if p.Refused != "" {
+		t = append(t, "no supported stack runs it as estimated: "+p.Refused)
+	}
+	return t
+}
 
 // changesResult reports whether a candidate trains another model than the
 // request: a different method or a shorter context.
@@ -91,6 +100,11 @@ type Options struct {
 	Goal     Goal
 	Space    Space
 	Hardware Hardware
+	// Refuse says why no supported stack runs a plan as estimated ("" when
+	// one does), e.g. a setting the user asked for that the launchers
+	// cannot reproduce; nil refuses none. The search's own levers already
+	// follow the engines' rules (runs.go).
+	Refuse func(Plan) string
 }
 
 // candidate is the lever settings of one configuration.
@@ -176,6 +190,9 @@ func Search(o Options) (*Result, error) {
 			*nearest = p
 			continue
 		}
+		if o.Refuse != nil {
+			p.Refused = o.Refuse(p)
+		}
 		all = append(all, p)
 	}
 	// Sorted by index, then laid out once: a Plan is a few hundred bytes.
@@ -200,7 +217,8 @@ func Search(o Options) (*Result, error) {
 	return res, nil
 }
 
-// Compare ranks plans: those that train the run as requested before those
+// Compare ranks plans: those a supported stack runs as estimated before
+// those it refuses, then those that train the run as requested before those
 // that change the result, then by time to train (plans with a known time
 // first), then by cost, then by fewer micro-batches per update (the time
 // model does not charge small micro-batches, which run a GPU less
@@ -208,6 +226,9 @@ func Search(o Options) (*Result, error) {
 func Compare(a, b Plan) int { return compare(&a, &b) }
 
 func compare(a, b *Plan) int {
+	if (a.Refused == "") != (b.Refused == "") {
+		return boolOrder(a.Refused != "")
+	}
 	if a.ChangesResult != b.ChangesResult {
 		return boolOrder(a.ChangesResult)
 	}
@@ -343,16 +364,20 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 					for _, op := range opts {
 						for _, r := range runs {
 							start := len(out)
+							shards := r.shards
+							if !OffloadRuns(op) {
+								shards = onGPU(shards)
+							}
 							for _, l := range r.lays {
-								for _, sh := range r.shards {
+								for _, sh := range shards {
 									out = append(out, candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, strategy: sh.strategy, offload: sh.offload,
 										world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum})
 								}
 							}
-							for k := range r.shards {
+							for k := range shards {
 								g := make([]int32, len(r.lays))
 								for j := range r.lays {
-									g[j] = int32(start + j*len(r.shards) + k)
+									g[j] = int32(start + j*len(shards) + k)
 								}
 								groups = append(groups, g)
 							}
@@ -363,6 +388,18 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 		}
 	}
 	return out, groups
+}
+
+// onGPU drops the shardings that offload the optimizer step to the CPU:
+// for an optimizer with no CPU step (OffloadRuns), no engine runs them.
+func onGPU(shards []shard) []shard {
+	var out []shard
+	for _, sh := range shards {
+		if !sh.offload.Spec().Optimizer {
+			out = append(out, sh)
+		}
+	}
+	return out
 }
 
 func uniq[T comparable](first T, more ...T) []T {
@@ -394,6 +431,12 @@ func apply(base estimate.Request, c candidate) estimate.Request {
 	if c.strategy == "fsdp_hybrid_shard" {
 		q.Sharding.GPUs = c.world / c.nodes
 	}
+	// As the engine runs it (runs.go), so that the estimate holds what
+	// runs and the recipe can write it.
+	q.Precision = RunPrecision(c.strategy, base.Precision)
+	if q.Method == estimate.QLoRA {
+		q.QuantStorage = RunQuantStorage(c.strategy, q.Method, q.Precision, base.QuantStorage)
+	}
 	return q
 }
 
@@ -422,6 +465,12 @@ func trades(base, q estimate.Request, t Time) []string {
 	}
 	if q.Optimizer != base.Optimizer {
 		out = append(out, "8-bit optimizer states")
+	}
+	if q.Precision != base.Precision {
+		out = append(out, fmt.Sprintf("%s instead of %s: DeepSpeed keeps fp32 master weights", q.Precision, base.Precision))
+	}
+	if q.Method == estimate.QLoRA && q.QuantStorage != base.QuantStorage {
+		out = append(out, fmt.Sprintf("4-bit weights stored as %s so that %s can shard them", q.QuantStorage, q.Sharding.Strategy))
 	}
 	if q.Method == estimate.QLoRA && base.Method != estimate.QLoRA {
 		if t.Known && t.Dequant > 0 && t.Compute > 0 {
@@ -542,6 +591,9 @@ func Maximize(o Options, what Quantity) (*Maximum, error) {
 			continue
 		}
 		for _, sh := range shardings(wn[1]) {
+			if sh.offload.Spec().Optimizer && !OffloadRuns(base.Optimizer) {
+				continue
+			}
 			spreads = append(spreads, spread{wn[0], wn[1], sh})
 		}
 	}
