@@ -31,8 +31,11 @@ func RunPrecision(s estimate.Strategy, p estimate.Precision) estimate.Precision 
 // base they shard must store its packed weights in the 16-bit dtype of the
 // other parameters (bitsandbytes' bnb_4bit_quant_storage, as fsdp_qlora
 // sets it); elsewhere storage is as given.
-func RunQuantStorage(s estimate.Strategy, m estimate.Method, p estimate.Precision, storage estimate.Dtype) estimate.Dtype {
-	if m != estimate.QLoRA || s.Spec().Shards != estimate.ShardParameters {
+//
+// torchtune's QLoRA is torchao's NF4Tensor, which FSDP2 shards per
+// parameter in its uint8 storage: storage is as given there.
+func RunQuantStorage(st estimate.StackName, s estimate.Strategy, m estimate.Method, p estimate.Precision, storage estimate.Dtype) estimate.Dtype {
+	if m != estimate.QLoRA || s.Spec().Shards != estimate.ShardParameters || st == estimate.StackTorchtune {
 		return storage
 	}
 	if storage == estimate.DtypeBF16 || storage == estimate.DtypeFP16 {
@@ -51,4 +54,43 @@ func RunQuantStorage(s estimate.Strategy, m estimate.Method, p estimate.Precisio
 // optimizers (CUDA kernels, CUDA managed memory) do not run.
 func OffloadRuns(o estimate.Optimizer) bool {
 	return o == estimate.AdamWTorch || o == estimate.AdamWTorchFused
+}
+
+// runnable keeps the shardings the request's stack runs a candidate with,
+// on world GPUs. The Trainer-based stacks run every sharding but CPU
+// offload of an optimizer with no CPU step. LitGPT's finetune scripts run
+// one GPU with no checkpointing, or FSDP full-shard over every GPU with each
+// block checkpointed and no offload, quantizing on one GPU only; torchtune's
+// recipes run one GPU or FSDP2 (full shard, or no reshard after forward,
+// with or without CPU offload). A lever the search adds (a method, a loss
+// kernel) that the stack has no equivalent for gives no candidate; the
+// request's own settings are kept, and a recipe refuses them by name.
+func runnable(base estimate.Request, m estimate.Method, ck estimate.Checkpointing, ce estimate.LossKernel, op estimate.Optimizer, world int64, shards []shard) []shard {
+	own := base.Stack == estimate.StackLitGPT || base.Stack == estimate.StackTorchtune
+	if own && ce != base.FusedCE && ce != estimate.LossNone && ce != estimate.LossChunked {
+		return nil
+	}
+	var out []shard
+	for _, sh := range shards {
+		off := sh.offload.Spec()
+		ok := !off.Optimizer || OffloadRuns(op)
+		switch base.Stack {
+		case estimate.StackLitGPT:
+			if world == 1 {
+				ok = ok && ck == estimate.CkptNone
+			} else {
+				ok = ok && ck == estimate.CkptFull && sh.strategy == estimate.FSDPFullShard && sh.offload == estimate.OffloadNone &&
+					(m != estimate.QLoRA || m == base.Method)
+			}
+		case estimate.StackTorchtune:
+			if world > 1 {
+				ok = ok && (sh.strategy == estimate.FSDPFullShard || sh.strategy == estimate.FSDPShardGradOp) &&
+					(sh.offload == estimate.OffloadNone || sh.offload == estimate.OffloadParamsOptimizer)
+			}
+		}
+		if ok {
+			out = append(out, sh)
+		}
+	}
+	return out
 }

@@ -364,10 +364,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 					for _, op := range opts {
 						for _, r := range runs {
 							start := len(out)
-							shards := r.shards
-							if !OffloadRuns(op) {
-								shards = onGPU(shards)
-							}
+							shards := runnable(base, m, ck, ce, op, r.lays[0].World, r.shards)
 							for _, l := range r.lays {
 								for _, sh := range shards {
 									out = append(out, candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, strategy: sh.strategy, offload: sh.offload,
@@ -388,18 +385,6 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 		}
 	}
 	return out, groups
-}
-
-// onGPU drops the shardings that offload the optimizer step to the CPU:
-// for an optimizer with no CPU step (OffloadRuns), no engine runs them.
-func onGPU(shards []shard) []shard {
-	var out []shard
-	for _, sh := range shards {
-		if !sh.offload.Spec().Optimizer {
-			out = append(out, sh)
-		}
-	}
-	return out
 }
 
 func uniq[T comparable](first T, more ...T) []T {
@@ -435,7 +420,7 @@ func apply(base estimate.Request, c candidate) estimate.Request {
 	// runs and the recipe can write it.
 	q.Precision = RunPrecision(c.strategy, base.Precision)
 	if q.Method == estimate.QLoRA {
-		q.QuantStorage = RunQuantStorage(c.strategy, q.Method, q.Precision, base.QuantStorage)
+		q.QuantStorage = RunQuantStorage(base.Stack, c.strategy, q.Method, q.Precision, base.QuantStorage)
 	}
 	return q
 }
@@ -591,7 +576,7 @@ func Maximize(o Options, what Quantity) (*Maximum, error) {
 			continue
 		}
 		for _, sh := range shardings(wn[1]) {
-			if sh.offload.Spec().Optimizer && !OffloadRuns(base.Optimizer) {
+			if len(runnable(base, base.Method, base.GradCkpt, base.FusedCE, base.Optimizer, wn[0], []shard{sh})) == 0 {
 				continue
 			}
 			spreads = append(spreads, spread{wn[0], wn[1], sh})

@@ -171,6 +171,9 @@ func Files(in Input) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.own != nil {
+		return s.ownFiles(), nil
+	}
 	out := map[string][]byte{}
 	put := func(name string, v any) error {
 		b, err := json.MarshalIndent(v, "", "  ")

@@ -101,6 +101,9 @@ type settings struct {
 	kbitPrepare  bool
 	dropout      float64
 	alpha        int64
+	// own is set when the plan's stack writes its own config (LitGPT,
+	// torchtune) instead of the Trainer scripts.
+	own *own
 }
 
 // torchDtype names a precision's 16-bit dtype as torch does.
@@ -153,6 +156,12 @@ func readFor(in Input, render bool) (*settings, error) {
 	}
 	if spec.DataParallel && r.Sharding.GPUs != wantShardGPUs {
 		return nil, fmt.Errorf("recipe: sharding over %d GPUs disagrees with the plan's %d × %d", r.Sharding.GPUs, s.nodes, s.perNode)
+	}
+	if ownStack(r.Stack) {
+		if err := s.readOwn(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if err := s.readPrecision(); err != nil {
 		return nil, err
@@ -327,7 +336,7 @@ func (s *settings) readAdapters(render bool) error {
 		(r.Precision != estimate.BF16True && r.Precision != estimate.FP16True)
 	if r.Method == estimate.QLoRA {
 		s.kbitPrepare = r.UpcastFrozen == nil || *r.UpcastFrozen
-		if plan.RunQuantStorage(r.Sharding.Strategy, r.Method, r.Precision, r.QuantStorage) != r.QuantStorage {
+		if plan.RunQuantStorage(r.Stack, r.Sharding.Strategy, r.Method, r.Precision, r.QuantStorage) != r.QuantStorage {
 			return unsupported("quant storage", string(r.QuantStorage),
 				"FSDP and ZeRO-3 shard the packed 4-bit weights only when they are stored in the 16-bit dtype of the other parameters (bnb_4bit_quant_storage)",
 				"--stack fsdp_qlora (packed weights stored in bf16)")
@@ -346,7 +355,7 @@ func Check(in Input) error {
 
 // Names lists the files Files writes for the plan, in README order.
 func Names(files map[string][]byte) []string {
-	order := []string{FileReadme, FileLaunch, FileTRL, FileSFTConfig, FileHF, FileTrainingArgs, FileModel, FileLoRA, FileAccelerate, FileDeepSpeed}
+	order := []string{FileReadme, FileLaunch, FileLitGPT, FileTorchtune, FileTRL, FileSFTConfig, FileHF, FileTrainingArgs, FileModel, FileLoRA, FileAccelerate, FileDeepSpeed}
 	var out []string
 	for _, n := range order {
 		if _, ok := files[n]; ok {

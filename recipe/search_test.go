@@ -22,13 +22,22 @@ func TestSearchOffersOnlyWhatRecipesWrite(t *testing.T) {
 		method             estimate.Method
 		gib                float64
 		perNode, nodes, eb int64
+		stack              estimate.StackName
 	}{
-		{"Qwen/Qwen2.5-7B", "", 24, 1, 1, 16},
-		{"meta-llama/Llama-3.1-70B", estimate.Full, 80, 8, 1, 16},
-		{"meta-llama/Llama-3.1-70B", "", 80, 8, 2, 16},
+		{"Qwen/Qwen2.5-7B", "", 24, 1, 1, 16, ""},
+		{"meta-llama/Llama-3.1-70B", estimate.Full, 80, 8, 1, 16, ""},
+		{"meta-llama/Llama-3.1-70B", "", 80, 8, 2, 16, ""},
+		{"Qwen/Qwen2.5-7B", "", 24, 1, 1, 16, estimate.StackLitGPT},
+		{"meta-llama/Llama-3.1-8B", "", 80, 4, 1, 16, estimate.StackLitGPT},
+		{"Qwen/Qwen2.5-7B", "", 24, 1, 1, 16, estimate.StackTorchtune},
+		{"meta-llama/Llama-3.1-70B", "", 80, 8, 2, 16, estimate.StackTorchtune},
 	} {
+		req := estimate.Request{Model: catalogModel(t, tc.id), Method: tc.method, SeqLen: 2048, Batch: 1, GPUTotal: int64(tc.gib * estimate.GiB)}
+		if tc.stack != "" {
+			tc.stack.Spec().Apply(&req)
+		}
 		o := plan.Options{Estimator: est,
-			Request: estimate.Request{Model: catalogModel(t, tc.id), Method: tc.method, SeqLen: 2048, Batch: 1, GPUTotal: int64(tc.gib * estimate.GiB)},
+			Request: req,
 			Goal:    plan.Goal{DatasetTokens: 1e8, Epochs: 1, EffectiveBatch: tc.eb},
 			Space:   plan.Space{GPUsPerNode: tc.perNode, Nodes: tc.nodes, ShorterSeqs: true}}
 		res, err := plan.Search(o)
@@ -36,19 +45,19 @@ func TestSearchOffersOnlyWhatRecipesWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(res.Plans) == 0 {
-			t.Fatalf("%s on %d×%d: no plan fits", tc.id, tc.nodes, tc.perNode)
+			t.Fatalf("%s %s on %d×%d: no plan fits", tc.stack, tc.id, tc.nodes, tc.perNode)
 		}
 		refused := 0
 		for i, p := range res.Plans {
 			if err := Check(Input{ModelID: tc.id, Plan: p}); err != nil {
 				if refused++; refused <= 3 {
-					t.Errorf("%s on %d×%d: plan %d (%s, %s, offload %s, %s): %v", tc.id, tc.nodes, tc.perNode, i+1,
+					t.Errorf("%s %s on %d×%d: plan %d (%s, %s, offload %s, %s): %v", tc.stack, tc.id, tc.nodes, tc.perNode, i+1,
 						p.Request.Method, p.Request.Sharding.Strategy, p.Request.Sharding.CPUOffload, p.Request.Optimizer, err)
 				}
 			}
 		}
 		if refused > 0 {
-			t.Errorf("%s on %d×%d: %d of %d plans refused", tc.id, tc.nodes, tc.perNode, refused, len(res.Plans))
+			t.Errorf("%s %s on %d×%d: %d of %d plans refused", tc.stack, tc.id, tc.nodes, tc.perNode, refused, len(res.Plans))
 		}
 	}
 }

@@ -77,9 +77,12 @@ evidence/throughput.jsonl reports the error). Sequences are assumed packed
 training_args.json, model.json and lora_config.json (the model loading and
 the adapters both scripts share), accelerate_config.yaml, ds_config.json
 under ZeRO, launch.sh (torchrun or accelerate launch over the plan's GPUs and
-nodes) and README.txt. Every memory-relevant setting in them is the one the
-estimate assumed. The search offers only what the engines run as estimated
-(under ZeRO, bf16-true is estimated as the bf16-mixed DeepSpeed runs); a
+nodes) and README.txt; with --stack litgpt or --stack torchtune, that
+framework's litgpt.yaml or torchtune.yaml, launch.sh and README.txt instead.
+Every memory-relevant setting in them is the one the estimate assumed. The
+search offers only what the engines run as estimated
+(under ZeRO, bf16-true is estimated as the bf16-mixed DeepSpeed runs; LitGPT
+and torchtune get only the shardings they run); a
 setting asked for that no stack reproduces (Unsloth's checkpointing, a chunked
 loss) ranks its plans last and --emit refuses them with the reason and the
 first plan that can be written. docs/recipes.md.
