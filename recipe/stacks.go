@@ -453,31 +453,43 @@ func (s *settings) ownReadme(files map[string][]byte) string {
 	fmt.Fprintf(&b, "%s recipe for %s, written by canifinetune plan --emit.\n\n", r.Stack, s.in.ModelID)
 	b.WriteString("What the memory estimate assumed, and where each setting is in these files:\n\n")
 	row := func(what, value, where string) { fmt.Fprintf(&b, "  %-24s %-28s %s\n", what, value, where) }
-	row("stack", string(r.Stack), cfg)
-	row("method", string(r.Method), cfg)
+	lit := r.Stack == estimate.StackLitGPT
+	key := func(litgpt, torchtune string) string {
+		if lit {
+			return cfg + " " + litgpt
+		}
+		return cfg + " " + torchtune
+	}
+	row("method", string(r.Method), key("litgpt finetune lora|full", "the recipe "+s.ttRecipe()))
 	if r.Method == estimate.QLoRA {
-		row("quantization", string(r.Quant), cfg+" quantize / quantize_base")
+		row("quantization", string(r.Quant), key("quantize", "model quantize_base"))
 	}
 	if r.Method != estimate.Full {
-		row("LoRA rank", fmt.Sprint(r.LoRARank), cfg+" lora_r / lora_rank")
-		row("LoRA targets", strings.Join(s.targets, ","), cfg+" lora_* switches")
-		row("LoRA dropout", fmt.Sprint(s.dropout), cfg+" lora_dropout")
+		row("LoRA rank", fmt.Sprint(r.LoRARank), key("lora_r", "model lora_rank"))
+		row("LoRA targets", strings.Join(s.targets, ","), key("lora_query/key/value/projection/mlp", "model lora_attn_modules, apply_lora_to_mlp"))
+		row("LoRA dropout", fmt.Sprint(s.dropout), key("lora_dropout", "model lora_dropout"))
 	}
-	row("precision", string(r.Precision), cfg+" precision / dtype")
-	row("sequence length", fmt.Sprint(r.SeqLen), cfg+" max_seq_length / max_seq_len")
-	row("micro-batch per GPU", fmt.Sprint(s.micro), cfg+" micro_batch_size / batch_size")
-	row("gradient accumulation", fmt.Sprint(s.accum), cfg+" global_batch_size / gradient_accumulation_steps")
-	row("GPUs", fmt.Sprintf("%d × %d node(s) = %d", s.perNode, s.nodes, s.world), cfg+" devices, num_nodes / "+FileLaunch)
-	row("checkpointing", string(r.GradCkpt), cfg)
-	row("optimizer", string(r.Optimizer), cfg+" optimizer")
+	row("precision", string(r.Precision), key("precision", "dtype"))
+	row("sequence length", fmt.Sprint(r.SeqLen), key("train.max_seq_length", "tokenizer max_seq_len, dataset packed"))
+	row("micro-batch per GPU", fmt.Sprint(s.micro), key("train.micro_batch_size", "batch_size"))
+	row("gradient accumulation", fmt.Sprint(s.accum), key("train.global_batch_size / (micro-batch × GPUs)", "gradient_accumulation_steps"))
+	gpus := FileLaunch + " (tune run --nnodes, --nproc_per_node)"
+	if lit {
+		gpus = cfg + " devices, num_nodes"
+	}
+	row("GPUs", fmt.Sprintf("%d × %d node(s) = %d", s.perNode, s.nodes, s.world), gpus)
+	row("checkpointing", string(r.GradCkpt), key("(LitGPT checkpoints under FSDP only)", "enable_activation_checkpointing, enable_activation_offloading"))
+	row("optimizer", string(r.Optimizer), key("optimizer.class_path", "optimizer _component_"))
 	strategy := string(r.Sharding.Strategy)
 	if strategy == "" {
 		strategy = "none"
 	}
-	row("sharding", strategy, cfg)
+	row("sharding", strategy, key("(FSDP over several GPUs)", "fsdp_reshard_after_forward, fsdp_cpu_offload"))
+	row("CPU offload", string(r.Sharding.CPUOffload), key("(none)", "fsdp_cpu_offload"))
 	if e := p.Estimate; e != nil {
 		fmt.Fprintf(&b, "\nThe estimate: %.2f GiB per GPU, verdict %s (ratio %.2f of the budget).\n", float64(e.Total)/estimate.GiB, e.Verdict.Fit, e.Verdict.Ratio)
 	}
+	b.WriteString("\nThe learning rate, LoRA alpha (2 × rank), the seed, logging and saving hold no\nmemory and are ordinary defaults to tune.\n")
 	b.WriteString("\nFiles:\n")
 	for _, n := range Names(files) {
 		fmt.Fprintf(&b, "  %s\n", n)

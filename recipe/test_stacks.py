@@ -130,13 +130,17 @@ class StackLoadBack(unittest.TestCase):
                 kind = "full" if plan["method"] == "full" else "lora"
                 setup = importlib.import_module(f"litgpt.finetune.{kind}").setup
                 parser = jsonargparse.ArgumentParser()
+                parser.add_argument("--config", action=jsonargparse.ActionConfigFile)
                 parser.add_function_arguments(setup, fail_untyped=False)
                 cwd = os.getcwd()
                 os.chdir(d)
                 try:
-                    with open("data.json", "w") as f:  # litgpt.data.JSON checks that the file exists
+                    with open("train.json", "w") as f:  # litgpt.data.JSON checks that the file exists
                         f.write("[]")
-                    cfg = parser.parse_path("litgpt.yaml")
+                    # As launch.sh runs it: the config, the dataset given on the command line.
+                    with open("launch.sh") as f:
+                        self.assertIn('--config "$here/litgpt.yaml" --data.json_path "$dataset"', f.read())
+                    cfg = parser.parse_args(["--config", "litgpt.yaml", "--data.json_path", "train.json"])
                     init = parser.instantiate_classes(cfg)
                 finally:
                     os.chdir(cwd)
@@ -151,6 +155,7 @@ class StackLoadBack(unittest.TestCase):
                 getattr(importlib.import_module(module), cls)  # what litgpt's instantiate_torch_optimizer imports
                 self.assertEqual(init.optimizer.get("init_args", {}).get("fused", False), plan["optimizer"] == "adamw_torch_fused")
                 self.assertEqual(type(init.data).__name__, "JSON")
+                self.assertEqual(str(init.data.json_path), "train.json")
                 # LitGPT knows the model by the checkpoint's name.
                 litgpt.Config.from_name(os.path.basename(cfg.checkpoint_dir))
                 # What setup() runs: one GPU unsharded and uncheckpointed, or
