@@ -62,7 +62,8 @@ func OffloadRuns(o estimate.Optimizer) bool {
 // one GPU with no checkpointing, or FSDP full-shard over every GPU with each
 // block checkpointed and no offload, quantizing on one GPU only; torchtune's
 // recipes run one GPU or FSDP2 (full shard, or no reshard after forward,
-// with or without CPU offload). A lever the search adds (a method, a loss
+// with or without CPU offload, and torch's optimizers: torchtune supports
+// bitsandbytes' on one device only). A lever the search adds (a method, a loss
 // kernel) that the stack has no equivalent for gives no candidate; the
 // request's own settings are kept, and a recipe refuses them by name.
 func runnable(base estimate.Request, m estimate.Method, ck estimate.Checkpointing, ce estimate.LossKernel, op estimate.Optimizer, world int64, shards []shard) []shard {
@@ -85,7 +86,8 @@ func runnable(base estimate.Request, m estimate.Method, ck estimate.Checkpointin
 		case estimate.StackTorchtune:
 			if world > 1 {
 				ok = ok && (sh.strategy == estimate.FSDPFullShard || sh.strategy == estimate.FSDPShardGradOp) &&
-					(sh.offload == estimate.OffloadNone || sh.offload == estimate.OffloadParamsOptimizer)
+					(sh.offload == estimate.OffloadNone || sh.offload == estimate.OffloadParamsOptimizer) &&
+					(torchOptimizer(op) || op == base.Optimizer)
 			}
 		}
 		if ok {
@@ -93,4 +95,9 @@ func runnable(base estimate.Request, m estimate.Method, ck estimate.Checkpointin
 		}
 	}
 	return out
+}
+
+// torchOptimizer reports whether an optimizer is one of torch.optim's.
+func torchOptimizer(o estimate.Optimizer) bool {
+	return o == estimate.AdamWTorch || o == estimate.AdamWTorchFused || o == estimate.SGD
 }

@@ -221,6 +221,9 @@ func (s *settings) readTorchtune() error {
 	if r.Method == estimate.QLoRA && (r.Quant != estimate.NF4DQ || r.QuantStorage != estimate.DtypeUint8) {
 		return unsupported("quantization", string(r.Quant)+"/"+string(r.QuantStorage), "torchtune's QLoRA is torchao's NF4 (block 64, scales quantized again) packed in uint8", "--quant nf4-dq")
 	}
+	if s.world > 1 && strings.HasPrefix(s.own.optimizer, "bitsandbytes.") {
+		return unsupported("optimizer", string(r.Optimizer), "torchtune supports bitsandbytes' optimizers in its single-device recipes only", "--optimizer adamw_torch")
+	}
 	if r.OptimizerInBackward && (r.Method != estimate.Full || s.accum > 1) {
 		return unsupported("optimizer in backward", "true", "torchtune steps in the backward only in full fine-tuning with no accumulation", "without it")
 	}

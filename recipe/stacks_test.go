@@ -83,6 +83,7 @@ func TestOwnStacks(t *testing.T) {
 		{"litgpt liger", lit, estimate.Request{SeqLen: 1024, Batch: 1, FusedCE: estimate.LossLiger}, 1, "loss kernel liger"},
 		{"litgpt mlp subset", lit, estimate.Request{SeqLen: 1024, Batch: 1, LoRATargets: []string{"q_proj", "up_proj"}}, 1, "LoRA targets up_proj"},
 		{"torchtune mixed precision", tt, estimate.Request{SeqLen: 1024, Batch: 1, Precision: estimate.BF16Mixed, OptimizerStateDtype: estimate.DtypeFP32}, 1, "precision bf16-mixed"},
+		{"torchtune 8-bit optimizer over FSDP", tt, estimate.Request{Method: estimate.Full, SeqLen: 1024, Batch: 1, Optimizer: estimate.PagedAdamW8bit, Sharding: estimate.Sharding{Strategy: estimate.FSDPFullShard, GPUs: 2}}, 2, "optimizer paged_adamw_8bit"},
 		{"torchtune zero", tt, estimate.Request{Method: estimate.Full, SeqLen: 1024, Batch: 1, Precision: estimate.BF16True, Sharding: estimate.Sharding{Strategy: estimate.ZeRO3, GPUs: 2}}, 2, "sharding zero3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
