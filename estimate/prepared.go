@@ -3,11 +3,19 @@ package estimate
 import "fmt"
 
 // Variant is what a search changes between the candidates of one prepared
-// request: the method (among the prepared bases), the shape of a step, the
-// memory levers and the data-parallel spread. Every other field is the
-// base's.
+// request: the base (by method, precision and quantized-weight storage,
+// among the prepared bases), the shape of a step, the memory levers and
+// the data-parallel spread. Every other field is the base's.
+//
+// Precision and QuantStorage select a base rather than vary on one: an
+// engine may run a sharding in another precision or storage than asked
+// (DeepSpeed trains "-true" as mixed precision, FSDP shards QLoRA's packed
+// weights in bf16), and a search prepares a base for each such pair, so
+// that every term that reads them is that base's own.
 type Variant struct {
 	Method                   Method
+	Precision                Precision
+	QuantStorage             Dtype
 	SeqLen, Batch, GradAccum int64
 	GradCkpt                 Checkpointing
 	FusedCE                  LossKernel
@@ -17,7 +25,7 @@ type Variant struct {
 
 // Apply sets the variant's fields on r.
 func (v Variant) Apply(r Request) Request {
-	r.Method = v.Method
+	r.Method, r.Precision, r.QuantStorage = v.Method, v.Precision, v.QuantStorage
 	r.SeqLen, r.Batch, r.GradAccum = v.SeqLen, v.Batch, v.GradAccum
 	r.GradCkpt, r.FusedCE, r.Optimizer = v.GradCkpt, v.FusedCE, v.Optimizer
 	r.Sharding = v.Sharding
@@ -45,14 +53,15 @@ type Prepared struct {
 	bases     []preparedBase
 }
 
-// preparedBase is one method's base: as given (what Estimate is called
-// with) and normalized (what the fast path changes).
+// preparedBase is one base: as given (what Estimate is called with) and
+// normalized (what the fast path changes).
 type preparedBase struct {
 	given, norm Request
 }
 
-// Prepare normalizes one base request per method. Each base must have a
-// method of its own (the method a Variant selects it by); the fields a
+// Prepare normalizes each base request once. No two bases may have the
+// same method, precision and quant storage once normalized (what a Variant
+// selects a base by, spelled as Normalize spells them); the other fields a
 // Variant sets are overwritten, so they need only be valid.
 func Prepare(est Estimator, bases ...Request) (*Prepared, error) {
 	p := &Prepared{est: est}
@@ -65,8 +74,8 @@ func Prepare(est Estimator, bases ...Request) (*Prepared, error) {
 			return nil, err
 		}
 		for _, o := range p.bases {
-			if o.norm.Method == n.Method {
-				return nil, fmt.Errorf("%w: two prepared bases of method %s", ErrInvalidRequest, n.Method)
+			if o.norm.Method == n.Method && o.norm.Precision == n.Precision && o.norm.QuantStorage == n.QuantStorage {
+				return nil, fmt.Errorf("%w: two prepared bases of method %s in %s with 4-bit storage %s", ErrInvalidRequest, n.Method, n.Precision, n.QuantStorage)
 			}
 		}
 		p.bases = append(p.bases, preparedBase{given: b, norm: n})
@@ -74,23 +83,28 @@ func Prepare(est Estimator, bases ...Request) (*Prepared, error) {
 	return p, nil
 }
 
-// base is the prepared base of a method (nil: none).
-func (p *Prepared) base(m Method) *preparedBase {
+// base is the prepared base a variant selects (nil: none).
+func (p *Prepared) base(v *Variant) *preparedBase {
 	for i := range p.bases {
-		if p.bases[i].norm.Method == m {
+		if n := &p.bases[i].norm; n.Method == v.Method && n.Precision == v.Precision && n.QuantStorage == v.QuantStorage {
 			return &p.bases[i]
 		}
 	}
 	return nil
 }
 
+// noBase is the error for a variant that selects no prepared base.
+func noBase(v *Variant) error {
+	return fmt.Errorf("%w: no prepared base of method %q in precision %q with 4-bit storage %q", ErrInvalidRequest, v.Method, v.Precision, v.QuantStorage)
+}
+
 // Request is the request a variant stands for: the method's base as given,
 // with the variant's fields. Estimate(p.Request(v)) is what an Evaluator
 // computes for v.
 func (p *Prepared) Request(v Variant) (Request, error) {
-	b := p.base(v.Method)
+	b := p.base(&v)
 	if b == nil {
-		return Request{}, fmt.Errorf("%w: no prepared base of method %q", ErrInvalidRequest, v.Method)
+		return Request{}, noBase(&v)
 	}
 	return v.Apply(b.given), nil
 }
@@ -112,16 +126,16 @@ type Evaluator struct {
 }
 
 // leverKey and shapeKey are every field normalizedTerms reads that a
-// variant changes. Of the sharding it reads only what residualBytes and
+// variant changes (the base stands for its method, precision and storage). Of the sharding it reads only what residualBytes and
 // wholeUnitGrads ask; a term that starts reading more of the sharding (or
 // the accumulation) must add it here, or the fast path's comparison with
 // Estimate fails.
 type leverKey struct {
-	method Method
-	seq    int64
-	ckpt   Checkpointing
-	ce     LossKernel
-	opt    Optimizer
+	base *preparedBase
+	seq  int64
+	ckpt Checkpointing
+	ce   LossKernel
+	opt  Optimizer
 }
 
 type shapeKey struct {
@@ -144,15 +158,15 @@ func (p *Prepared) NewEvaluator() *Evaluator {
 // Estimate writes the estimate of variant v into e (which it resets) and
 // returns Estimate's error for the request v stands for.
 func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
-	b := ev.p.base(v.Method)
+	b := ev.p.base(&v)
 	if b == nil {
-		return fmt.Errorf("%w: no prepared base of method %q", ErrInvalidRequest, v.Method)
+		return noBase(&v)
 	}
 	if ev.p.phasePeak == nil || !ev.fast(b, v) {
 		return ev.full(b, v, e)
 	}
 	r := v.Apply(b.norm)
-	lk := leverKey{method: v.Method, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
+	lk := leverKey{base: b, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
 	if ev.lastTerms == nil || lk != ev.last {
 		tab, ok := ev.terms[lk]
 		if !ok {

@@ -60,6 +60,16 @@ func TestPreparedMatchesEstimate(t *testing.T) {
 			{Model: bert, Method: Full, SeqLen: 512, Batch: 8, GPUTotal: 16 * GiB},
 			{Model: bert, Method: LoRA, Task: TaskMaskedLM, SeqLen: 512, Batch: 8, GPUTotal: 16 * GiB},
 		}},
+		// One method in three precisions and storages, as a search
+		// prepares it for the engines' rules (plan/runs.go): a term
+		// cached for one base and read for another differs here.
+		{"qlora-precision-storage", Default, []Request{
+			{Model: m8, Method: QLoRA, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: QLoRA, LoRATargets: []string{"all-linear"}, Precision: BF16Mixed, QuantStorage: DtypeBF16, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: QLoRA, LoRATargets: []string{"all-linear"}, QuantStorage: DtypeBF16, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: Full, Precision: FP16Mixed, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: Full, Precision: FP16True, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
+		}},
 		{"reference-estimator", "seed000", []Request{
 			{Model: qwen, Method: Full, SeqLen: 1024, Batch: 1, GPUTotal: 24 * GiB},
 			{Model: qwen, Method: QLoRA, SeqLen: 1024, Batch: 1, GPUTotal: 24 * GiB},
@@ -74,12 +84,16 @@ func TestPreparedMatchesEstimate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var norms []Request
+			for _, b := range c.bases {
+				norms = append(norms, must(b.Normalize()))
+			}
 			ev := p.NewEvaluator()
 			rng := rand.New(rand.NewPCG(1, uint64(len(c.name))))
 			var e Estimate
 			compared, failed := 0, 0
 			for i := range 3000 {
-				v := randomVariant(rng, c.bases)
+				v := randomVariant(rng, norms)
 				want, wantErr := est.Estimate(must(p.Request(v)))
 				gotErr := ev.Estimate(v, &e)
 				if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
@@ -108,13 +122,15 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// randomVariant draws the levers a search changes, now and then an invalid
-// value (an unknown option, an offload the strategy lacks, a number out of
-// range) so that the errors are compared too.
+// randomVariant draws a base (normalized: what a variant selects it by)
+// and the levers a search changes, now and then an invalid value (an
+// unknown option, an offload the strategy lacks, a number out of range) so
+// that the errors are compared too.
 func randomVariant(rng *rand.Rand, bases []Request) Variant {
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	b := bases[rng.IntN(len(bases))]
 	v := Variant{
-		Method:    bases[rng.IntN(len(bases))].Method,
+		Method: b.Method, Precision: b.Precision, QuantStorage: b.QuantStorage,
 		SeqLen:    []int64{256, 512, 1024, 2048, 4096, 8192, 131072}[rng.IntN(7)],
 		Batch:     []int64{1, 2, 3, 4, 8, 16}[rng.IntN(6)],
 		GradAccum: []int64{0, 1, 2, 4, 16}[rng.IntN(5)],
@@ -145,8 +161,9 @@ func randomVariant(rng *rand.Rand, bases []Request) Variant {
 	return v
 }
 
-// TestPreparedRefusesMissingMethod: a variant of a method without a
-// prepared base is an error, not another method's estimate.
+// TestPreparedRefusesMissingMethod: a variant of a method, precision or
+// 4-bit storage without a prepared base is an error, not another base's
+// estimate.
 func TestPreparedRefusesMissingMethod(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	est, _ := ByName(Default)
@@ -155,9 +172,22 @@ func TestPreparedRefusesMissingMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e Estimate
-	err = p.NewEvaluator().Estimate(Variant{Method: Full, SeqLen: 512, Batch: 1, Sharding: Sharding{Strategy: NoSharding, GPUs: 1, CPUOffload: OffloadNone}}, &e)
-	if !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("got %v, want an invalid request", err)
+	for _, v := range []Variant{
+		{Method: Full, Precision: BF16True, QuantStorage: DtypeUint8},
+		{Method: LoRA, Precision: BF16Mixed, QuantStorage: DtypeUint8}, // the base's method in another precision
+		{Method: LoRA, Precision: BF16True, QuantStorage: DtypeBF16},
+		{Method: LoRA}, // unset: the base is bf16-true, uint8
+	} {
+		v.SeqLen, v.Batch = 512, 1
+		v.Sharding = Sharding{Strategy: NoSharding, GPUs: 1, CPUOffload: OffloadNone}
+		if err := p.NewEvaluator().Estimate(v, &e); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%s in %q with storage %q: got %v, want an invalid request", v.Method, v.Precision, v.QuantStorage, err)
+		}
+	}
+	v := Variant{Method: LoRA, Precision: BF16True, QuantStorage: DtypeUint8, SeqLen: 512, Batch: 1,
+		Sharding: Sharding{Strategy: NoSharding, GPUs: 1, CPUOffload: OffloadNone}}
+	if err := p.NewEvaluator().Estimate(v, &e); err != nil {
+		t.Errorf("the base's own method, precision and storage: %v", err)
 	}
 	if _, err := Prepare(est, Request{Model: m, Method: LoRA, SeqLen: 512, Batch: 1}, Request{Model: m, Method: "lora", SeqLen: 1024, Batch: 1}); err == nil {
 		t.Error("two bases of one method prepared")
@@ -179,7 +209,7 @@ func BenchmarkPrepared(b *testing.B) {
 	for _, meth := range []Method{Full, LoRA} {
 		for _, st := range []Strategy{ZeRO2, ZeRO3, FSDPFullShard} {
 			for _, mb := range []int64{1, 2, 4, 8} {
-				vs = append(vs, Variant{Method: meth, SeqLen: 2048, Batch: mb, GradAccum: 8 / mb, GradCkpt: CkptFull, FusedCE: LossNone,
+				vs = append(vs, Variant{Method: meth, Precision: BF16True, QuantStorage: DtypeUint8, SeqLen: 2048, Batch: mb, GradAccum: 8 / mb, GradCkpt: CkptFull, FusedCE: LossNone,
 					Optimizer: AdamWTorch, Sharding: Sharding{Strategy: st, GPUs: 8, CPUOffload: OffloadNone}})
 			}
 		}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -40,7 +41,7 @@ func (a *arena) slot() *estimate.Estimate {
 func (a *arena) keep() { a.used++ }
 
 // evaluate estimates the candidates, numbers only, on the fast path of a
-// prepared request (estimate.Prepared: normalized once per method, no
+// prepared request (estimate.Prepared: normalized once per base, no
 // allocation per candidate), in parallel over the CPUs, and returns their outcomes in the candidates' order, so that what
 // the search makes of them does not depend on the scheduling.
 //
@@ -53,19 +54,9 @@ func (a *arena) keep() { a.used++ }
 // The one micro-batch without accumulation (the whole share of the batch)
 // holds no accumulated gradients and is always estimated.
 // TestSearchPruningKeepsResult holds this against the exhaustive search.
-func evaluate(est estimate.Estimator, base estimate.Request, methods []estimate.Method, cands []candidate, groups [][]int32) []outcome {
+func evaluate(est estimate.Estimator, base estimate.Request, cands []candidate, groups [][]int32) []outcome {
 	outs := make([]outcome, len(cands))
-	// The request is normalized once per method; a method whose base is
-	// invalid has no prepared base, and its candidates fail.
-	var bases []estimate.Request
-	for _, m := range methods {
-		if q := methodBase(base, m); q.Method == m {
-			if _, err := q.Normalize(); err == nil {
-				bases = append(bases, q)
-			}
-		}
-	}
-	prep, err := estimate.Prepare(est, bases...)
+	prep, err := estimate.Prepare(est, preparedBases(base, cands, groups)...)
 	if err != nil {
 		for i := range outs {
 			outs[i].failed = true
@@ -111,6 +102,36 @@ func evaluate(est estimate.Estimator, base estimate.Request, methods []estimate.
 	work()
 	wg.Wait()
 	return outs
+}
+
+// preparedBases are the requests a search prepares: one per method and
+// the precision and 4-bit storage its engines run it in (runs.go: ZeRO's
+// mixed precision, a sharded QLoRA base's 16-bit storage), which a
+// candidate's variant selects its base by. A group's candidates share
+// these, so its first stands for it. A base that is invalid is left out,
+// and its candidates fail.
+func preparedBases(base estimate.Request, cands []candidate, groups [][]int32) []estimate.Request {
+	type key struct {
+		method estimate.Method
+		prec   estimate.Precision
+		qstore estimate.Dtype
+	}
+	var seen []key
+	var bases []estimate.Request
+	for _, g := range groups {
+		c := &cands[g[0]]
+		k := key{c.method, c.prec, c.qstore}
+		if slices.Contains(seen, k) {
+			continue
+		}
+		seen = append(seen, k)
+		q := methodBase(base, c.method)
+		q.Precision, q.QuantStorage = c.prec, c.qstore
+		if _, err := q.Normalize(); err == nil {
+			bases = append(bases, q)
+		}
+	}
+	return bases
 }
 
 // prune switches pruning off for the test that compares the pruned search

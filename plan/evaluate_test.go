@@ -128,8 +128,15 @@ func TestCandidateGroups(t *testing.T) {
 // searches, the numbers-only fast path (a prepared request's evaluator)
 // gives every field of the estimate the full Estimate gives for the
 // candidate's request, errors included: a term the fast path drops or
-// carries over from another candidate fails here.
+// carries over from another candidate fails here. The candidate's request
+// is the one its engine runs (apply: ZeRO's mixed precision, a sharded
+// QLoRA base's 16-bit storage), and the request the fast path stands for
+// is that request.
 func TestSearchFastPathMatchesEstimate(t *testing.T) {
+	// Candidates run in another precision or 4-bit storage than asked:
+	// the searches must hold some of each, or the test misses the bases
+	// the engines' rules add.
+	var otherPrecision, otherStorage int
 	for _, c := range []struct {
 		id             string
 		gpuGiB         float64
@@ -158,12 +165,8 @@ func TestSearchFastPathMatchesEstimate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			methods, cands, _ := candidates(base, o.Space, Layouts(o.Space, c.effective))
-			var bases []estimate.Request
-			for _, m := range methods {
-				bases = append(bases, methodBase(base, m))
-			}
-			prep, err := estimate.Prepare(o.Estimator, bases...)
+			_, cands, groups := candidates(base, o.Space, Layouts(o.Space, c.effective))
+			prep, err := estimate.Prepare(o.Estimator, preparedBases(base, cands, groups)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +174,17 @@ func TestSearchFastPathMatchesEstimate(t *testing.T) {
 			var got estimate.Estimate
 			fits := 0
 			for i, cd := range cands {
-				want, wantErr := o.Estimator.Estimate(apply(base, cd))
+				q := apply(base, cd)
+				if q.Precision != base.Precision {
+					otherPrecision++
+				}
+				if q.QuantStorage != base.QuantStorage {
+					otherStorage++
+				}
+				if r, err := prep.Request(cd.variant()); err != nil || !reflect.DeepEqual(r, q) {
+					t.Fatalf("candidate %d %+v: the fast path stands for %+v (%v), not %+v", i, cd, r, err, q)
+				}
+				want, wantErr := o.Estimator.Estimate(q)
 				gotErr := ev.Estimate(cd.variant(), &got)
 				if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
 					t.Fatalf("candidate %d %+v: error %v, Estimate's %v", i, cd, gotErr, wantErr)
@@ -190,6 +203,9 @@ func TestSearchFastPathMatchesEstimate(t *testing.T) {
 				t.Errorf("%d of %d candidates fit: the search should hold both", fits, len(cands))
 			}
 		})
+	}
+	if otherPrecision == 0 || otherStorage == 0 {
+		t.Errorf("%d candidates in another precision, %d in another 4-bit storage: the searches should hold both", otherPrecision, otherStorage)
 	}
 }
 

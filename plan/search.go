@@ -54,6 +54,9 @@ type Plan struct {
 	// ChangesResult: the plan trains another model than the request (a
 	// different method or a shorter context).
 	ChangesResult bool
+	// Refused says why no supported stack runs the plan as estimated (from
+	// Options.Refuse; "" when one does). Such plans rank after the others.
+	Refused string
 }
 
 // Result is a search's answer.
@@ -74,7 +77,13 @@ type Result struct {
 
 // Trades says what a plan gives up against the request as given. It is
 // built only for the plans shown, not in the search.
-func (r *Result) Trades(p Plan) []string { return trades(r.Base, p.Request, p.Time) }
+func (r *Result) Trades(p Plan) []string {
+	t := trades(r.Base, p.Request, p.Time)
+	if p.Refused != "" {
+		t = append(t, "no supported stack runs it as estimated: "+p.Refused)
+	}
+	return t
+}
 
 // changesResult reports whether a candidate trains another model than the
 // request: a different method or a shorter context.
@@ -91,6 +100,11 @@ type Options struct {
 	Goal     Goal
 	Space    Space
 	Hardware Hardware
+	// Refuse says why no supported stack runs a plan as estimated ("" when
+	// one does), e.g. a setting the user asked for that the launchers
+	// cannot reproduce; nil refuses none. The search's own levers already
+	// follow the engines' rules (runs.go).
+	Refuse func(Plan) string
 }
 
 // candidate is the lever settings of one configuration.
@@ -102,10 +116,14 @@ type candidate struct {
 	opt      estimate.Optimizer
 	strategy estimate.Strategy
 	offload  estimate.Offload
-	world    int64
-	nodes    int64
-	micro    int64
-	accum    int64
+	// prec and qstore are the precision and 4-bit storage the strategy's
+	// engine runs the method's base in (runAs).
+	prec   estimate.Precision
+	qstore estimate.Dtype
+	world  int64
+	nodes  int64
+	micro  int64
+	accum  int64
 }
 
 // Search estimates every combination of the levers, keeps those that fit
@@ -128,7 +146,7 @@ func Search(o Options) (*Result, error) {
 		return res, nil
 	}
 	methods, cands, groups := candidates(base, o.Space, layouts)
-	outs := evaluate(o.Estimator, base, methods, cands, groups)
+	outs := evaluate(o.Estimator, base, cands, groups)
 	params := base.Model.Params()
 	// A method's base request and adapter width are made once (not per
 	// plan: methodBase allocates the targets of a full fine-tune turned
@@ -190,6 +208,9 @@ func Search(o Options) (*Result, error) {
 			continue
 		}
 		if p, ok := plan(c, outs[i].e); ok {
+			if o.Refuse != nil {
+				p.Refused = o.Refuse(p)
+			}
 			all = append(all, p)
 		}
 	}
@@ -254,7 +275,8 @@ func rank(plans []Plan) []Plan {
 	return plans
 }
 
-// Compare ranks plans: those that train the run as requested before those
+// Compare ranks plans: those a supported stack runs as estimated before
+// those it refuses, then those that train the run as requested before those
 // that change the result, then by time to train (plans with a known time
 // first), then by cost, then by fewer micro-batches per update (the time
 // model does not charge small micro-batches, which run a GPU less
@@ -262,6 +284,9 @@ func rank(plans []Plan) []Plan {
 func Compare(a, b Plan) int { return compare(&a, &b) }
 
 func compare(a, b *Plan) int {
+	if (a.Refused == "") != (b.Refused == "") {
+		return boolOrder(a.Refused != "")
+	}
 	if a.ChangesResult != b.ChangesResult {
 		return boolOrder(a.ChangesResult)
 	}
@@ -393,6 +418,15 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Me
 	// Every candidate is in one group: the groups share one backing array.
 	members := make([]int32, combos*perCombo)
 	groups := make([][]int32, 0, combos*groupsPerCombo)
+	type runLevers struct {
+		prec   estimate.Precision
+		qstore estimate.Dtype
+	}
+	// The shardings of a run the request's stack runs with the levers at
+	// hand (runnable; at most the run's, which the sizes above count),
+	// and what their engines run the method's base in.
+	var shards []shard
+	var as []runLevers
 	for _, m := range methods {
 		for _, sq := range seqs {
 			for _, ck := range ckpts {
@@ -400,17 +434,23 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Me
 					for _, op := range opts {
 						for _, r := range runs {
 							start := len(out)
+							shards = runnable(shards[:0], base, m, ck, ce, op, r.lays[0].World, r.shards)
+							as = as[:0]
+							for _, sh := range shards {
+								p, qs := runAs(base, m, sh.strategy)
+								as = append(as, runLevers{p, qs})
+							}
 							for _, l := range r.lays {
-								for _, sh := range r.shards {
+								for k, sh := range shards {
 									out = append(out, candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, strategy: sh.strategy, offload: sh.offload,
-										world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum})
+										prec: as[k].prec, qstore: as[k].qstore, world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum})
 								}
 							}
-							for k := range r.shards {
+							for k := range shards {
 								g := members[:len(r.lays):len(r.lays)]
 								members = members[len(r.lays):]
 								for j := range r.lays {
-									g[j] = int32(start + j*len(r.shards) + k)
+									g[j] = int32(start + j*len(shards) + k)
 								}
 								groups = append(groups, g)
 							}
@@ -433,9 +473,34 @@ func uniq[T comparable](first T, more ...T) []T {
 	return out
 }
 
-// apply sets a candidate's levers on the normalized base request.
+// apply sets a candidate's levers on the normalized base request, field by
+// field: the request the search's fast path (c.variant() on the method's
+// base) stands for, which TestSearchFastPathMatchesEstimate holds to it.
 func apply(base estimate.Request, c candidate) estimate.Request {
-	return c.variant().Apply(methodBase(base, c.method))
+	q := methodBase(base, c.method)
+	q.SeqLen, q.GradCkpt, q.FusedCE, q.Optimizer = c.seq, c.ckpt, c.ce, c.opt
+	q.Batch, q.GradAccum = c.micro, c.accum
+	q.Sharding = estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}
+	if c.strategy == "fsdp_hybrid_shard" {
+		q.Sharding.GPUs = c.world / c.nodes
+	}
+	// As the engine runs it (runs.go), so that the estimate holds what
+	// runs and the recipe can write it.
+	q.Precision = RunPrecision(c.strategy, base.Precision)
+	if q.Method == estimate.QLoRA {
+		q.QuantStorage = RunQuantStorage(base.Stack, c.strategy, q.Method, q.Precision, base.QuantStorage)
+	}
+	return q
+}
+
+// runAs is the precision and 4-bit storage the engine of strategy s runs
+// method m's base in (runs.go): what a candidate carries to its variant.
+func runAs(base estimate.Request, m estimate.Method, s estimate.Strategy) (estimate.Precision, estimate.Dtype) {
+	p, qs := RunPrecision(s, base.Precision), base.QuantStorage
+	if m == estimate.QLoRA {
+		qs = RunQuantStorage(base.Stack, s, m, p, base.QuantStorage)
+	}
+	return p, qs
 }
 
 // methodBase is the base request trained with method m instead: a full
@@ -457,9 +522,10 @@ func methodBase(base estimate.Request, m estimate.Method) estimate.Request {
 }
 
 // variant is the candidate's fields of a request, what a prepared
-// request's evaluator changes.
+// request's evaluator changes; its method, precision and 4-bit storage
+// select the prepared base (preparedBases).
 func (c candidate) variant() estimate.Variant {
-	v := estimate.Variant{Method: c.method, SeqLen: c.seq, Batch: c.micro, GradAccum: c.accum,
+	v := estimate.Variant{Method: c.method, Precision: c.prec, QuantStorage: c.qstore, SeqLen: c.seq, Batch: c.micro, GradAccum: c.accum,
 		GradCkpt: c.ckpt, FusedCE: c.ce, Optimizer: c.opt,
 		Sharding: estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}}
 	if c.strategy == "fsdp_hybrid_shard" {
@@ -493,6 +559,12 @@ func trades(base, q estimate.Request, t Time) []string {
 	}
 	if q.Optimizer != base.Optimizer {
 		out = append(out, "8-bit optimizer states")
+	}
+	if q.Precision != base.Precision {
+		out = append(out, fmt.Sprintf("%s instead of %s: DeepSpeed keeps fp32 master weights", q.Precision, base.Precision))
+	}
+	if q.Method == estimate.QLoRA && q.QuantStorage != base.QuantStorage {
+		out = append(out, fmt.Sprintf("4-bit weights stored as %s so that %s can shard them", q.QuantStorage, q.Sharding.Strategy))
 	}
 	if q.Method == estimate.QLoRA && base.Method != estimate.QLoRA {
 		if t.Known && t.Dequant > 0 && t.Compute > 0 {
@@ -613,12 +685,16 @@ func Maximize(o Options, what Quantity) (*Maximum, error) {
 			continue
 		}
 		for _, sh := range shardings(wn[1]) {
+			if len(runnable(nil, base, base.Method, base.GradCkpt, base.FusedCE, base.Optimizer, wn[0], []shard{sh})) == 0 {
+				continue
+			}
 			spreads = append(spreads, spread{wn[0], wn[1], sh})
 		}
 	}
 	for _, sp := range spreads {
 		c := candidate{method: base.Method, seq: base.SeqLen, ckpt: base.GradCkpt, ce: base.FusedCE, opt: base.Optimizer,
 			strategy: sp.sh.strategy, offload: sp.sh.offload, world: sp.world, nodes: sp.nodes, micro: 1, accum: 1}
+		c.prec, c.qstore = runAs(base, c.method, c.strategy)
 		set := func(v int64) estimate.Request {
 			q := apply(base, c)
 			switch what {

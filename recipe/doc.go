@@ -4,7 +4,10 @@
 // an accelerate config (single GPU, DDP, the FSDP plugin or the DeepSpeed
 // plugin), the DeepSpeed JSON under ZeRO, launch.sh with the torchrun and
 // accelerate launch commands for N GPUs × M nodes, and a README.txt saying
-// what the estimate assumed.
+// what the estimate assumed. A plan made with the litgpt or torchtune stack
+// is written as that framework's own config instead (litgpt.yaml for
+// `litgpt finetune`, torchtune.yaml for `tune run`), with launch.sh and
+// README.txt (stacks.go).
 //
 // Every memory-relevant setting in those files is the one the estimate
 // assumed: precision and the dtype the weights load in, the 4/8-bit scheme,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
@@ -28,14 +29,17 @@ type TrainingArgs struct {
 	GradientCheckpointingKwargs map[string]bool `json:"activation_checkpointing_kwargs,omitempty"`
 	Optim                       string          `json:"optim"`
 	UseLigerKernel              bool            `json:"use_liger_kernel"`
-	TorchCompile                bool            `json:"torch_compile"`
-	FSDP                        bool            `json:"fsdp,omitempty"`
-	FSDPConfig                  *FSDPArgs       `json:"fsdp_config,omitempty"`
-	DeepSpeed                   string          `json:"deepspeed,omitempty"`
-	LoggingSteps                int             `json:"logging_steps"`
-	SaveStrategy                string          `json:"save_strategy"`
-	ReportTo                    []string        `json:"report_to"`
-	Seed                        int             `json:"seed"`
+	// LigerKernelConfig names each Liger kernel on or off, so that
+	// use_liger_kernel patches exactly the kernels the estimate assumed.
+	LigerKernelConfig map[string]bool `json:"liger_kernel_config,omitempty"`
+	TorchCompile      bool            `json:"torch_compile"`
+	FSDP              bool            `json:"fsdp,omitempty"`
+	FSDPConfig        *FSDPArgs       `json:"fsdp_config,omitempty"`
+	DeepSpeed         string          `json:"deepspeed,omitempty"`
+	LoggingSteps      int             `json:"logging_steps"`
+	SaveStrategy      string          `json:"save_strategy"`
+	ReportTo          []string        `json:"report_to"`
+	Seed              int             `json:"seed"`
 }
 
 // FSDPArgs is TrainingArguments' fsdp_config. FSDP2 (fully_shard) runs
@@ -167,6 +171,9 @@ func Files(in Input) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.own != nil {
+		return s.ownFiles(), nil
+	}
 	out := map[string][]byte{}
 	put := func(name string, v any) error {
 		b, err := json.MarshalIndent(v, "", "  ")
@@ -208,6 +215,16 @@ func Files(in Input) (map[string][]byte, error) {
 	return out, nil
 }
 
+// ligerKernelKey is each Liger kernel's key in liger_kernel_config (the
+// keyword of Liger's apply_liger_kernel_to_<model>, which keeps the keys
+// its model has).
+var ligerKernelKey = map[estimate.Kernel]string{
+	estimate.KernelLigerRMSNorm: "rms_norm",
+	estimate.KernelLigerSwiGLU:  "swiglu",
+	estimate.KernelLigerGeGLU:   "geglu",
+	estimate.KernelLigerRoPE:    "rope",
+}
+
 func (s *settings) trainingArgs() TrainingArgs {
 	r := s.req
 	a := TrainingArgs{OutputDir: defaultOutputDir, PerDeviceTrainBatchSize: s.micro, GradientAccumulationSteps: s.accum,
@@ -215,6 +232,15 @@ func (s *settings) trainingArgs() TrainingArgs {
 		MaxGradNorm: defaultMaxGradNrm, BF16: s.bf16, FP16: s.fp16, GradientCheckpointing: r.GradCkpt == estimate.CkptFull,
 		Optim: string(r.Optimizer), UseLigerKernel: r.FusedCE == estimate.LossLiger, TorchCompile: r.Compile,
 		LoggingSteps: 10, SaveStrategy: "no", ReportTo: []string{"none"}, Seed: 42}
+	if len(r.Kernels) > 0 || r.FusedCE == estimate.LossLiger {
+		// use_liger_kernel alone patches every Liger kernel of the model;
+		// the config turns on only those the estimate assumed.
+		a.UseLigerKernel = true
+		a.LigerKernelConfig = map[string]bool{"cross_entropy": false, "fused_linear_cross_entropy": r.FusedCE == estimate.LossLiger}
+		for k, key := range ligerKernelKey {
+			a.LigerKernelConfig[key] = slices.Contains(r.Kernels, k)
+		}
+	}
 	if a.NumTrainEpochs == 0 {
 		a.NumTrainEpochs = 1
 	}

@@ -25,10 +25,27 @@ type Input struct {
 // emitted stacks cannot reproduce.
 var ErrUnsupported = errors.New("no equivalent in the emitted stacks")
 
+// Refusal is a setting the emitted stacks cannot reproduce: it wraps
+// ErrUnsupported and names the setting, its value, why and what to plan
+// with instead.
+type Refusal struct {
+	Setting, Value, Why, Instead string
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("%v: %s %s: %s; plan with %s", ErrUnsupported, r.Setting, r.Value, r.Why, r.Instead)
+}
+
+// Unwrap makes errors.Is(err, ErrUnsupported) hold.
+func (r *Refusal) Unwrap() error { return ErrUnsupported }
+
+// Short is the setting and its value, for a line in a table.
+func (r *Refusal) Short() string { return r.Setting + " " + r.Value }
+
 // unsupported is a refusal naming the setting, its value and what to plan
 // with instead.
 func unsupported(setting, value, why, instead string) error {
-	return fmt.Errorf("%w: %s %s: %s; plan with %s", ErrUnsupported, setting, value, why, instead)
+	return &Refusal{Setting: setting, Value: value, Why: why, Instead: instead}
 }
 
 // File names, in the order README.txt lists them.
@@ -84,6 +101,9 @@ type settings struct {
 	kbitPrepare  bool
 	dropout      float64
 	alpha        int64
+	// own is set when the plan's stack writes its own config (LitGPT,
+	// torchtune) instead of the Trainer scripts.
+	own *own
 }
 
 // torchDtype names a precision's 16-bit dtype as torch does.
@@ -137,6 +157,12 @@ func readFor(in Input, render bool) (*settings, error) {
 	if spec.DataParallel && r.Sharding.GPUs != wantShardGPUs {
 		return nil, fmt.Errorf("recipe: sharding over %d GPUs disagrees with the plan's %d × %d", r.Sharding.GPUs, s.nodes, s.perNode)
 	}
+	if ownStack(r.Stack) {
+		if err := s.readOwn(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if err := s.readPrecision(); err != nil {
 		return nil, err
 	}
@@ -155,7 +181,7 @@ func readFor(in Input, render bool) (*settings, error) {
 func (s *settings) readPrecision() error {
 	r := s.req
 	mixed := r.Precision.Spec().MasterWeights
-	if s.family == estimate.FamilyDeepSpeed && (r.Precision == estimate.BF16True || r.Precision == estimate.FP16True) {
+	if plan.RunPrecision(r.Sharding.Strategy, r.Precision) != r.Precision {
 		return unsupported("precision", string(r.Precision),
 			"DeepSpeed ZeRO keeps fp32 master weights and fp32 optimizer states for 16-bit training (its bf16/fp16 modes are mixed precision)",
 			"--precision bf16-mixed, or an FSDP/DDP plan")
@@ -219,6 +245,27 @@ func (s *settings) readKernels() error {
 			"the Trainer selects no chunked or Cut Cross-Entropy loss (Liger's fused loss is use_liger_kernel)",
 			"--fused-ce liger or none")
 	}
+	for _, k := range r.Kernels {
+		if _, ok := ligerKernelKey[k]; !ok {
+			return unsupported("kernel", string(k),
+				"the Trainer applies Liger's kernels (liger_kernel_config) and no other fused-kernel bundle",
+				"Liger kernels or none")
+		}
+	}
+	if r.OptimizerInBackward {
+		return unsupported("optimizer in backward", "true",
+			"the Trainer steps the optimizer after the backward, with every gradient resident",
+			"no --optimizer-in-backward")
+	}
+	if r.Task != "" && r.Task != estimate.TaskCausalLM {
+		return unsupported("task", string(r.Task),
+			"the scripts train a causal LM (AutoModelForCausalLM, SFT on text)", "a decoder with the causal-lm task")
+	}
+	if r.Method == estimate.QLoRA && r.Quant.Spec().GroupSize > 0 {
+		return unsupported("quantization", string(r.Quant),
+			"the scripts quantize with bitsandbytes (BitsAndBytesConfig); a GPTQ base needs fms-acceleration's AutoGPTQ plugin",
+			"--quant nf4-dq")
+	}
 	if len(r.ExtraTrainable) > 0 {
 		return unsupported("extra trainable modules", strings.Join(r.ExtraTrainable, ","),
 			"PEFT's modules_to_save trains a copy and keeps the original, which the estimate does not hold",
@@ -237,19 +284,20 @@ func (s *settings) readOffload() error {
 	case estimate.FamilyFSDP:
 		// FSDP's CPUOffload(offload_params=True) moves the parameters and
 		// the optimizer step together; the estimate accepts only that.
+		if off.Optimizer && !plan.OffloadRuns(r.Optimizer) {
+			return unsupported("optimizer", string(r.Optimizer),
+				"FSDP's CPU offload steps the optimizer on host tensors, and this optimizer's kernels run only on the GPU",
+				"--optimizer adamw_torch, or no CPU offload")
+		}
 	case estimate.FamilyDeepSpeed:
 		if off.Params && r.Sharding.Strategy != estimate.ZeRO3 {
 			return unsupported("cpu offload", string(r.Sharding.CPUOffload),
 				"DeepSpeed offloads parameters only under ZeRO-3", "a ZeRO-3 plan")
 		}
-		if off.Optimizer {
-			switch r.Optimizer {
-			case estimate.AdamWTorch, estimate.AdamWTorchFused:
-			default:
-				return unsupported("optimizer", string(r.Optimizer),
-					"ZeRO-Offload runs DeepSpeed's CPU AdamW (fp32 states on the host); it has no CPU version of this optimizer",
-					"--optimizer adamw_torch")
-			}
+		if off.Optimizer && !plan.OffloadRuns(r.Optimizer) {
+			return unsupported("optimizer", string(r.Optimizer),
+				"ZeRO-Offload runs DeepSpeed's CPU AdamW (fp32 states on the host); it has no CPU version of this optimizer",
+				"--optimizer adamw_torch")
 		}
 	default:
 		return unsupported("cpu offload", string(r.Sharding.CPUOffload),
@@ -288,8 +336,7 @@ func (s *settings) readAdapters(render bool) error {
 		(r.Precision != estimate.BF16True && r.Precision != estimate.FP16True)
 	if r.Method == estimate.QLoRA {
 		s.kbitPrepare = r.UpcastFrozen == nil || *r.UpcastFrozen
-		sharded := r.Sharding.Strategy.Spec().Shards == estimate.ShardParameters
-		if sharded && r.QuantStorage != estimate.DtypeBF16 && r.QuantStorage != estimate.DtypeFP16 {
+		if plan.RunQuantStorage(r.Stack, r.Sharding.Strategy, r.Method, r.Precision, r.QuantStorage) != r.QuantStorage {
 			return unsupported("quant storage", string(r.QuantStorage),
 				"FSDP and ZeRO-3 shard the packed 4-bit weights only when they are stored in the 16-bit dtype of the other parameters (bnb_4bit_quant_storage)",
 				"--stack fsdp_qlora (packed weights stored in bf16)")
@@ -308,7 +355,7 @@ func Check(in Input) error {
 
 // Names lists the files Files writes for the plan, in README order.
 func Names(files map[string][]byte) []string {
-	order := []string{FileReadme, FileLaunch, FileTRL, FileSFTConfig, FileHF, FileTrainingArgs, FileModel, FileLoRA, FileAccelerate, FileDeepSpeed}
+	order := []string{FileReadme, FileLaunch, FileLitGPT, FileTorchtune, FileTRL, FileSFTConfig, FileHF, FileTrainingArgs, FileModel, FileLoRA, FileAccelerate, FileDeepSpeed}
 	var out []string
 	for _, n := range order {
 		if _, ok := files[n]; ok {

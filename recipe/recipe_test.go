@@ -71,6 +71,7 @@ func cases(t testing.TB) map[string]Input {
 			FusedCE: estimate.LossLiger, Optimizer: estimate.PagedAdamW8bit, Precision: estimate.BF16Mixed}, 1, 1)},
 		"ddp-lora-2gpu": {ModelID: llama8, Epochs: 1, Plan: chosen(t, llama8, estimate.Request{Method: estimate.LoRA, LoRARank: 8,
 			SeqLen: 1024, Batch: 4, GradAccum: 2, Attn: estimate.FlashAttention2, DynamicShapes: true,
+			Kernels:  []estimate.Kernel{estimate.KernelLigerRMSNorm, estimate.KernelLigerSwiGLU},
 			Sharding: estimate.Sharding{Strategy: estimate.DDP, GPUs: 2}}, 1, 2)},
 		"fsdp-full-4gpu": {ModelID: llama8, Epochs: 3, Plan: chosen(t, llama8, estimate.Request{Method: estimate.Full,
 			Precision: estimate.BF16Mixed, SeqLen: 2048, Batch: 1, GradAccum: 4, GradCkpt: estimate.CkptFull,
@@ -214,7 +215,14 @@ func TestSettingsMatchRequest(t *testing.T) {
 			check("checkpointed by both the model and FSDP", args.GradientCheckpointing && fsdpCkpt, false)
 			check("checkpointing", args.GradientCheckpointing || fsdpCkpt, r.GradCkpt == estimate.CkptFull)
 			check("optim", args.Optim, string(r.Optimizer))
-			check("use_liger_kernel", args.UseLigerKernel, r.FusedCE == estimate.LossLiger)
+			check("use_liger_kernel", args.UseLigerKernel, r.FusedCE == estimate.LossLiger || len(r.Kernels) > 0)
+			if args.UseLigerKernel {
+				check("liger fused_linear_cross_entropy", args.LigerKernelConfig["fused_linear_cross_entropy"], r.FusedCE == estimate.LossLiger)
+				check("liger cross_entropy", args.LigerKernelConfig["cross_entropy"], false)
+				check("liger rms_norm", args.LigerKernelConfig["rms_norm"], slices.Contains(r.Kernels, estimate.KernelLigerRMSNorm))
+				check("liger swiglu", args.LigerKernelConfig["swiglu"], slices.Contains(r.Kernels, estimate.KernelLigerSwiGLU))
+				check("liger rope", args.LigerKernelConfig["rope"], slices.Contains(r.Kernels, estimate.KernelLigerRoPE))
+			}
 			check("max_length", sft.MaxLength, r.SeqLen)
 			check("packing", sft.Packing, !r.DynamicShapes)
 			check("num_train_epochs", args.NumTrainEpochs, in.Epochs)
@@ -332,6 +340,10 @@ func TestRefuses(t *testing.T) {
 		{"bf16 states beside fp32 params", estimate.Request{Method: estimate.Full, Precision: estimate.BF16Mixed, OptimizerStateDtype: estimate.DtypeBF16, SeqLen: 1024, Batch: 1}, 1, 1, "optimizer state dtype bf16"},
 		{"uint8 packed weights sharded", estimate.Request{Method: estimate.QLoRA, SeqLen: 1024, Batch: 1,
 			Sharding: estimate.Sharding{Strategy: estimate.FSDPFullShard, GPUs: 2}}, 1, 2, "quant storage uint8"},
+		{"fms-acceleration kernels", estimate.Request{Kernels: []estimate.Kernel{estimate.KernelFOAK}, Method: estimate.QLoRA, SeqLen: 1024, Batch: 1}, 1, 1, "kernel foak"},
+		{"optimizer in backward", estimate.Request{Method: estimate.Full, Precision: estimate.BF16True, OptimizerInBackward: true, SeqLen: 1024, Batch: 1}, 1, 1, "optimizer in backward true"},
+		{"gptq base", estimate.Request{Method: estimate.QLoRA, Quant: estimate.GPTQ4, SeqLen: 1024, Batch: 1}, 1, 1, "quantization gptq"},
+		{"classification head", estimate.Request{Task: estimate.TaskClassification, SeqLen: 1024, Batch: 1}, 1, 1, "task sequence-classification"},
 		{"modules_to_save", estimate.Request{ExtraTrainable: []string{"lm_head"}, SeqLen: 1024, Batch: 1}, 1, 1, "extra trainable modules lm_head"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

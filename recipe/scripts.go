@@ -261,7 +261,14 @@ func (s *settings) readme(files map[string][]byte) string {
 	row("effective batch", fmt.Sprint(s.micro*s.accum*s.world), "micro-batch × accumulation × GPUs")
 	row("checkpointing", string(r.GradCkpt), map[bool]string{true: "fsdp_config activation_checkpointing (FSDP's own, per layer)", false: "activation_checkpointing (non-reentrant)"}[s.family == estimate.FamilyFSDP])
 	row("attention", string(r.Attn), FileModel+" attn_implementation")
-	row("loss kernel", string(r.FusedCE), "use_liger_kernel")
+	row("loss kernel", string(r.FusedCE), "use_liger_kernel, liger_kernel_config fused_linear_cross_entropy")
+	if len(r.Kernels) > 0 {
+		names := make([]string, len(r.Kernels))
+		for i, k := range r.Kernels {
+			names[i] = string(k)
+		}
+		row("kernels", strings.Join(names, ","), "liger_kernel_config")
+	}
 	row("optimizer", string(r.Optimizer), "optim")
 	row("torch.compile", fmt.Sprint(r.Compile), "torch_compile")
 	strategy := string(r.Sharding.Strategy)

@@ -138,7 +138,14 @@ class RecipeLoadBack(unittest.TestCase):
         self.assertEqual(str(getattr(args.optim, "value", args.optim)), plan["optimizer"])
         self.assertEqual(args.bf16, precision.startswith("bf16"))
         self.assertEqual(args.fp16, precision == "fp16-mixed")
-        self.assertEqual(args.use_liger_kernel, plan["fused_ce"] == "liger")
+        self.assertEqual(args.use_liger_kernel, plan["fused_ce"] == "liger" or bool(plan.get("kernels")))
+        if args.use_liger_kernel:
+            # Only the kernels the estimate assumed: Liger's loss, and no other.
+            cfg = args.liger_kernel_config
+            self.assertEqual(cfg["fused_linear_cross_entropy"], plan["fused_ce"] == "liger")
+            self.assertFalse(cfg["cross_entropy"])
+            for key in ("rms_norm", "swiglu", "geglu", "rope"):
+                self.assertFalse(cfg[key], key)
         self.assertEqual(plan["micro_batch"] * plan["grad_accum"] * world, plan["micro_batch"] * plan["grad_accum"] * plan["world_size"])
         if sharding.startswith("fsdp"):
             self.assertIs(args.fsdp, True)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -69,6 +70,29 @@ func TestRecipeAPI(t *testing.T) {
 		t.Errorf("README.txt does not name the model")
 	}
 
+	// A plan the stacks cannot run as estimated (a loss kernel the user
+	// asked for) ranks after those they can; its zip is refused with the
+	// reason and the first plan that can be written.
+	_, body = get(t, ts, "GET", "/api/plan?"+planQuery+"&fused-ce=chunked", "", nil)
+	var doc struct {
+		Plans []struct {
+			Rank          int    `json:"rank"`
+			RecipeRefused string `json:"recipe_refused"`
+		} `json:"plans"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, row := range doc.Plans {
+		if row.RecipeRefused != "" {
+			refused = row.Rank
+			break
+		}
+	}
+	if refused < 2 {
+		t.Fatalf("with --fused-ce chunked the first refused plan is %d, want one after a plan the stacks run", refused)
+	}
 	for _, tc := range []struct {
 		name, method, path string
 		status             int
@@ -78,8 +102,8 @@ func TestRecipeAPI(t *testing.T) {
 		{"rank past the plans", "GET", "/api/plan/recipe?" + planQuery + "&plan=100000", 400, "plan", "--emit-plan 100000: only", ""},
 		{"maximize", "GET", "/api/plan/recipe?" + planQuery + "&maximize=seq-len", 400, "maximize", "maximize ranks none", ""},
 		{"no plan fits", "GET", "/api/plan/recipe?model=meta-llama/Llama-3.1-70B&method=full&gpu=rtx-4090&dataset-tokens=1e8", 422, "", "no plan fits", ""},
-		{"no equivalent", "GET", "/api/plan/recipe?model=meta-llama/Llama-3.1-70B&method=full&gpus=8xA100-80GB&dataset-tokens=1e8", 422, "",
-			"precision bf16-true: DeepSpeed ZeRO keeps fp32 master weights", "--emit-plan"},
+		{"no equivalent", "GET", "/api/plan/recipe?" + planQuery + "&fused-ce=chunked&plan=" + strconv.Itoa(refused), 422, "",
+			"loss kernel chunked: the Trainer selects no chunked", "--emit-plan 1,"},
 		{"hub model", "GET", "/api/plan/recipe?model=someone/else&gpu=rtx-4090&dataset-tokens=1e8", 404, "model", "", ""},
 		{"post", "POST", "/api/plan/recipe", 405, "", "not allowed", ""},
 	} {

@@ -11,6 +11,7 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/plan"
+	"github.com/canifinetune/canifinetune/recipe"
 )
 
 // PlanCmd is `canifinetune plan`.
@@ -76,10 +77,15 @@ evidence/throughput.jsonl reports the error). Sequences are assumed packed
 training_args.json, model.json and lora_config.json (the model loading and
 the adapters both scripts share), accelerate_config.yaml, ds_config.json
 under ZeRO, launch.sh (torchrun or accelerate launch over the plan's GPUs and
-nodes) and README.txt. Every memory-relevant setting in them is the one the
-estimate assumed; a plan with a setting the stacks cannot reproduce (pure
-bf16 under DeepSpeed, Unsloth's checkpointing, a chunked loss) is refused
-with the reason and the first plan that can be written. docs/recipes.md.
+nodes) and README.txt; with --stack litgpt or --stack torchtune, that
+framework's litgpt.yaml or torchtune.yaml, launch.sh and README.txt instead.
+Every memory-relevant setting in them is the one the estimate assumed. The
+search offers only what the engines run as estimated
+(under ZeRO, bf16-true is estimated as the bf16-mixed DeepSpeed runs; LitGPT
+and torchtune get only the shardings they run); a
+setting asked for that no stack reproduces (Unsloth's checkpointing, a chunked
+loss) ranks its plans last and --emit refuses them with the reason and the
+first plan that can be written. docs/recipes.md.
   canifinetune plan Qwen/Qwen2.5-7B --gpu rtx-4090 --dataset-tokens 1e8 --emit recipe/
   ./recipe/launch.sh trl torchrun data.jsonl
 
@@ -125,7 +131,14 @@ func (c *PlanCmd) Run(env *Env) error {
 		return err
 	}
 	opts := plan.Options{Estimator: est, Request: req, Goal: c.goal(), Hardware: hw,
-		Space: plan.Space{GPUsPerNode: perNode, Nodes: c.Nodes, ShorterSeqs: true}}
+		Space: plan.Space{GPUsPerNode: perNode, Nodes: c.Nodes, ShorterSeqs: true},
+		Refuse: func(p plan.Plan) string {
+			var r *recipe.Refusal
+			if errors.As(recipe.Check(recipe.Input{ModelID: modelID(rm), Plan: p}), &r) {
+				return r.Short()
+			}
+			return ""
+		}}
 	out := PlanJSON{SchemaVersion: 1, Estimator: report.Estimator{Name: est.Name(), Version: est.Version()},
 		GPU: c.gpuJSON(gs, perNode, hw, req), Goal: goalJSON{DatasetTokens: opts.Goal.DatasetTokens, Epochs: opts.Goal.Epochs,
 			EffectiveBatch: opts.Goal.EffectiveBatch, SeqLen: req.SeqLen, PricePerGPUHour: opts.Goal.PricePerGPUHour},
