@@ -299,6 +299,9 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 		t.LogitUnit, t.FusedLossSaved, t.FusedLossTransient = 0, 0, 0
 		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
 	}
+	if m.Seq2Seq != nil {
+		seq2seqTerms(&t, r, act, mlpT, mlpBytes)
+	}
 	return t, r, nil
 }
 

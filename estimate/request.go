@@ -65,6 +65,10 @@ type Request struct {
 	ExtraLoRAOnHead bool
 
 	SeqLen, Batch int64
+	// TargetLen is the decoder's length of an encoder-decoder model, whose
+	// SeqLen is the encoder's (source) length; 0: as long as the source.
+	// Refused for other models.
+	TargetLen int64
 	// DynamicShapes: batches are padded to their own longest sample, so the
 	// step's tensor shapes change from batch to batch (SeqLen is then the
 	// longest); the caching allocator keeps blocks of several sizes.
@@ -320,6 +324,12 @@ func (r Request) Normalize() (Request, error) {
 		return fail(err)
 	}
 	if err := checkTask(&r); err != nil {
+		return fail(err)
+	}
+	if err := checkSeq2Seq(&r); err != nil {
+		return fail(err)
+	}
+	if err := checkExpertParameters(r); err != nil {
 		return fail(err)
 	}
 	if r.OptimizerStateDtype != "" {

@@ -183,6 +183,9 @@ func printEstimate(w io.Writer, o report.Estimate) {
 	}
 	cfg := o.Config
 	line := fmt.Sprintf("%s %s, seq %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
+	if cfg.TargetLen > 0 {
+		line = fmt.Sprintf("%s %s, source %d + target %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.TargetLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
+	}
 	if cfg.GradAccum > 1 {
 		line += fmt.Sprintf(", %d micro-batches per update", cfg.GradAccum)
 	}

@@ -18,6 +18,7 @@ type RequestFlags struct {
 	Targets    []string                `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
 	Extra      []string                `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
 	SeqLen     int64                   `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
+	TargetLen  int64                   `name:"target-len" placeholder:"TOKENS" help:"Target (decoder) tokens per sequence of an encoder-decoder model (T5, mT5, BART), whose --seq-len is then the source length. Default: as long as --seq-len."`
 	Batch      int64                   `default:"1" help:"Micro-batch size per GPU."`
 	GradAccum  int64                   `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
 	Dynamic    bool                    `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
