@@ -130,6 +130,10 @@ type terms struct {
 	// KernelSavedLayer is what one layer's fused kernels (and
 	// torch.compile) do not save for the backward, in bytes (kernels.go).
 	KernelSavedLayer float64
+	// BlockExtra is what the blocks keep beyond the fitted per-layer shape,
+	// in bytes over all blocks, unscaled: an encoder-decoder model's
+	// dropout masks and position-bias masks (seq2seq.go).
+	BlockExtra float64
 	// FusedLossSaved and FusedLossTransient are what a loss kernel
 	// without materialised logits saves for the backward and holds while
 	// it runs (fusedLossBytes).
@@ -327,7 +331,7 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 		acts = k.CkptPerLayer*t.CkptUnit + fixedCasts
 	} else {
 		fixedCasts = t.FrozenCast + t.HeadCast
-		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + fixedCasts
+		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + t.BlockExtra + fixedCasts
 		acts -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2) * layers
 	}
 	acts += t.FusedLossSaved
@@ -337,7 +341,7 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	}
 	recompute := 0.0
 	if ckptOn(r) {
-		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
+		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs+t.BlockExtra)/layers
 		recompute -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2)
 	}
 	add := func(name ComponentID, b int64) {

@@ -77,9 +77,10 @@ func seq2seqLayerTokens(r Request) float64 {
 //     cross-attention keeps the same tensors as its self-attention except
 //     that its keys and values (2 × inner per token) span the source, plus
 //     the encoder's output, which every decoder block reads;
-//   - attention scores, when kept (eager, or T5 always): heads × source² per
-//     encoder block, heads × (target² + target × source) per decoder block,
-//     and T5's position bias, batch × heads × query × key once per stack;
+//   - attention scores under eager attention: heads × source² per encoder
+//     block, heads × (target² + target × source) per decoder block; under
+//     SDPA, T5's per-block bias masks instead;
+//   - dropout masks (T5 trains with dropout_rate 0.1, BART with dropout 0.1);
 //   - the loss chain: target × batch × vocabulary logits;
 //   - what scales with the tokens a block sees (adapter inputs, the trained
 //     inputs of a full fine-tune, fused-kernel savings): weighted by each
@@ -110,17 +111,30 @@ func seq2seqTerms(t *terms, r Request, act, mlpT, mlpBytes float64) {
 	t.KernelSavedLayer *= w
 
 	heads, decHeads := float64(m.Heads), float64(ss.DecoderHeads)
-	scores := Le*heads*S*S + Ld*decHeads*(T*T+T*S)
 	t.Eager = 0
-	if r.Attn.Spec().KeepsScores || ss.PositionBias {
-		// Estimate multiplies the per-block term by the block count.
+	if r.Attn.Spec().KeepsScores {
+		// Korthikanti's 5·a·q·k per block (as for decoders, per 16-bit
+		// element); Estimate multiplies the per-block term by the block
+		// count.
+		scores := Le*heads*S*S + Ld*decHeads*(T*T+T*S)
 		t.Eager = refEagerScoreCoef * scores * b * act / 2 / L
+	} else if ss.PositionBias {
+		// SDPA's memory-efficient kernel keeps each block's float bias
+		// mask: with a padded batch (the Trainer's seq2seq collator pads
+		// and passes attention_mask) batch × heads × S² per encoder
+		// block, heads × T² per decoder self-attention (causal, no
+		// decoder mask) and batch × heads × T × S per cross-attention.
+		t.BlockExtra += act * (Le*b*heads*S*S + Ld*(decHeads*T*T+b*decHeads*T*S))
 	}
-	if ss.PositionBias {
-		// The bias with the mask added in: batch × heads × q × k for the
-		// encoder's self-attention and the decoder's (the cross-attention
-		// adds only the padding mask, no position bias).
-		t.Eager += (heads*S*S + decHeads*T*T) * b * act / L
+	if ss.Dropout > 0 {
+		// One-byte masks of the residual dropouts: two per encoder block,
+		// three per decoder block, and each stack's embedding dropout.
+		t.BlockExtra += b * h * (2*Le*S + 3*Ld*T + S + T)
+	}
+	if ss.FFNDropout > 0 {
+		// The feed-forward's inner dropout keeps its mask and its output
+		// (the down projection's input) beside the activation's.
+		t.BlockExtra += b * (act + 1) * (Le*S*float64(ss.EncoderFFN) + Ld*T*float64(ss.DecoderFFN))
 	}
 	switch ck := r.GradCkpt.Spec(); {
 	case ck.OffloadsInputs:

@@ -53,13 +53,35 @@ func TestSeq2SeqTerms(t *testing.T) {
 	if want := T * b * vocab; tm.LogitUnit != want {
 		t.Errorf("LogitUnit %.0f, want %.0f (target × batch × vocab)", tm.LogitUnit, want)
 	}
-	// T5 keeps its scores whatever --attn says: 5·heads·len² per block,
-	// over 12 blocks, plus the position bias of each stack.
-	scores := 5 * heads * (6*S*S + 6*(T*T+T*S)) * b * act / 2
-	bias := heads * (S*S + T*T) * b * act
-	if want := (scores + bias) / 12; tm.Eager != want {
-		t.Errorf("Eager %.0f per block, want %.0f", tm.Eager, want)
+	// Under SDPA no scores are kept; each block keeps its float bias mask
+	// (padded batch: b·heads·S² per encoder block, heads·T² + b·heads·T·S
+	// per decoder block), and T5's dropout 0.1 keeps one-byte masks of
+	// the residual dropouts (2 per encoder block, 3 per decoder block, one
+	// per stack's embeddings) and the feed-forward's inner mask and output.
+	if tm.Eager != 0 {
+		t.Errorf("Eager %.0f under sdpa, want 0", tm.Eager)
 	}
+	bias := act * (6*b*heads*S*S + 6*(heads*T*T+b*heads*T*S))
+	drop := b * h * (2*6*S + 3*6*T + S + T)
+	ffnDrop := b * (act + 1) * (6*S*ffn + 6*T*ffn)
+	if want := bias + drop + ffnDrop; tm.BlockExtra != want {
+		t.Errorf("BlockExtra %.0f, want %.0f", tm.BlockExtra, want)
+	}
+	// Eager attention keeps Korthikanti's 5·heads·q·k per block instead
+	// of the bias masks.
+	req.Attn = Eager
+	tm, _, err = PhasePeak{Coef: DefaultCoefficients}.terms(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scores := 5 * heads * (6*S*S + 6*(T*T+T*S)) * b * act / 2
+	if want := scores / 12; tm.Eager != want {
+		t.Errorf("eager: Eager %.0f per block, want %.0f", tm.Eager, want)
+	}
+	if want := drop + ffnDrop; tm.BlockExtra != want {
+		t.Errorf("eager: BlockExtra %.0f, want %.0f (no bias masks)", tm.BlockExtra, want)
+	}
+	req.Attn = ""
 
 	// Checkpointing keeps each block's input at its stack's length and
 	// the encoder output once.

@@ -26,12 +26,20 @@ type Seq2Seq struct {
 	// encoder's, which Model.Heads holds).
 	DecoderHeads int64
 	// PositionBias: the attention adds a relative position bias to its
-	// scores (T5): transformers' T5Attention computes q·kᵀ + bias and its
-	// softmax explicitly, so the scores are materialised whatever
-	// attention implementation is asked for, and the bias itself —
-	// batch × heads × query × key, the causal mask added in — is built once
-	// per stack and kept for the backward.
+	// scores (T5). Under SDPA transformers passes it, merged with the
+	// padding or causal mask, as the float attn_mask of each block's
+	// attention (sdpa_attention.create_position_bias_mask), which the
+	// memory-efficient kernel keeps for its backward; FlashAttention
+	// cannot take it.
 	PositionBias bool
+	// Dropout is the probability of the dropouts on each sub-layer's
+	// output and the embeddings (T5 dropout_rate, BART dropout); in
+	// training each keeps a one-byte mask per element.
+	Dropout float64
+	// FFNDropout is the dropout inside the feed-forward, on its
+	// intermediate (T5: dropout_rate; BART: activation_dropout): a mask
+	// and a separate output, ffn wide.
+	FFNDropout float64
 }
 
 // Encoder-decoder model types with a builder; the refusal map keeps the rest.
@@ -71,6 +79,10 @@ func buildT5(r raw, m *Model, s familySpec) error {
 	if err != nil {
 		return err
 	}
+	dropout, err := r.floatField("dropout_rate", 0.1) // T5Config's default
+	if err != nil {
+		return err
+	}
 	if err := checkDims(r, []dim{{"d_model", hidden}, {"num_heads", heads}, {"d_kv", dkv}, {"d_ff", ffn}, {"vocab_size", vocab}, {"relative_attention_num_buckets", buckets}}, encLayers, decLayers); err != nil {
 		return err
 	}
@@ -82,7 +94,7 @@ func buildT5(r raw, m *Model, s familySpec) error {
 	m.NumLayers = encLayers + decLayers
 	inner := heads * dkv
 	m.Seq2Seq = &Seq2Seq{EncoderLayers: encLayers, DecoderLayers: decLayers, EncoderFFN: ffn, DecoderFFN: ffn,
-		Inner: inner, DecoderHeads: heads, PositionBias: true}
+		Inner: inner, DecoderHeads: heads, PositionBias: true, Dropout: dropout, FFNDropout: dropout}
 	attn := func() []Linear {
 		return []Linear{
 			lin("q", RoleAttention, hidden, inner, false), lin("k", RoleAttention, hidden, inner, false),
@@ -120,7 +132,7 @@ func buildT5(r raw, m *Model, s familySpec) error {
 	m.setEmbeddings(false)
 	m.FinalNormParams = 2 * hidden // each stack's final_layer_norm
 	m.Notes = append(m.Notes, seq2seqNote,
-		fmt.Sprintf("T5 attention: a relative position bias (%d buckets × %d heads) is added to the scores, so transformers materialises them (no SDPA/FlashAttention path)", buckets, heads))
+		fmt.Sprintf("T5 attention: a relative position bias (%d buckets × %d heads) is added to the scores: under SDPA each block keeps it, merged with the mask, as its attention bias; FlashAttention cannot take it", buckets, heads))
 	return nil
 }
 
@@ -157,11 +169,19 @@ func buildBART(r raw, m *Model, s familySpec) error {
 	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
 	}
+	dropout, err := r.floatField("dropout", 0.1) // BartConfig's defaults
+	if err != nil {
+		return err
+	}
+	actDropout, err := r.floatField("activation_dropout", 0)
+	if err != nil {
+		return err
+	}
 	m.Hidden, m.Heads, m.KVHeads, m.HeadDim, m.Intermediate, m.Vocab = hidden, encHeads, encHeads, hidden/encHeads, max(encFFN, decFFN), vocab
 	m.NumLayers = encLayers + decLayers
 	m.MLP = MLPClassic
 	m.Seq2Seq = &Seq2Seq{EncoderLayers: encLayers, DecoderLayers: decLayers, EncoderFFN: encFFN, DecoderFFN: decFFN,
-		Inner: hidden, DecoderHeads: decHeads}
+		Inner: hidden, DecoderHeads: decHeads, Dropout: dropout, FFNDropout: actDropout}
 	attn := []Linear{
 		lin("q_proj", RoleAttention, hidden, hidden, true), lin("k_proj", RoleAttention, hidden, hidden, true),
 		lin("v_proj", RoleAttention, hidden, hidden, true), lin("out_proj", RoleAttention, hidden, hidden, true),
