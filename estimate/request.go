@@ -256,6 +256,11 @@ func (r Request) Normalize() (Request, error) {
 	orDefault(&r.Sharding.CPUOffload, OffloadNone)
 	orDefault(&r.QuantStorage, DtypeUint8)
 	if r.Sharding.GPUs == 0 {
+		if st, err := ParseStrategy(string(r.Sharding.Strategy)); err == nil && st.Spec().Shards != ShardNothing {
+			// ZeRO and FSDP divide state by the world size: a guess of 1
+			// would report an unsharded run as the sharded one.
+			return r, fieldErr("num_gpus", "not given", "the data-parallel world size (GPUs in all) under %s: it divides the sharded state, so it is asked for, not guessed", st)
+		}
 		r.Sharding.GPUs = 1
 	}
 	normalizeLengths(&r)
