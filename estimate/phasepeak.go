@@ -306,6 +306,9 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	if m.Seq2Seq != nil {
 		seq2seqTerms(&t, r, act, mlpT, mlpBytes)
 	}
+	if m.Disentangled {
+		disentangledTerms(&t, r, act)
+	}
 	return t, r, nil
 }
 

@@ -136,6 +136,10 @@ var families = map[string]familySpec{
 
 	"bert":    {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	"roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	// XLM-RoBERTa is RoBERTa's layout with a 250k vocabulary
+	// (modeling_xlm_roberta copies modeling_roberta).
+	"xlm-roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	"deberta-v2":  {family: "deberta", build: buildDeBERTaV2, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 }
 
 // genericFamily reads an unknown model_type as a plain Llama.

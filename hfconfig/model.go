@@ -104,6 +104,10 @@ type Model struct {
 	// Encoder: a bidirectional encoder-only model (BERT, RoBERTa,
 	// ModernBERT): its loss follows the task head, not a causal LM head.
 	Encoder bool
+	// Disentangled: DeBERTa's relative attention, which transformers runs
+	// eagerly (the scores are kept whatever attention implementation is
+	// asked for) and which keeps a scaled copy of the keys a block.
+	Disentangled bool
 	// ExpertParameters: the routed experts are 3-D nn.Parameters, not
 	// nn.Linear modules (GPT-OSS's GptOssExperts): bitsandbytes does not
 	// quantize them, so a QLoRA base would keep them in 16 bits.

@@ -15,8 +15,8 @@ import (
 
 // encoders are refused: the memory model is for causal decoders.
 var encoders = map[string]string{
-	"deberta": "encoder-only", "deberta-v2": "encoder-only",
-	"distilbert": "encoder-only", "electra": "encoder-only", "xlm-roberta": "encoder-only", "modernbert": "encoder-only",
+	"deberta":    "encoder-only",
+	"distilbert": "encoder-only", "electra": "encoder-only", "modernbert": "encoder-only",
 	"mbart": "encoder-decoder", "pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
 }
 

@@ -122,7 +122,14 @@ func (c *EstimateCmd) Run(env *Env) error {
 	}
 	// Every number and combination of the flags is checked here, before any
 	// GPU is detected; the GPU's own limits are checked by the estimate.
-	if _, err := req.Normalize(); err != nil {
+	// A sharded run's world size may still come from the GPUs detected
+	// below (resolveGPUs sizes it, or says which flag to give), so this
+	// check stands in two GPUs for it.
+	pre := req
+	if pre.Sharding.GPUs == 0 {
+		pre.Sharding.GPUs = 2
+	}
+	if _, err := pre.Normalize(); err != nil {
 		return requestUsageError(err)
 	}
 	gs, err := c.resolveGPUs(env)

@@ -30,7 +30,7 @@ type RequestFlags struct {
 	OptimDtype *estimate.Dtype         `name:"optimizer-state-dtype" placeholder:"DTYPE" enum:"${optimizer_state_dtype_enum}" help:"Dtype of the optimizer states (default: the parameters'):${optimizer_state_dtype_values}"`
 	Attn       *estimate.Attention     `enum:"${attn_enum}" help:"Attention implementation (default sdpa, or the --stack's):${attn_values}"`
 	FusedCE    *estimate.LossKernel    `name:"fused-ce" enum:"${fused_ce_enum}" help:"Loss kernel (default none, or the --stack's):${fused_ce_values}"`
-	Task       *estimate.Task          `enum:"${task_enum}" help:"The head the loss goes through (default causal-lm; sequence-classification for encoder-only models):${task_values}"`
+	Task       *estimate.Task          `enum:"${task_enum}" help:"The head the loss goes through (default causal-lm; sequence-classification for encoder-only models, seq2seq-lm for encoder-decoder ones):${task_values}"`
 	Kernels    []estimate.Kernel       `sep:"," enum:"${kernels_enum}" help:"Fused kernels besides the loss kernel, comma-separated:${kernels_values}"`
 	Compile    bool                    `help:"The run uses torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved."`
 	OptInBwd   bool                    `name:"optimizer-in-backward" help:"Each gradient is stepped and freed as the backward produces it (torchtune's optimizer_in_bwd; full fine-tuning, no accumulation)."`
