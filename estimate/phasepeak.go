@@ -150,6 +150,12 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	if err != nil {
 		return terms{}, r, err
 	}
+	return c.normalizedTerms(r), r, nil
+}
+
+// normalizedTerms computes the terms of a normalized request (terms, and
+// Prepared for the candidates of a search).
+func (c PhasePeak) normalizedTerms(r Request) terms {
 	m := r.Model
 	var t terms
 	P := m.Params()
@@ -309,7 +315,7 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	if m.Disentangled {
 		disentangledTerms(&t, r, act)
 	}
-	return t, r, nil
+	return t
 }
 
 // Estimate implements Estimator.
@@ -318,8 +324,19 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	if err != nil {
 		return nil, err
 	}
+	e := new(Estimate)
+	if err := c.combine(t, r, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// combine turns the terms of a normalized request into its estimate,
+// written into e (which it resets): the one arithmetic behind Estimate and
+// Prepared.
+func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	k := c.Coef
-	e := &Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
+	*e = Estimate{Estimator: c.Name(), Version: c.Version(), Params: r.Model.Params()}
 	e.Components = e.buf[:0]
 	actCoef, logitsCoef := c.scales(r, t.Loss)
 	// acts is what the forward keeps for the backward; fixedCasts is the
@@ -447,7 +464,8 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	e.PlanningProxy = needed + context
 	e.Total = e.PlanningProxy + safe
 	e.Verdict = verdict(e.Total, r)
-	return finish(e, r)
+	_, err := finish(e, r)
+	return err
 }
 
 // scales are the fitted coefficients a request's activations and loss

@@ -25,3 +25,22 @@ func TestShardingNeedsWorldSize(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedRefusesLikeEstimate: a search's fast path gives the refusal
+// Normalize gives for an encoder-decoder model's loss kernel, not an
+// estimate.
+func TestPreparedRefusesLikeEstimate(t *testing.T) {
+	m := catalogModel(t, "google-t5/t5-small")
+	p, err := Prepare(PhasePeak{Coef: DefaultCoefficients}, Request{Model: m, Method: LoRA, SeqLen: 512, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Variant{Method: LoRA, SeqLen: 512, Batch: 1, FusedCE: LossLiger, GradCkpt: CkptNone, Optimizer: AdamWTorch,
+		Sharding: Sharding{Strategy: NoSharding, GPUs: 1, CPUOffload: OffloadNone}}
+	var e Estimate
+	err = p.NewEvaluator().Estimate(v, &e)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "fused_ce" {
+		t.Errorf("liger loss on T5: %v, want a FieldError on fused_ce", err)
+	}
+}

@@ -2,10 +2,14 @@ package plan
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestSearchPruningKeepsResult: the search with pruned micro-batches,
@@ -98,7 +102,7 @@ func TestCandidateGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cands, groups := candidates(base, o.Space, Layouts(o.Space, 64))
+	_, cands, groups := candidates(base, o.Space, Layouts(o.Space, 64))
 	seen := make([]int, len(cands))
 	for _, g := range groups {
 		for j, i := range g {
@@ -116,6 +120,98 @@ func TestCandidateGroups(t *testing.T) {
 	for i, n := range seen {
 		if n != 1 {
 			t.Fatalf("candidate %d (%+v) in %d groups", i, cands[i], n)
+		}
+	}
+}
+
+// TestSearchFastPathMatchesEstimate: on every candidate of several
+// searches, the numbers-only fast path (a prepared request's evaluator)
+// gives every field of the estimate the full Estimate gives for the
+// candidate's request, errors included: a term the fast path drops or
+// carries over from another candidate fails here.
+func TestSearchFastPathMatchesEstimate(t *testing.T) {
+	for _, c := range []struct {
+		id             string
+		gpuGiB         float64
+		method         estimate.Method
+		stack          estimate.StackName
+		precision      estimate.Precision
+		perNode, nodes int64
+		effective      int64
+		kernels        []estimate.Kernel
+		compile        bool
+	}{
+		{"Qwen/Qwen2.5-7B", 24, estimate.Full, "", "", 4, 1, 16, nil, false},
+		{"meta-llama/Llama-3.1-70B", 80, estimate.Full, "", estimate.BF16Mixed, 8, 2, 32, nil, false},
+		{"Qwen/Qwen2.5-0.5B", 16, estimate.LoRA, estimate.StackLitGPT, estimate.BF16Mixed, 4, 1, 8, nil, false},
+		{"Qwen/Qwen2.5-0.5B", 24, estimate.LoRA, estimate.StackTorchtune, "", 2, 2, 8, nil, false},
+		// Fused kernels and torch.compile change the saved activations
+		// and the loss chain per candidate (sequence, batch, loss kernel).
+		{"meta-llama/Llama-3.1-8B", 24, estimate.Full, "", "", 4, 1, 16, []estimate.Kernel{estimate.KernelLigerRMSNorm, estimate.KernelLigerSwiGLU}, true},
+		{"meta-llama/Llama-3.1-8B", 24, estimate.LoRA, "", "", 4, 1, 16, []estimate.Kernel{estimate.KernelFOAK}, false},
+	} {
+		t.Run(fmt.Sprintf("%s-%s-%s-%d-kernels", c.id, c.method, c.stack, len(c.kernels)), func(t *testing.T) {
+			o := searchOptions(t, c.id, c.gpuGiB, c.perNode, c.nodes, c.effective)
+			o.Request.Method, o.Request.Stack, o.Request.Precision = c.method, c.stack, c.precision
+			o.Request.Kernels, o.Request.Compile = c.kernels, c.compile
+			base, err := o.Request.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			methods, cands, _ := candidates(base, o.Space, Layouts(o.Space, c.effective))
+			var bases []estimate.Request
+			for _, m := range methods {
+				bases = append(bases, methodBase(base, m))
+			}
+			prep, err := estimate.Prepare(o.Estimator, bases...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := prep.NewEvaluator()
+			var got estimate.Estimate
+			fits := 0
+			for i, cd := range cands {
+				want, wantErr := o.Estimator.Estimate(apply(base, cd))
+				gotErr := ev.Estimate(cd.variant(), &got)
+				if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
+					t.Fatalf("candidate %d %+v: error %v, Estimate's %v", i, cd, gotErr, wantErr)
+				}
+				if wantErr != nil {
+					continue
+				}
+				if want.Verdict.Fit == estimate.FitYes {
+					fits++
+				}
+				if d := cmp.Diff(want, &got, cmpopts.IgnoreUnexported(estimate.Estimate{})); d != "" {
+					t.Fatalf("candidate %d %+v differs (-Estimate +fast path):\n%s", i, cd, d)
+				}
+			}
+			if fits == 0 || fits == len(cands) {
+				t.Errorf("%d of %d candidates fit: the search should hold both", fits, len(cands))
+			}
+		})
+	}
+}
+
+// TestRankIsStableSort: rank orders plans as a stable sort by Compare
+// does, equal plans in their given order, for lists with many ties and
+// every permutation cycle shape a sort makes.
+func TestRankIsStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 3, 17, 1000} {
+		plans := make([]Plan, n)
+		for i := range plans {
+			plans[i] = Plan{ChangesResult: rng.IntN(2) == 0, GradAccum: int64(rng.IntN(3)), MicroBatch: int64(i),
+				Time: Time{Known: rng.IntN(4) > 0, Total: float64(rng.IntN(5))}, Cost: float64(rng.IntN(2)),
+				Estimate: &estimate.Estimate{Verdict: estimate.Verdict{Ratio: float64(rng.IntN(3)) / 4}}}
+		}
+		want := slices.Clone(plans)
+		slices.SortStableFunc(want, Compare)
+		got := rank(slices.Clone(plans))
+		for i := range want {
+			if got[i].MicroBatch != want[i].MicroBatch {
+				t.Fatalf("n=%d: place %d holds plan %d, a stable sort puts plan %d there", n, i, got[i].MicroBatch, want[i].MicroBatch)
+			}
 		}
 	}
 }

@@ -127,39 +127,50 @@ func Search(o Options) (*Result, error) {
 		res.Binding = fmt.Sprintf("the effective batch of %d sequences cannot be split evenly over 1..%d GPUs", o.Goal.EffectiveBatch, max(o.Space.GPUsPerNode, 1)*max(o.Space.Nodes, 1))
 		return res, nil
 	}
-	cands, groups := candidates(base, o.Space, layouts)
-	outs := evaluate(o.Estimator, base, cands, groups)
+	methods, cands, groups := candidates(base, o.Space, layouts)
+	outs := evaluate(o.Estimator, base, methods, cands, groups)
 	params := base.Model.Params()
-	fits := 0
-	for _, out := range outs {
-		if out.e != nil && out.e.Verdict.Fit == estimate.FitYes {
-			fits++
-		}
-	}
-	all := make([]Plan, 0, fits)
-	for i, c := range cands {
-		out := outs[i]
-		if out.failed {
+	// A method's base request and adapter width are made once (not per
+	// plan: methodBase allocates the targets of a full fine-tune turned
+	// into adapters); a method without a width has no plans (its
+	// candidates are decided, but neither kept nor nearest).
+	mbases := make(map[estimate.Method]estimate.Request, len(methods))
+	noWidth := map[estimate.Method]bool{}
+	for _, m := range methods {
+		q := methodBase(base, m)
+		mbases[m] = q
+		if m == estimate.Full {
 			continue
 		}
-		res.Candidates++
-		if out.pruned {
+		if w, err := AdapterWidth(q.Model, q.LoRATargets); err == nil {
+			widths[m] = w
+		} else {
+			noWidth[m] = true
+		}
+	}
+	fits, nearestAt := 0, -1
+	for i, out := range outs {
+		switch {
+		case out.failed:
+			continue
+		case out.pruned:
 			res.Pruned++
-			continue // a smaller micro-batch of the same levers did not fit
+		case out.e != nil:
+			fits++
+		case noWidth[cands[i].method]:
+		case nearestAt < 0 || out.ratio < outs[nearestAt].ratio:
+			// The first candidate with the lowest ratio of those that do
+			// not fit, for the report when none fits.
+			nearestAt = i
 		}
-		e := out.e
-		if e.Verdict.Fit != estimate.FitYes && nearest != nil && e.Verdict.Ratio >= nearest.Estimate.Verdict.Ratio {
-			continue // only the nearest miss is kept, for the report
+		res.Candidates++
+	}
+	plan := func(c candidate, e *estimate.Estimate) (Plan, bool) {
+		if noWidth[c.method] {
+			return Plan{}, false
 		}
-		q := apply(base, c)
-		w, ok := widths[q.Method]
-		if !ok && q.Method != estimate.Full {
-			w, err = AdapterWidth(q.Model, q.LoRATargets)
-			if err != nil {
-				continue
-			}
-			widths[q.Method] = w
-		}
+		q := c.variant().Apply(mbases[c.method])
+		w := widths[q.Method]
 		p := Plan{Request: q, Estimate: e, Nodes: c.nodes, GPUsPerNode: c.world / c.nodes, World: c.world, MicroBatch: c.micro, GradAccum: c.accum}
 		if c.nodes == 1 {
 			p.GPUsPerNode = c.world
@@ -171,24 +182,29 @@ func Search(o Options) (*Result, error) {
 			p.Cost = p.Time.Total / 3600 * o.Goal.PricePerGPUHour * float64(c.world)
 		}
 		p.ChangesResult = changesResult(base, q)
-		if e.Verdict.Fit != estimate.FitYes {
-			nearest = new(Plan)
-			*nearest = p
+		return p, true
+	}
+	all := make([]Plan, 0, fits)
+	for i, c := range cands {
+		if outs[i].e == nil {
 			continue
 		}
-		all = append(all, p)
+		if p, ok := plan(c, outs[i].e); ok {
+			all = append(all, p)
+		}
 	}
-	// Sorted by index, then laid out once: a Plan is a few hundred bytes.
-	order := make([]int32, len(all))
-	for i := range order {
-		order[i] = int32(i)
+	if nearestAt >= 0 {
+		// Only the fits' estimates were kept: the nearest miss is
+		// estimated again, in full.
+		c := cands[nearestAt]
+		if e, err := o.Estimator.Estimate(c.variant().Apply(mbases[c.method])); err == nil {
+			if p, ok := plan(c, e); ok {
+				nearest = &p
+			}
+		}
 	}
-	slices.SortStableFunc(order, func(i, j int32) int { return compare(&all[i], &all[j]) })
 	res.Fits = len(all)
-	res.Plans = make([]Plan, len(all))
-	for i, k := range order {
-		res.Plans[i] = all[k]
-	}
+	res.Plans = rank(all)
 	if res.Fits == 0 && nearest != nil {
 		res.Nearest = nearest
 		v := nearest.Estimate.Verdict
@@ -198,6 +214,44 @@ func Search(o Options) (*Result, error) {
 			(need-float64(v.Budget))/estimate.GiB, 100*(1-estimate.YesRatio/v.Ratio))
 	}
 	return res, nil
+}
+
+// rank sorts plans by compare, equal plans in their given order, in place.
+// A Plan is a few hundred bytes: an index per plan is sorted (with the
+// index breaking ties, which keeps the order as a stable sort would with
+// the O(n log n) comparisons of an unstable one), then each plan is moved
+// once, along the permutation's cycles.
+func rank(plans []Plan) []Plan {
+	order := make([]int32, len(plans))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		if c := compare(&plans[i], &plans[j]); c != 0 {
+			return c
+		}
+		return cmp.Compare(i, j)
+	})
+	// plans[i] takes plans[order[i]]: follow each cycle from its first
+	// place, holding that place's plan aside until the cycle closes.
+	for start := range order {
+		if order[start] < 0 {
+			continue // moved with an earlier cycle
+		}
+		held := plans[start]
+		i := start
+		for {
+			from := int(order[i])
+			order[i] = -1
+			if from == start {
+				plans[i] = held
+				break
+			}
+			plans[i] = plans[from]
+			i = from
+		}
+	}
+	return plans
 }
 
 // Compare ranks plans: those that train the run as requested before those
@@ -290,7 +344,7 @@ func shardings(nodes int64) []shard {
 // every lever but the micro-batch and accumulation, each group in the
 // candidates' order (the micro-batch ascending, as Layouts lists it): what
 // evaluate prunes along.
-func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, [][]int32) {
+func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Method, []candidate, [][]int32) {
 	methods := s.Methods
 	if methods == nil {
 		methods = []estimate.Method{base.Method}
@@ -319,7 +373,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 		shards []shard
 	}
 	var runs []run
-	perCombo := 0
+	perCombo, groupsPerCombo := 0, 0
 	for i := 0; i < len(layouts); {
 		j := i
 		for j < len(layouts) && layouts[j].World == layouts[i].World && layouts[j].Nodes == layouts[i].Nodes {
@@ -331,11 +385,14 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 		}
 		runs = append(runs, r)
 		perCombo += len(r.lays) * len(r.shards)
+		groupsPerCombo += len(r.shards)
 		i = j
 	}
 	combos := len(methods) * len(seqs) * len(ckpts) * len(ces) * len(opts)
 	out := make([]candidate, 0, combos*perCombo)
-	var groups [][]int32
+	// Every candidate is in one group: the groups share one backing array.
+	members := make([]int32, combos*perCombo)
+	groups := make([][]int32, 0, combos*groupsPerCombo)
 	for _, m := range methods {
 		for _, sq := range seqs {
 			for _, ck := range ckpts {
@@ -350,7 +407,8 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 								}
 							}
 							for k := range r.shards {
-								g := make([]int32, len(r.lays))
+								g := members[:len(r.lays):len(r.lays)]
+								members = members[len(r.lays):]
 								for j := range r.lays {
 									g[j] = int32(start + j*len(r.shards) + k)
 								}
@@ -362,7 +420,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, 
 			}
 		}
 	}
-	return out, groups
+	return methods, out, groups
 }
 
 func uniq[T comparable](first T, more ...T) []T {
@@ -377,24 +435,37 @@ func uniq[T comparable](first T, more ...T) []T {
 
 // apply sets a candidate's levers on the normalized base request.
 func apply(base estimate.Request, c candidate) estimate.Request {
+	return c.variant().Apply(methodBase(base, c.method))
+}
+
+// methodBase is the base request trained with method m instead: a full
+// fine-tune turned into adapters gets rank 16 on every Linear, and a
+// quantized base NF4 with double quantization.
+func methodBase(base estimate.Request, m estimate.Method) estimate.Request {
 	q := base
-	if c.method != base.Method {
-		q.Method = c.method
+	if m != base.Method {
+		q.Method = m
 		if base.Method == estimate.Full {
 			q.LoRARank, q.LoRATargets = 16, []string{"all-linear"}
 		}
 		q.Quant = ""
-		if c.method == estimate.QLoRA {
+		if m == estimate.QLoRA {
 			q.Quant = "nf4-dq"
 		}
 	}
-	q.SeqLen, q.GradCkpt, q.FusedCE, q.Optimizer = c.seq, c.ckpt, c.ce, c.opt
-	q.Batch, q.GradAccum = c.micro, c.accum
-	q.Sharding = estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}
-	if c.strategy == "fsdp_hybrid_shard" {
-		q.Sharding.GPUs = c.world / c.nodes
-	}
 	return q
+}
+
+// variant is the candidate's fields of a request, what a prepared
+// request's evaluator changes.
+func (c candidate) variant() estimate.Variant {
+	v := estimate.Variant{Method: c.method, SeqLen: c.seq, Batch: c.micro, GradAccum: c.accum,
+		GradCkpt: c.ckpt, FusedCE: c.ce, Optimizer: c.opt,
+		Sharding: estimate.Sharding{Strategy: c.strategy, GPUs: c.world, CPUOffload: c.offload}}
+	if c.strategy == "fsdp_hybrid_shard" {
+		v.Sharding.GPUs = c.world / c.nodes
+	}
+	return v
 }
 
 // trades lists what a plan gives up against the request as given, and

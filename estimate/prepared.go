@@ -1,0 +1,226 @@
+package estimate
+
+import "fmt"
+
+// Variant is what a search changes between the candidates of one prepared
+// request: the method (among the prepared bases), the shape of a step, the
+// memory levers and the data-parallel spread. Every other field is the
+// base's.
+type Variant struct {
+	Method                   Method
+	SeqLen, Batch, GradAccum int64
+	GradCkpt                 Checkpointing
+	FusedCE                  LossKernel
+	Optimizer                Optimizer
+	Sharding                 Sharding
+}
+
+// Apply sets the variant's fields on r.
+func (v Variant) Apply(r Request) Request {
+	r.Method = v.Method
+	r.SeqLen, r.Batch, r.GradAccum = v.SeqLen, v.Batch, v.GradAccum
+	r.GradCkpt, r.FusedCE, r.Optimizer = v.GradCkpt, v.FusedCE, v.Optimizer
+	r.Sharding = v.Sharding
+	return r
+}
+
+// Prepared is a request normalized once, from which a search derives many
+// candidates by changing only the fields of a Variant. Its Evaluators give,
+// for each variant, exactly the numbers Estimate gives for
+// v.Apply(base) — TestPreparedMatchesEstimate and the plan package's
+// TestSearchFastPathMatchesEstimate compare them on every field — without
+// normalizing the request again, without allocating, and for the default
+// estimator without recomputing the model-derived terms a variant shares
+// with an earlier one.
+//
+// A variant the fast path cannot vouch for (an unknown option value, a
+// number out of range, a base with a length distribution and another
+// sequence length) goes through Estimate, so an invalid variant gets
+// Estimate's own error.
+type Prepared struct {
+	est Estimator
+	// phasePeak is set when est is the default estimator, which has the
+	// fast path; other estimators always go through Estimate.
+	phasePeak *PhasePeak
+	bases     []preparedBase
+}
+
+// preparedBase is one method's base: as given (what Estimate is called
+// with) and normalized (what the fast path changes).
+type preparedBase struct {
+	given, norm Request
+}
+
+// Prepare normalizes one base request per method. Each base must have a
+// method of its own (the method a Variant selects it by); the fields a
+// Variant sets are overwritten, so they need only be valid.
+func Prepare(est Estimator, bases ...Request) (*Prepared, error) {
+	p := &Prepared{est: est}
+	if pp, ok := est.(PhasePeak); ok {
+		p.phasePeak = &pp
+	}
+	for _, b := range bases {
+		n, err := b.Normalize()
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range p.bases {
+			if o.norm.Method == n.Method {
+				return nil, fmt.Errorf("%w: two prepared bases of method %s", ErrInvalidRequest, n.Method)
+			}
+		}
+		p.bases = append(p.bases, preparedBase{given: b, norm: n})
+	}
+	return p, nil
+}
+
+// base is the prepared base of a method (nil: none).
+func (p *Prepared) base(m Method) *preparedBase {
+	for i := range p.bases {
+		if p.bases[i].norm.Method == m {
+			return &p.bases[i]
+		}
+	}
+	return nil
+}
+
+// Request is the request a variant stands for: the method's base as given,
+// with the variant's fields. Estimate(p.Request(v)) is what an Evaluator
+// computes for v.
+func (p *Prepared) Request(v Variant) (Request, error) {
+	b := p.base(v.Method)
+	if b == nil {
+		return Request{}, fmt.Errorf("%w: no prepared base of method %q", ErrInvalidRequest, v.Method)
+	}
+	return v.Apply(b.given), nil
+}
+
+// Evaluator estimates the variants of a Prepared. It keeps a cache of the
+// terms it has computed, so it is not safe for concurrent use: a parallel
+// search makes one per goroutine.
+type Evaluator struct {
+	p *Prepared
+	// terms caches the terms per lever setting, then per batch shape; a
+	// search walks many candidates of one lever setting in a row, so the
+	// last one's table is kept at hand (its string key is not hashed again).
+	terms     map[leverKey]map[shapeKey]terms
+	last      leverKey
+	lastTerms map[shapeKey]terms
+	// shardings caches whether a strategy and offload pair passes
+	// Normalize's checks (option tables and checkOffload).
+	shardings map[shardingKey]bool
+}
+
+// leverKey and shapeKey are every field normalizedTerms reads that a
+// variant changes. Of the sharding it reads only what residualBytes and
+// wholeUnitGrads ask; a term that starts reading more of the sharding (or
+// the accumulation) must add it here, or the fast path's comparison with
+// Estimate fails.
+type leverKey struct {
+	method Method
+	seq    int64
+	ckpt   Checkpointing
+	ce     LossKernel
+	opt    Optimizer
+}
+
+type shapeKey struct {
+	batch       int64
+	fsdpFamily  bool
+	wholeUnit   bool
+	multiDevice bool
+}
+
+type shardingKey struct {
+	strategy Strategy
+	offload  Offload
+}
+
+// NewEvaluator makes an evaluator of the prepared bases' variants.
+func (p *Prepared) NewEvaluator() *Evaluator {
+	return &Evaluator{p: p, terms: map[leverKey]map[shapeKey]terms{}, shardings: map[shardingKey]bool{}}
+}
+
+// Estimate writes the estimate of variant v into e (which it resets) and
+// returns Estimate's error for the request v stands for.
+func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
+	b := ev.p.base(v.Method)
+	if b == nil {
+		return fmt.Errorf("%w: no prepared base of method %q", ErrInvalidRequest, v.Method)
+	}
+	if ev.p.phasePeak == nil || !ev.fast(b, v) {
+		return ev.full(b, v, e)
+	}
+	r := v.Apply(b.norm)
+	lk := leverKey{method: v.Method, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
+	if ev.lastTerms == nil || lk != ev.last {
+		tab, ok := ev.terms[lk]
+		if !ok {
+			// The levers' values are checked once, before their first
+			// terms: a table exists only for values Normalize keeps as
+			// they are.
+			if !canonicalIn(v.GradCkpt, ParseCheckpointing) || !canonicalIn(v.FusedCE, ParseLossKernel) || !canonicalIn(v.Optimizer, ParseOptimizer) {
+				return ev.full(b, v, e)
+			}
+			tab = map[shapeKey]terms{}
+			ev.terms[lk] = tab
+		}
+		ev.last, ev.lastTerms = lk, tab
+	}
+	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP,
+		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1}
+	t, ok := ev.lastTerms[sk]
+	if !ok {
+		t = ev.p.phasePeak.normalizedTerms(r)
+		ev.lastTerms[sk] = t
+	}
+	return ev.p.phasePeak.combine(t, r, e)
+}
+
+// full is the slow path: Estimate of the request v stands for, copied into e.
+func (ev *Evaluator) full(b *preparedBase, v Variant, e *Estimate) error {
+	est, err := ev.p.est.Estimate(v.Apply(b.given))
+	if err != nil {
+		return err
+	}
+	*e = *est
+	e.Components = append(e.buf[:0], est.Components...)
+	return nil
+}
+
+// fast reports whether v applied to the normalized base b is what
+// Normalize makes of v applied to the base as given: every number v sets
+// is in range, its sharding passes Normalize's checks, and nothing
+// Normalize derives from the base depends on v. (The levers' option
+// values are checked in Estimate, once per terms entry.)
+func (ev *Evaluator) fast(b *preparedBase, v Variant) bool {
+	if b.norm.Lengths != nil && v.SeqLen != b.norm.SeqLen {
+		return false // Normalize truncates the distribution at the length
+	}
+	if b.norm.OptimizerInBackward && v.GradAccum > 1 {
+		return false // checkKernels refuses accumulation with it
+	}
+	if b.norm.Model.Seq2Seq != nil {
+		return false // checkSeq2Seq reads the variant's loss kernel and batch
+	}
+	switch {
+	case v.SeqLen < 1 || v.SeqLen > MaxSeqLen, v.Batch < 1 || v.Batch > MaxBatch,
+		v.SeqLen*v.Batch > MaxTokens, v.GradAccum < 0 || v.GradAccum > MaxGradAccum,
+		v.Sharding.GPUs < 1 || v.Sharding.GPUs > MaxGPUs:
+		return false
+	}
+	sk := shardingKey{v.Sharding.Strategy, v.Sharding.CPUOffload}
+	ok, seen := ev.shardings[sk]
+	if !seen {
+		ok = canonicalIn(v.Sharding.Strategy, ParseStrategy) && canonicalIn(v.Sharding.CPUOffload, ParseOffload) &&
+			checkOffload(v.Sharding) == nil
+		ev.shardings[sk] = ok
+	}
+	return ok
+}
+
+// canonicalIn reports whether v is its option's canonical spelling.
+func canonicalIn[T ~string](v T, parse func(string) (T, error)) bool {
+	c, err := parse(string(v))
+	return err == nil && c == v
+}
