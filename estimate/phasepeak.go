@@ -489,6 +489,9 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 		if kernelsOf(r).fastCE {
 			logitsCoef = max(chunkedLogitBytes, logitsCoef-fastCELogitBytes)
 		}
+		if r.Model.Seq2Seq != nil {
+			logitsCoef = seq2seqLogitBytes(r, logitsCoef)
+		}
 	}
 	return actCoef, logitsCoef
 }

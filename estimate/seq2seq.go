@@ -155,6 +155,22 @@ func seq2seqTerms(t *terms, r Request, act, mlpT, mlpBytes float64) {
 	}
 }
 
+// seq2seqLogitBytes is the stock loss chain's bytes per logit of an
+// encoder-decoder model. T5ForConditionalGeneration and
+// BartForConditionalGeneration call CrossEntropyLoss on the logits in the
+// model's dtype, with no fp32 upcast (the decoders' ForCausalLMLoss
+// upcasts): in 16-bit training the backward holds log_softmax's saved
+// output, its gradient and the logits' gradient, 3 × 2 bytes; the logits
+// themselves are freed with the model output before the backward. Under
+// autocast (mixed precision) or fp32, cross_entropy runs in fp32, which is
+// the decoders' fitted chain.
+func seq2seqLogitBytes(r Request, fitted float64) float64 {
+	if r.Precision.mixed() || r.Precision == FP32 {
+		return fitted
+	}
+	return 3 * float64(r.actBytes())
+}
+
 // seq2seqAssumptions says what the target length is and where it came from.
 func seq2seqAssumptions(r Request) []string {
 	if r.Model.Seq2Seq == nil {

@@ -95,6 +95,34 @@ func TestSeq2SeqTerms(t *testing.T) {
 	}
 }
 
+// TestSeq2SeqLogitBytes: T5's loss is CrossEntropyLoss on 16-bit logits
+// (no fp32 upcast): 3 × 2 bytes a logit in bf16; under autocast the fitted
+// decoder chain applies.
+func TestSeq2SeqLogitBytes(t *testing.T) {
+	m := testdataModel(t, "t5.json")
+	est := PhasePeak{Coef: DefaultCoefficients}
+	for _, tc := range []struct {
+		p    Precision
+		want float64
+	}{{BF16True, 6}, {BF16Mixed, DefaultCoefficients.Logits}, {FP32, DefaultCoefficients.Logits}} {
+		r, err := Request{Model: m, Method: Full, Precision: tc.p, SeqLen: 512, Batch: 1}.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, got := est.scales(r, "full"); got != tc.want {
+			t.Errorf("%s: %v bytes a logit, want %v", tc.p, got, tc.want)
+		}
+	}
+	// A decoder keeps the fitted chain in bf16.
+	r, err := Request{Model: catalogModel(t, "Qwen/Qwen2.5-0.5B"), Method: Full, SeqLen: 512, Batch: 1}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, got := est.scales(r, "full"); got != DefaultCoefficients.Logits {
+		t.Errorf("decoder: %v bytes a logit, want the fitted %v", got, DefaultCoefficients.Logits)
+	}
+}
+
 // TestSeq2SeqTargetLength: a shorter target lowers the estimate; the
 // default target is the source length, and the assumptions say so.
 func TestSeq2SeqTargetLength(t *testing.T) {

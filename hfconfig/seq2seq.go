@@ -131,6 +131,9 @@ func buildT5(r raw, m *Model, s familySpec) error {
 	}
 	m.setEmbeddings(false)
 	m.FinalNormParams = 2 * hidden // each stack's final_layer_norm
+	if !m.TiedEmbeddings {
+		m.Notes = append(m.Notes, fmt.Sprintf("lm_head counted apart from the shared embedding (%d parameters), as tie_word_embeddings false says and transformers 4.x holds it; transformers 5 ties them for T5 and mT5 whatever the config says (T5Config / MT5Config force tie_word_embeddings), which holds that much less", m.LMHeadParams))
+	}
 	m.Notes = append(m.Notes, seq2seqNote,
 		fmt.Sprintf("T5 attention: a relative position bias (%d buckets × %d heads) is added to the scores: under SDPA each block keeps it, merged with the mask, as its attention bias; FlashAttention cannot take it", buckets, heads))
 	return nil
