@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestEncoderCounts checks DeBERTa-v2 and XLM-RoBERTa against the modules
+// TestEncoderCounts checks DeBERTa-v2, XLM-RoBERTa and ModernBERT against the modules
 // transformers builds for them, term by term.
 func TestEncoderCounts(t *testing.T) {
 	type want struct {
@@ -27,10 +27,20 @@ func TestEncoderCounts(t *testing.T) {
 	xNorm := int64(12*4*768 + 2*768)
 	xHead := int64(768*768 + 768)
 	xEmb, xPos := int64(250002*768), int64((514+1)*768)
+	// ModernBERT-large: 28 pre-norm blocks of 1024 with a fused Wqkv, a
+	// GeGLU Wi of 2 × 2624, no biases (attention_bias, mlp_bias,
+	// norm_bias false: norms are weights only), no attention norm in the
+	// first block, RoPE (no position table), the embeddings' and the final
+	// norm, the prediction head's dense and norm.
+	mLin := int64(28 * (1024*3*1024 + 1024*1024 + 1024*2*2624 + 2624*1024))
+	mNorm := int64(1024 + 27*2*1024 + 2*1024)
+	mHead := int64(1024*1024 + 1024)
+	mEmb := int64(50368 * 1024)
 	for _, tc := range []struct {
 		file string
 		want want
 	}{
+		{"modernbert.json", want{mEmb, 0, mLin, mNorm, mHead, mEmb + mLin + mNorm + mHead, false}},
 		{"deberta-v2.json", want{dEmb, dPos, dLin, dNorm, dHead, dEmb + dPos + dLin + dNorm + dHead, true}},
 		{"xlm-roberta.json", want{xEmb, xPos, xLin, xNorm, xHead, xEmb + xPos + xLin + xNorm + xHead, false}},
 	} {
@@ -71,5 +81,34 @@ func TestDeBERTaSeparateKeys(t *testing.T) {
 	// type_vocab_size defaults to 0; the relative table is 2 × 8 rows.
 	if want := int64(512*64 + 2*8*64); m.PositionParams != want {
 		t.Errorf("PositionParams %d, want %d", m.PositionParams, want)
+	}
+}
+
+// TestModernBERTLayers: global attention every third block from the first,
+// a local window elsewhere; "Wo" is two modules, told apart by their parent.
+func TestModernBERTLayers(t *testing.T) {
+	b, err := os.ReadFile("testdata/modernbert.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range m.Layers {
+		want := "sliding"
+		if i%3 == 0 {
+			want = "full"
+		}
+		if l.Attention != want {
+			t.Errorf("block %d: %s attention, want %s", i, l.Attention, want)
+		}
+	}
+	if m.SlidingWindow != 128 || m.MLP != MLPGated {
+		t.Errorf("window %d, MLP %s; want 128, gated", m.SlidingWindow, m.MLP)
+	}
+	lins, err := m.Targets([]string{"attention"})
+	if err != nil || len(lins) != 2*28 {
+		t.Errorf("attention scope: %d modules, %v; want Wqkv and attn.Wo of 28 blocks", len(lins), err)
 	}
 }

@@ -139,6 +139,7 @@ var families = map[string]familySpec{
 	// XLM-RoBERTa is RoBERTa's layout with a 250k vocabulary
 	// (modeling_xlm_roberta copies modeling_roberta).
 	"xlm-roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	"modernbert":  {family: "modernbert", build: buildModernBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	"deberta-v2":  {family: "deberta", build: buildDeBERTaV2, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 }
 

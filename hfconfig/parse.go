@@ -16,7 +16,7 @@ import (
 // encoders are refused: the memory model is for causal decoders.
 var encoders = map[string]string{
 	"deberta":    "encoder-only",
-	"distilbert": "encoder-only", "electra": "encoder-only", "modernbert": "encoder-only",
+	"distilbert": "encoder-only", "electra": "encoder-only",
 	"mbart": "encoder-decoder", "pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
 }
 
