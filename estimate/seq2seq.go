@@ -149,7 +149,12 @@ func seq2seqTerms(t *terms, r Request, act, mlpT, mlpBytes float64) {
 	}
 	switch t.Loss {
 	case "full":
-		t.Largest = 4 * t.LogitUnit
+		// The logits in the loss's dtype: fp32 under autocast or fp32,
+		// else the model's (seq2seqLogitBytes).
+		t.Largest = float64(r.actBytes()) * t.LogitUnit
+		if r.Precision.mixed() || r.Precision == FP32 {
+			t.Largest = 4 * t.LogitUnit
+		}
 	default:
 		t.Largest = 4 * max(S, T) * b * float64(max(m.ActiveFFN(), m.Hidden))
 	}

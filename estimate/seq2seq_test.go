@@ -53,6 +53,10 @@ func TestSeq2SeqTerms(t *testing.T) {
 	if want := T * b * vocab; tm.LogitUnit != want {
 		t.Errorf("LogitUnit %.0f, want %.0f (target × batch × vocab)", tm.LogitUnit, want)
 	}
+	// The largest transient: the 16-bit logits (T5's loss does not upcast).
+	if want := act * T * b * vocab; tm.Largest != want {
+		t.Errorf("Largest %.0f, want %.0f", tm.Largest, want)
+	}
 	// Under SDPA no scores are kept; each block keeps its float bias mask
 	// (padded batch: b·heads·S² per encoder block, heads·T² + b·heads·T·S
 	// per decoder block), and T5's dropout 0.1 keeps one-byte masks of
