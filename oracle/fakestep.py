@@ -19,6 +19,9 @@ The CUDA path is imitated where it differs from what meta tensors would do:
 * SDPA takes the kernel CUDA would choose: flash attention for bf16/fp16 with
   no mask and head dim <= 256 (it saves the output and an fp32 logsumexp, not
   the seq x seq probabilities), memory-efficient attention otherwise.
+* Dropout (PEFT's lora_dropout) takes the fused CUDA kernel, which saves a
+  one-byte bool mask; on meta ATen would take the unfused path and save a
+  noise tensor in the input's dtype.
 * transformers' check for packed sequences (a data-dependent ``.all()``) is
   answered as it is on a real fixed-length, unpacked batch: not packed.
 * Any other data-dependent operation (``.item()`` on a device tensor) stops
@@ -227,6 +230,19 @@ def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     )[0]
 
 
+_real_dropout = torch.nn.functional.dropout
+
+
+def _cuda_dropout(input, p=0.5, training=True, inplace=False):
+    """Dropout as ATen runs it on CUDA: the fused kernel, which saves a
+    one-byte bool mask for backward. On meta tensors ATen takes the unfused
+    path (a noise tensor in the input's dtype, saved by the multiply), which
+    would count one byte per element too many in bf16."""
+    if input.device.type == "meta" and training and 0 < p < 1 and not inplace and input.numel() > 0:
+        return torch.ops.aten.native_dropout(input, p, True)[0]
+    return _real_dropout(input, p, training, inplace)
+
+
 def _patched():
     """Context: imitate the CUDA path in transformers/torch for the run."""
     import contextlib
@@ -235,16 +251,17 @@ def _patched():
 
     @contextlib.contextmanager
     def ctx():
-        old_pack, old_sdpa = mu.find_packed_sequence_indices, torch.nn.functional.scaled_dot_product_attention
+        F = torch.nn.functional
+        old_pack, old_sdpa, old_drop = mu.find_packed_sequence_indices, F.scaled_dot_product_attention, F.dropout
         # A fixed-length batch with position_ids 0..seq-1 is not packed: the
         # real check returns None after reading the tensor.
         mu.find_packed_sequence_indices = lambda position_ids: None
-        torch.nn.functional.scaled_dot_product_attention = _cuda_sdpa
+        F.scaled_dot_product_attention, F.dropout = _cuda_sdpa, _cuda_dropout
         try:
             yield
         finally:
             mu.find_packed_sequence_indices = old_pack
-            torch.nn.functional.scaled_dot_product_attention = old_sdpa
+            F.scaled_dot_product_attention, F.dropout = old_sdpa, old_drop
 
     return ctx()
 
@@ -476,7 +493,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
-            "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel; "
+            "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }

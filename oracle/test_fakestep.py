@@ -118,6 +118,19 @@ class Tiny(unittest.TestCase):
         probs = 4 * s * s * 2  # one layer's heads x seq x seq in bf16
         self.assertGreaterEqual(eager.phase_peak_bytes["backward"] - sdpa.phase_peak_bytes["backward"], probs)
 
+    def test_dropout_saves_a_bool_mask(self):
+        # PEFT's lora_dropout on CUDA runs the fused kernel (a one-byte mask
+        # saved); on meta ATen would save a bf16 noise tensor instead.
+        import torch
+
+        n = 4096
+        x = torch.zeros(n, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        live = fakestep.LiveBytes()
+        with fakestep._patched(), live:
+            y = torch.nn.Dropout(0.1)(x)
+        self.assertEqual(live.cur, r512(2 * n) + r512(n))
+        self.assertEqual(y.shape, x.shape)
+
     def test_checkpointing_lowers_forward(self):
         s = 256
         plain = self.run_req(method="lora", seq_len=s, batch=4)
