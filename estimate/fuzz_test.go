@@ -11,7 +11,7 @@ import (
 // estimator gives finite, non-negative figures. Never a panic, never a
 // wrapped total.
 func FuzzNormalize(f *testing.F) {
-	models := []string{"Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-0.5B", "mistralai/Mixtral-8x7B-v0.1", "openai-community/gpt2"}
+	models := []string{"Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-0.5B", "mistralai/Mixtral-8x7B-v0.1", "openai-community/gpt2", "google-t5/t5-small", "microsoft/deberta-v2-xxlarge"}
 	f.Add(uint8(0), uint8(1), uint8(0), uint8(0), int64(16), int64(2048), int64(1), int64(1), 0.05, 24.0, 21.5, int64(1), 0.0, 0.0)
 	f.Add(uint8(0), uint8(1), uint8(0), uint8(0), int64(1<<40), int64(2048), int64(1), int64(1), 0.0, 24.0, 0.0, int64(1), 0.0, 0.0)
 	f.Add(uint8(1), uint8(0), uint8(3), uint8(2), int64(0), int64(1<<24), int64(4), int64(1<<20), math.NaN(), math.NaN(), math.Inf(1), int64(1<<16), math.NaN(), 0.99)

@@ -133,6 +133,10 @@ type terms struct {
 	// KernelSavedLayer is what one layer's fused kernels (and
 	// torch.compile) do not save for the backward, in bytes (kernels.go).
 	KernelSavedLayer float64
+	// BlockExtra is what the blocks keep beyond the fitted per-layer shape,
+	// in bytes over all blocks, unscaled: an encoder-decoder model's
+	// dropout masks and position-bias masks (seq2seq.go).
+	BlockExtra float64
 	// FusedLossSaved and FusedLossTransient are what a loss kernel
 	// without materialised logits saves for the backward and holds while
 	// it runs (fusedLossBytes).
@@ -312,6 +316,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		t.LogitUnit, t.FusedLossSaved, t.FusedLossTransient = 0, 0, 0
 		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
 	}
+	if m.Seq2Seq != nil {
+		seq2seqTerms(&t, r, act, mlpT, mlpBytes)
+	}
+	if m.Disentangled {
+		disentangledTerms(&t, r, act)
+	}
 	return t
 }
 
@@ -348,7 +358,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		acts = k.CkptPerLayer*t.CkptUnit + fixedCasts
 	} else {
 		fixedCasts = t.FrozenCast + t.HeadCast
-		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + fixedCasts
+		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + t.BlockExtra + fixedCasts
 		acts -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2) * layers
 	}
 	acts += t.FusedLossSaved
@@ -362,7 +372,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	}
 	recompute := 0.0
 	if ckptOn(r) {
-		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
+		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs+t.BlockExtra)/layers
 		recompute -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2)
 	}
 	if t.HF != nil {
@@ -499,6 +509,9 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 	case "full":
 		if kernelsOf(r).fastCE {
 			logitsCoef = max(chunkedLogitBytes, logitsCoef-fastCELogitBytes)
+		}
+		if r.Model.Seq2Seq != nil {
+			logitsCoef = seq2seqLogitBytes(r, logitsCoef)
 		}
 	}
 	return actCoef, logitsCoef

@@ -214,6 +214,9 @@ func (ev *Evaluator) fast(b *preparedBase, v Variant) bool {
 	if b.norm.OptimizerInBackward && v.GradAccum > 1 {
 		return false // checkKernels refuses accumulation with it
 	}
+	if b.norm.Model.Seq2Seq != nil {
+		return false // checkSeq2Seq reads the variant's loss kernel and batch
+	}
 	switch {
 	case v.SeqLen < 1 || v.SeqLen > MaxSeqLen, v.Batch < 1 || v.Batch > MaxBatch,
 		v.SeqLen*v.Batch > MaxTokens, v.GradAccum < 0 || v.GradAccum > MaxGradAccum,

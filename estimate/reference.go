@@ -54,6 +54,9 @@ func (ref Reference) Estimate(req Request) (*Estimate, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Model.Seq2Seq != nil {
+		return nil, errSeq2SeqEstimator(ref.Name(), r.Model)
+	}
 	m := r.Model
 	e := &Estimate{Estimator: ref.Name(), Version: ref.Version(), Params: m.Params()}
 	add := func(name ComponentID, b int64) {
@@ -277,6 +280,7 @@ func requestAssumptions(r Request) []string {
 		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
 	}
 	a = append(a, kernelAssumptions(r)...)
+	a = append(a, seq2seqAssumptions(r)...)
 	if ta := taskAssumption(r); ta != "" {
 		a = append(a, ta)
 	}
@@ -295,6 +299,8 @@ func confidence(r Request, estimator string) Confidence {
 	switch {
 	case m.Generic:
 		g, why = Low, append(why, "unknown architecture, generic shapes")
+	case m.Seq2Seq != nil:
+		g, why = Low, append(why, "encoder-decoder: no measured encoder-decoder runs in the evidence")
 	case m.Encoder:
 		g, why = Low, append(why, "encoder-only: few measured encoder runs in the evidence (BERT, process level)")
 	case m.Experts > 0:

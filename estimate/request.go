@@ -65,6 +65,10 @@ type Request struct {
 	ExtraLoRAOnHead bool
 
 	SeqLen, Batch int64
+	// TargetLen is the decoder's length of an encoder-decoder model, whose
+	// SeqLen is the encoder's (source) length; 0: as long as the source.
+	// Refused for other models.
+	TargetLen int64
 	// DynamicShapes: batches are padded to their own longest sample, so the
 	// step's tensor shapes change from batch to batch (SeqLen is then the
 	// longest); the caching allocator keeps blocks of several sizes.
@@ -252,6 +256,11 @@ func (r Request) Normalize() (Request, error) {
 	orDefault(&r.Sharding.CPUOffload, OffloadNone)
 	orDefault(&r.QuantStorage, DtypeUint8)
 	if r.Sharding.GPUs == 0 {
+		if st, err := ParseStrategy(string(r.Sharding.Strategy)); err == nil && st.Spec().Shards != ShardNothing {
+			// ZeRO and FSDP divide state by the world size: a guess of 1
+			// would report an unsharded run as the sharded one.
+			return r, fieldErr("num_gpus", "not given", "the data-parallel world size (GPUs in all) under %s: it divides the sharded state, so it is asked for, not guessed", st)
+		}
 		r.Sharding.GPUs = 1
 	}
 	normalizeLengths(&r)
@@ -320,6 +329,12 @@ func (r Request) Normalize() (Request, error) {
 		return fail(err)
 	}
 	if err := checkTask(&r); err != nil {
+		return fail(err)
+	}
+	if err := checkSeq2Seq(&r); err != nil {
+		return fail(err)
+	}
+	if err := checkExpertParameters(r); err != nil {
 		return fail(err)
 	}
 	if r.OptimizerStateDtype != "" {

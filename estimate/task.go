@@ -14,6 +14,7 @@ const (
 	TaskCausalLM       Task = "causal-lm"
 	TaskMaskedLM       Task = "masked-lm"
 	TaskClassification Task = "sequence-classification"
+	TaskSeq2SeqLM      Task = "seq2seq-lm"
 )
 
 // TaskSpec is what a task's head computes.
@@ -23,8 +24,9 @@ type TaskSpec struct {
 	Aliases []string
 	// VocabLogits: the head scores the vocabulary at every position.
 	VocabLogits bool
-	// Encoder and Decoder: the model kinds the head exists for.
-	Encoder, Decoder bool
+	// Encoder, Decoder and Seq2Seq: the model kinds the head exists for
+	// (encoder-only, decoder-only, encoder-decoder).
+	Encoder, Decoder, Seq2Seq bool
 }
 
 func (s TaskSpec) choice() Choice {
@@ -35,7 +37,8 @@ func (s TaskSpec) choice() Choice {
 var Tasks = []TaskSpec{
 	{Name: TaskCausalLM, Help: "next-token prediction: vocabulary logits at every position (decoders)", VocabLogits: true, Decoder: true},
 	{Name: TaskMaskedLM, Help: "masked-LM: vocabulary logits at every position (encoders)", Aliases: []string{"mlm"}, VocabLogits: true, Encoder: true},
-	{Name: TaskClassification, Help: "sequence classification: a few logits per sequence (the default for encoders)", Aliases: []string{"classification"}, Encoder: true, Decoder: true},
+	{Name: TaskClassification, Help: "sequence classification: a few logits per sequence (the default for encoders)", Aliases: []string{"classification"}, Encoder: true, Decoder: true, Seq2Seq: true},
+	{Name: TaskSeq2SeqLM, Help: "sequence-to-sequence LM: vocabulary logits at every target position (encoder-decoder models, the default for them)", Aliases: []string{"seq2seq"}, VocabLogits: true, Seq2Seq: true},
 }
 
 // ParseTask reads a task head's name.
@@ -49,6 +52,9 @@ func (t Task) Spec() TaskSpec { return lookup(Tasks, t) }
 func checkTask(r *Request) error {
 	if r.Task == "" {
 		r.Task = TaskCausalLM
+		if r.Model.Seq2Seq != nil {
+			r.Task = TaskSeq2SeqLM
+		}
 		if r.Model.Encoder {
 			// What encoders are fine-tuned for most (the GLUE-style
 			// recipes); a masked-LM run says so.
@@ -60,6 +66,10 @@ func checkTask(r *Request) error {
 	}
 	s := r.Task.Spec()
 	switch {
+	case r.Model.Seq2Seq != nil:
+		if !s.Seq2Seq {
+			return fieldErr("task", r.Task, "a head an encoder-decoder model has (seq2seq-lm or sequence-classification)")
+		}
 	case r.Model.Encoder && !s.Encoder:
 		return fieldErr("task", r.Task, "a head an encoder-only model has (masked-lm or sequence-classification)")
 	case !r.Model.Encoder && !s.Decoder:
@@ -69,7 +79,7 @@ func checkTask(r *Request) error {
 }
 
 func taskAssumption(r Request) string {
-	if r.Task == TaskCausalLM {
+	if r.Task == TaskCausalLM || r.Task == TaskSeq2SeqLM {
 		return ""
 	}
 	return fmt.Sprintf("task %s: %s", r.Task, r.Task.Spec().Help)

@@ -184,6 +184,9 @@ func (u Unsloth) Estimate(req Request) (*Estimate, error) {
 	if r.Method == QLoRA && r.Quant == "int8" {
 		return nil, errUnsloth8bit
 	}
+	if r.Model.Seq2Seq != nil {
+		return nil, errSeq2SeqEstimator(u.Name(), r.Model)
+	}
 	t := u.terms(req, r)
 	e := &Estimate{Estimator: u.Name(), Version: u.Version(), Params: r.Model.Params(), TrainableParams: t.trainable}
 	add := func(name ComponentID, b int64) {

@@ -43,6 +43,16 @@ type familySpec struct {
 	// config.json leaves them out (0: the type is dense without them).
 	expertsDefault, perTokenDefault int64
 
+	// expertBias: every routed expert's projections and the router carry a
+	// bias (GPT-OSS: gate_up_proj_bias, down_proj_bias, router.bias).
+	expertBias bool
+	// sinks: each attention head has a learned sink logit (GPT-OSS's
+	// self_attn.sinks), counted with the block's norms.
+	sinks bool
+	// expertParameters: the experts are 3-D parameters, not nn.Linear
+	// modules (Model.ExpertParameters).
+	expertParameters bool
+
 	// Other layouts.
 	multiQuery    bool // multi_query (default true) leaves one K/V head
 	fixedBias     bool // every Linear is biased; no attention_bias switch
@@ -72,6 +82,8 @@ var (
 	mixtralExperts = []expertProj{{"w1", false, 1}, {"w2", true, 1}, {"w3", false, 1}}
 	// Granite MoE fuses gate and up into input_linear.
 	graniteMoEExperts = []expertProj{{"input_linear", false, 2}, {"output_linear", true, 1}}
+	// GPT-OSS fuses gate and up into gate_up_proj (GptOssExperts).
+	gptOSSExperts = []expertProj{{"gate_up_proj", false, 2}, {"down_proj", true, 1}}
 )
 
 // families maps model_type to its spec. Aliases of the same code path
@@ -92,11 +104,17 @@ var families = map[string]familySpec{
 	"stablelm": {family: "stablelm", build: buildLlama, qkvBiasKey: "use_qkv_bias", layerNorm: true, qkNorm: qkLayerNormSwitch},
 
 	// MixtralConfig: num_local_experts=8, num_experts_per_tok=2.
-	"mixtral":     {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts, expertsDefault: 8, perTokenDefault: 2},
-	"qwen2_moe":   {family: "qwen2_moe", build: buildLlama, attnBiasDefault: true, noOutputBias: true, sharedExpertGate: true},
-	"qwen3_moe":   {family: "qwen3_moe", build: buildLlama, qkNorm: qkPerHead},
-	"olmoe":       {family: "olmoe", build: buildLlama, qkNorm: qkWholeProjection},
-	"granitemoe":  {family: "granitemoe", build: buildLlama, expertProjs: graniteMoEExperts, routerName: "router"},
+	"mixtral":    {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts, expertsDefault: 8, perTokenDefault: 2},
+	"qwen2_moe":  {family: "qwen2_moe", build: buildLlama, attnBiasDefault: true, noOutputBias: true, sharedExpertGate: true},
+	"qwen3_moe":  {family: "qwen3_moe", build: buildLlama, qkNorm: qkPerHead},
+	"olmoe":      {family: "olmoe", build: buildLlama, qkNorm: qkWholeProjection},
+	"granitemoe": {family: "granitemoe", build: buildLlama, expertProjs: graniteMoEExperts, routerName: "router"},
+	// GptOssConfig: attention_bias true, num_local_experts 128,
+	// num_experts_per_tok 4 by default; layer_types alternate sliding and
+	// full attention.
+	"gpt_oss": {family: "gpt_oss", build: buildLlama, attnBiasDefault: true, expertProjs: gptOSSExperts, routerName: "router",
+		expertBias: true, sinks: true, expertParameters: true, expertsDefault: 128, perTokenDefault: 4, slidingNote: true,
+		note: "GPT-OSS experts are fused 3-D parameters (GptOssExperts), not nn.Linear modules: PEFT adapts them only through target_parameters, and the mlp / all-linear scopes here count them as such"},
 	"llama4_text": {family: "llama4", build: buildLlama, tiedDefault: true, denseWidthKey: "intermediate_size_mlp"},
 	"llama4":      {family: "llama4", build: buildLlama, tiedDefault: true, denseWidthKey: "intermediate_size_mlp"},
 
@@ -118,6 +136,11 @@ var families = map[string]familySpec{
 
 	"bert":    {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	"roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	// XLM-RoBERTa is RoBERTa's layout with a 250k vocabulary
+	// (modeling_xlm_roberta copies modeling_roberta).
+	"xlm-roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	"modernbert":  {family: "modernbert", build: buildModernBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	"deberta-v2":  {family: "deberta", build: buildDeBERTaV2, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 }
 
 // genericFamily reads an unknown model_type as a plain Llama.
@@ -126,6 +149,7 @@ var genericFamily = familySpec{family: "generic", build: buildLlama}
 // buildModel fills m from the config r as the spec says.
 func (s familySpec) buildModel(r raw, m *Model) error {
 	m.Family = s.family
+	m.ExpertParameters = s.expertParameters
 	if err := s.build(r, m, s); err != nil {
 		return err
 	}
@@ -616,6 +640,15 @@ func preQuant(top raw) (*PreQuant, error) {
 			return nil, err
 		}
 		pq.Note = fmt.Sprintf("checkpoint is %s %d-bit: LoRA trains on it as a frozen packed base; estimated as packed %d-bit Linear weights with no bnb absmax overhead", strings.ToUpper(method), pq.Bits, pq.Bits)
+	case "mxfp4":
+		// MXFP4: 4-bit E2M1 values with one 8-bit scale per 32, on the
+		// routed experts only (modules_to_not_convert keeps attention,
+		// router, embeddings and lm_head in bf16).
+		pq.Bits = 4
+		if pq.SkipModules, err = q.strings("modules_to_not_convert"); err != nil {
+			return nil, err
+		}
+		pq.Note = "checkpoint stores its routed experts in MXFP4 (4.25 bits a weight); training dequantizes them to bf16 on load (transformers' Mxfp4Config(dequantize=True), which fine-tuning recipes for it use and which is the only path without the triton MXFP4 kernels), so every weight is counted at the training precision: the 4-bit size is the download, not the training footprint"
 	case "fp8":
 		pq.Bits = 8
 		pq.Note = "checkpoint stores FP8 weights; fine-tuning stacks dequantize to bf16 on load, and the estimate assumes that"

@@ -41,6 +41,7 @@ type goldenModel struct {
 	AdapterErrors map[string]string `json:",omitempty"`
 
 	PreQuantized *PreQuant
+	Seq2Seq      *Seq2Seq `json:",omitempty"`
 	Notes        []string
 	Layers       []layerRun
 }
@@ -63,7 +64,7 @@ func describe(m *Model) goldenModel {
 		ConfigParams: m.ConfigParams(), ActiveFFN: m.ActiveFFN(),
 		AttentionTargets: m.AttentionTargets(), MLPTargets: slices.Clone(m.mlpNames), AllLinearTargets: m.AllLinearTargets(),
 		AdapterSum: map[string]int64{}, AdapterInputs: map[string]int64{},
-		PreQuantized: m.PreQuantized, Notes: m.Notes,
+		PreQuantized: m.PreQuantized, Seq2Seq: m.Seq2Seq, Notes: m.Notes,
 	}
 	for _, scope := range []string{ScopeAttention, ScopeMLP, ScopeAllLinear} {
 		s, err := m.AdapterSum([]string{scope})

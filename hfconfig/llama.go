@@ -126,6 +126,9 @@ func (sh *llamaShape) readAttention(f *fieldReader) {
 	if s.sandwichNorms {
 		sh.blockNorms = 4 * sh.hidden
 	}
+	if s.sinks {
+		sh.blockNorms += sh.heads
+	}
 	switch s.qkNorm {
 	case qkPerHead:
 		sh.blockNorms += 2 * sh.headDim
@@ -243,9 +246,9 @@ func (sh *llamaShape) addExperts(L *Layer) {
 		if p.down {
 			in, out = sh.moeWidth, sh.hidden
 		}
-		L.Linears = append(L.Linears, Linear{Name: p.name, Role: RoleExpert, In: in, Out: out, Copies: sh.experts})
+		L.Linears = append(L.Linears, Linear{Name: p.name, Role: RoleExpert, In: in, Out: out, Bias: sh.spec.expertBias, Copies: sh.experts})
 	}
-	L.Linears = append(L.Linears, lin(cmp.Or(sh.spec.routerName, "gate"), RoleRouter, sh.hidden, sh.experts, false))
+	L.Linears = append(L.Linears, lin(cmp.Or(sh.spec.routerName, "gate"), RoleRouter, sh.hidden, sh.experts, sh.spec.expertBias))
 	L.FFNActive = sh.perToken * sh.moeWidth
 	if sh.sharedWidth > 0 {
 		L.Linears = append(L.Linears, gatedMLP(RoleSharedExpert, sh.hidden, sh.sharedWidth, false)...)

@@ -110,6 +110,17 @@ type Model struct {
 	// Encoder: a bidirectional encoder-only model (BERT, RoBERTa,
 	// ModernBERT): its loss follows the task head, not a causal LM head.
 	Encoder bool
+	// Disentangled: DeBERTa's relative attention, which transformers runs
+	// eagerly (the scores are kept whatever attention implementation is
+	// asked for) and which keeps a scaled copy of the keys a block.
+	Disentangled bool
+	// ExpertParameters: the routed experts are 3-D nn.Parameters, not
+	// nn.Linear modules (GPT-OSS's GptOssExperts): bitsandbytes does not
+	// quantize them, so a QLoRA base would keep them in 16 bits.
+	ExpertParameters bool
+	// Seq2Seq is set for an encoder-decoder model (T5, BART): Layers holds
+	// the encoder's blocks, then the decoder's (seq2seq.go).
+	Seq2Seq *Seq2Seq
 	// FrozenTowerParams: a vision/audio tower of a multimodal checkpoint,
 	// counted as frozen weights; LoRA targets are never inferred for it.
 	FrozenTowerParams int64

@@ -15,15 +15,21 @@ import (
 
 // encoders are refused: the memory model is for causal decoders.
 var encoders = map[string]string{
-	"deberta": "encoder-only", "deberta-v2": "encoder-only",
-	"distilbert": "encoder-only", "electra": "encoder-only", "xlm-roberta": "encoder-only", "modernbert": "encoder-only",
-	"t5": "encoder-decoder", "mt5": "encoder-decoder", "bart": "encoder-decoder", "mbart": "encoder-decoder",
-	"pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
+	"deberta":    "encoder-only",
+	"distilbert": "encoder-only", "electra": "encoder-only",
+	"mbart": "encoder-decoder", "pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
 }
 
 // SupportedTypes lists the model_type values with a dedicated builder.
 func SupportedTypes() []string {
-	return slices.Sorted(maps.Keys(families))
+	return slices.Sorted(maps.Keys(mergeFamilies()))
+}
+
+// mergeFamilies is every model_type with a builder.
+func mergeFamilies() map[string]familySpec {
+	all := maps.Clone(families)
+	maps.Copy(all, seq2seqFamilies)
+	return all
 }
 
 // Parse reads a config.json. A multimodal checkpoint's text model is read from
@@ -104,13 +110,17 @@ func ParseWith(b []byte, o ParseOptions) (*Model, error) {
 	if kind, ok := encoders[mt]; ok {
 		return nil, fmt.Errorf("%w: model_type %q is %s; canifinetune models causal decoder LMs (their logits chain, KV layout and LoRA defaults differ)", ErrUnsupported, mt, kind)
 	}
+	_, seq2seq := seq2seqFamilies[mt]
 	if enc, err := top.boolField("is_encoder_decoder", false); err != nil {
 		return nil, err
-	} else if enc {
-		return nil, fmt.Errorf("%w: model_type %q is encoder-decoder (is_encoder_decoder: true)", ErrUnsupported, mt)
+	} else if enc && !seq2seq {
+		return nil, fmt.Errorf("%w: model_type %q is encoder-decoder (is_encoder_decoder: true); the encoder-decoder types modelled are %s", ErrUnsupported, mt, strings.Join(slices.Sorted(maps.Keys(seq2seqFamilies)), ", "))
 	}
 	m.ModelType = mt
 	fam, ok := families[mt]
+	if seq2seq {
+		fam, ok = seq2seqFamilies[mt], true
+	}
 	if !ok {
 		// A generic fallback only when the Llama-style fields are all there.
 		if !(r.has("hidden_size") && r.has("num_hidden_layers") && r.has("num_attention_heads") && r.has("intermediate_size") && r.has("vocab_size")) {
@@ -155,7 +165,7 @@ func ParseWith(b []byte, o ParseOptions) (*Model, error) {
 var sparseOnly = map[string]string{
 	"mixtral": "num_local_experts", "granitemoe": "num_local_experts",
 	"llama4": "num_local_experts", "llama4_text": "num_local_experts",
-	"olmoe": "num_experts", "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts",
+	"olmoe": "num_experts", "gpt_oss": "num_local_experts", "deepseek_v2": "n_routed_experts", "deepseek_v3": "n_routed_experts",
 }
 
 // checkExperts refuses an expert count below 1 where the model type has no

@@ -85,7 +85,7 @@ func TestParseErrors(t *testing.T) {
 		{"fraction", `{"model_type":"llama","hidden_size":64.5,"num_hidden_layers":2,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4}`, "not a non-negative integer"},
 		{"zero layers", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":0,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4}`, "num_hidden_layers"},
 		{"kv not dividing", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":3,"intermediate_size":8,"vocab_size":4}`, "does not divide"},
-		{"encoder", `{"model_type":"deberta-v2","hidden_size":64}`, "encoder-only"},
+		{"encoder", `{"model_type":"distilbert","hidden_size":64}`, "encoder-only"},
 		{"unknown sparse", `{"model_type":"wizard","hidden_size":64}`, "not known"},
 		{"bad layer_types", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4,"layer_types":["full_attention"]}`, "layer_types: 1 entries for 2 layers"},
 	}
@@ -190,6 +190,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"model_type":"gemma3","text_config":{"model_type":"gemma3_text","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100,"head_dim":32},"vision_config":{"hidden_size":16,"num_hidden_layers":1,"intermediate_size":32,"patch_size":4,"image_size":16}}`))
 	f.Add([]byte(`{"model_type":"gpt2","n_embd":64,"n_layer":2,"n_head":4,"vocab_size":100,"n_positions":32}`))
 	f.Add([]byte(`{"model_type":"llama","hidden_size":1e12,"num_hidden_layers":1e12}`))
+	f.Add([]byte(`{"model_type":"t5","is_encoder_decoder":true,"d_model":64,"d_kv":16,"d_ff":128,"num_layers":2,"num_decoder_layers":3,"num_heads":4,"vocab_size":100,"feed_forward_proj":"gated-gelu","tie_word_embeddings":false}`))
+	f.Add([]byte(`{"model_type":"deberta-v2","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100,"relative_attention":true,"position_buckets":-1,"max_relative_positions":-1,"pos_att_type":"p2c|c2p","conv_kernel_size":3,"embedding_size":32}`))
+	f.Add([]byte(`{"model_type":"bart","is_encoder_decoder":true,"d_model":64,"encoder_layers":2,"decoder_layers":1,"encoder_attention_heads":4,"decoder_attention_heads":2,"encoder_ffn_dim":128,"decoder_ffn_dim":96,"vocab_size":100,"max_position_embeddings":32}`))
 	// Parse itself rejects a model without layers or with a non-positive
 	// count, so the target checks what Parse does not: one layer per
 	// num_hidden_layers, cached sums equal to the layers' sums, and the
@@ -201,6 +204,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if int64(len(m.Layers)) != m.NumLayers {
 			t.Errorf("%d layers for num_hidden_layers %d", len(m.Layers), m.NumLayers)
+		}
+		if ss := m.Seq2Seq; ss != nil && (ss.EncoderLayers < 1 || ss.DecoderLayers < 0 || ss.EncoderLayers+ss.DecoderLayers != m.NumLayers) {
+			t.Errorf("encoder %d + decoder %d blocks for %d layers", ss.EncoderLayers, ss.DecoderLayers, m.NumLayers)
 		}
 		var lin, norm int64
 		for _, l := range m.Layers {

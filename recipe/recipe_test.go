@@ -355,6 +355,26 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
+// TestRefusesNonCausalModels: the scripts load AutoModelForCausalLM, so a
+// plan for an encoder-decoder or encoder-only model is refused by name, and
+// so are LoRA targets PEFT's target_modules cannot reach (GPT-OSS experts).
+func TestRefusesNonCausalModels(t *testing.T) {
+	for _, c := range []struct{ id, want string }{
+		{"google-t5/t5-small", "model t5: an encoder-decoder model"},
+		{"FacebookAI/xlm-roberta-base", "model xlm-roberta: an encoder-only model"},
+		{"openai/gpt-oss-20b", "LoRA target gate_up_proj"},
+	} {
+		req := estimate.Request{SeqLen: 512, Batch: 1}
+		if c.id == "openai/gpt-oss-20b" {
+			req.LoRATargets = []string{"all-linear"}
+		}
+		_, err := Files(Input{ModelID: c.id, Plan: chosen(t, c.id, req, 1, 1)})
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an ErrUnsupported naming %q", c.id, err, c.want)
+		}
+	}
+}
+
 // TestRejectsInconsistentPlan: a plan whose layout disagrees with its
 // request is an error, not a recipe of either.
 func TestRejectsInconsistentPlan(t *testing.T) {

@@ -170,6 +170,8 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, refuse("--fused-ce", string(*f.FusedCE), "transformers' own loss: none")
 	case f.Dynamic:
 		return cfg, refuse("--dynamic-padding", "", "fixed-length synthetic tokens of exactly --seq-len")
+	case f.TargetLen != 0:
+		return cfg, refuse("--target-len", strconv.FormatInt(f.TargetLen, 10), "a decoder-only model's --seq-len (the probe runs causal LMs)")
 	case f.SeqLenP50 != 0:
 		return cfg, refuse("--seq-len-p50", strconv.FormatInt(f.SeqLenP50, 10), "fixed-length synthetic tokens of exactly --seq-len")
 	case f.SeqLenFile != "":

@@ -122,7 +122,14 @@ func (c *EstimateCmd) Run(env *Env) error {
 	}
 	// Every number and combination of the flags is checked here, before any
 	// GPU is detected; the GPU's own limits are checked by the estimate.
-	if _, err := req.Normalize(); err != nil {
+	// A sharded run's world size may still come from the GPUs detected
+	// below (resolveGPUs sizes it, or says which flag to give), so this
+	// check stands in two GPUs for it.
+	pre := req
+	if pre.Sharding.GPUs == 0 {
+		pre.Sharding.GPUs = 2
+	}
+	if _, err := pre.Normalize(); err != nil {
 		return requestUsageError(err)
 	}
 	gs, err := c.resolveGPUs(env)
@@ -183,6 +190,9 @@ func printEstimate(w io.Writer, o report.Estimate) {
 	}
 	cfg := o.Config
 	line := fmt.Sprintf("%s %s, seq %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
+	if cfg.TargetLen > 0 {
+		line = fmt.Sprintf("%s %s, source %d + target %d × batch %d, %s, ckpt %s, attn %s", cfg.Method, cfg.Precision, cfg.SeqLen, cfg.TargetLen, cfg.Batch, cfg.Optimizer, cfg.GradCkpt, cfg.Attn)
+	}
 	if cfg.GradAccum > 1 {
 		line += fmt.Sprintf(", %d micro-batches per update", cfg.GradAccum)
 	}

@@ -18,6 +18,7 @@ type RequestFlags struct {
 	Targets    []string                `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
 	Extra      []string                `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
 	SeqLen     int64                   `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
+	TargetLen  int64                   `name:"target-len" placeholder:"TOKENS" help:"Target (decoder) tokens per sequence of an encoder-decoder model (T5, mT5, BART), whose --seq-len is then the source length. Default: as long as --seq-len."`
 	Batch      int64                   `default:"1" help:"Micro-batch size per GPU."`
 	GradAccum  int64                   `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
 	Dynamic    bool                    `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
@@ -29,7 +30,7 @@ type RequestFlags struct {
 	OptimDtype *estimate.Dtype         `name:"optimizer-state-dtype" placeholder:"DTYPE" enum:"${optimizer_state_dtype_enum}" help:"Dtype of the optimizer states (default: the parameters'):${optimizer_state_dtype_values}"`
 	Attn       *estimate.Attention     `enum:"${attn_enum}" help:"Attention implementation (default sdpa, or the --stack's):${attn_values}"`
 	FusedCE    *estimate.LossKernel    `name:"fused-ce" enum:"${fused_ce_enum}" help:"Loss kernel (default none, or the --stack's):${fused_ce_values}"`
-	Task       *estimate.Task          `enum:"${task_enum}" help:"The head the loss goes through (default causal-lm; sequence-classification for encoder-only models):${task_values}"`
+	Task       *estimate.Task          `enum:"${task_enum}" help:"The head the loss goes through (default causal-lm; sequence-classification for encoder-only models, seq2seq-lm for encoder-decoder ones):${task_values}"`
 	Kernels    []estimate.Kernel       `sep:"," enum:"${kernels_enum}" help:"Fused kernels besides the loss kernel, comma-separated:${kernels_values}"`
 	Compile    bool                    `help:"The run uses torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved."`
 	OptInBwd   bool                    `name:"optimizer-in-backward" help:"Each gradient is stepped and freed as the backward produces it (torchtune's optimizer_in_bwd; full fine-tuning, no accumulation)."`

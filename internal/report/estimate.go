@@ -70,12 +70,14 @@ type Model struct {
 
 // Config is the training configuration, normalised (every default filled).
 type Config struct {
-	Method    string                 `json:"method"`
-	Precision string                 `json:"precision"`
-	Quant     estimate.Quant         `json:"quant,omitempty"`
-	Rank      int64                  `json:"lora_rank,omitempty"`
-	Targets   []string               `json:"lora_targets,omitempty"`
-	SeqLen    int64                  `json:"seq_len"`
+	Method    string         `json:"method"`
+	Precision string         `json:"precision"`
+	Quant     estimate.Quant `json:"quant,omitempty"`
+	Rank      int64          `json:"lora_rank,omitempty"`
+	Targets   []string       `json:"lora_targets,omitempty"`
+	SeqLen    int64          `json:"seq_len"`
+	// TargetLen is an encoder-decoder model's decoder length (0 otherwise).
+	TargetLen int64                  `json:"target_len,omitempty"`
 	Batch     int64                  `json:"batch"`
 	GradAccum int64                  `json:"grad_accum"`
 	Dynamic   bool                   `json:"dynamic_padding"`
@@ -183,7 +185,7 @@ func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request,
 			Revision: rm.Revision, Commit: rm.Commit, ModelType: rm.Model.ModelType, Params: e.Params,
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
-		Config: Config{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
+		Config: Config{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, TargetLen: targetLenOf(n), Batch: n.Batch,
 			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, SeqLenP50: seqLenP50(n), Dropout: dropoutOf(n),
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
 			Kernels: n.Kernels, Compile: n.Compile, OptInBwd: n.OptimizerInBackward, Task: n.Task,
@@ -355,4 +357,16 @@ func seqLenP50(r estimate.Request) int64 {
 		return 0
 	}
 	return r.Lengths.Median()
+}
+
+// targetLenOf is the decoder length an encoder-decoder request is estimated
+// at (the source length when not given); 0 for other models.
+func targetLenOf(r estimate.Request) int64 {
+	if r.Model == nil || r.Model.Seq2Seq == nil {
+		return 0
+	}
+	if r.TargetLen > 0 {
+		return r.TargetLen
+	}
+	return r.SeqLen
 }

@@ -12,19 +12,25 @@ import (
 // flag that sets it (the web page's query parameter is the flag without its
 // dashes), with what to try instead.
 var requestFlags = map[string]struct{ flag, hint string }{
-	"lora_rank":         {"--rank", "--rank 16"},
-	"lora_dropout":      {"--lora-dropout", "--lora-dropout 0.05  (LoRA only)"},
-	"lora_targets":      {"--targets", "--method lora --targets all-linear, or --method full without --targets"},
-	"extra_trainable":   {"--extra-trainable", "--extra-trainable lm_head,embed_tokens  (LoRA only)"},
-	"seq_len":           {"--seq-len", "--seq-len 2048"},
-	"batch":             {"--batch", "--batch 1"},
-	"seq_len × batch":   {"--seq-len × --batch", "--seq-len 2048 --batch 1"},
-	"grad_accum":        {"--grad-accum", "--grad-accum 1"},
-	"num_gpus":          {"the number of GPUs", "--num-gpus 8"},
-	"gpu_vram_gb":       {"--gpu-vram-gb", "--gpu-vram-gb 24"},
-	"available_vram_gb": {"--available-vram-gb", "--gpu rtx-4090 --available-vram-gb 21.5"},
-	"cpu_offload":       {"--offload", "--strategy zero2 --offload optimizer, or --strategy zero3 --offload params+optimizer"},
-	"attn":              {"--attn", "--attn sdpa"},
+	"lora_rank":          {"--rank", "--rank 16"},
+	"lora_dropout":       {"--lora-dropout", "--lora-dropout 0.05  (LoRA only)"},
+	"lora_targets":       {"--targets", "--method lora --targets all-linear, or --method full without --targets"},
+	"extra_trainable":    {"--extra-trainable", "--extra-trainable lm_head,embed_tokens  (LoRA only)"},
+	"seq_len":            {"--seq-len", "--seq-len 2048"},
+	"batch":              {"--batch", "--batch 1"},
+	"seq_len × batch":    {"--seq-len × --batch", "--seq-len 2048 --batch 1"},
+	"grad_accum":         {"--grad-accum", "--grad-accum 1"},
+	"target_len":         {"--target-len", "drop --target-len (it is for encoder-decoder models: T5, mT5, BART)"},
+	"target_len × batch": {"--target-len × --batch", "--target-len 512 --batch 1"},
+	"task":               {"--task", "canifinetune estimate --help  (the --task values say which models have each head)"},
+	"kernels":            {"--kernels", "drop --kernels"},
+	"fused_ce":           {"--fused-ce", "--fused-ce none"},
+	"method":             {"--method", "--method lora"},
+	"num_gpus":           {"the number of GPUs", "--num-gpus 8"},
+	"gpu_vram_gb":        {"--gpu-vram-gb", "--gpu-vram-gb 24"},
+	"available_vram_gb":  {"--available-vram-gb", "--gpu rtx-4090 --available-vram-gb 21.5"},
+	"cpu_offload":        {"--offload", "--strategy zero2 --offload optimizer, or --strategy zero3 --offload params+optimizer"},
+	"attn":               {"--attn", "--attn sdpa"},
 }
 
 // RequestProblem is an invalid request in the words of the command line.
