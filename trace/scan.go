@@ -53,9 +53,16 @@ func (s *scanner) errorf(format string, args ...any) error {
 	return &syntaxError{offset: s.offset(), msg: fmt.Sprintf(format, args...)}
 }
 
-// fill discards consumed bytes and reads more. It reports whether any unread
-// byte is available.
+// fill reports whether an unread byte is available, reading more when the
+// buffer is used up. It is split from refill so that it inlines: the scanner
+// calls it for every token.
 func (s *scanner) fill() bool {
+	return s.pos < s.end || s.refill()
+}
+
+// refill discards consumed bytes and reads more. It reports whether any
+// unread byte is available.
+func (s *scanner) refill() bool {
 	if s.pos < s.end {
 		return true
 	}
@@ -89,6 +96,17 @@ func (s *scanner) eofErr() error {
 
 // peek skips whitespace and returns the next byte without consuming it.
 func (s *scanner) peek() (byte, error) {
+	// Most tokens follow their neighbour directly or after one space; the
+	// fast path inlines, and the loop handles the rest.
+	if s.pos < s.end {
+		if c := s.buf[s.pos]; c > ' ' {
+			return c, nil
+		}
+	}
+	return s.peekSlow()
+}
+
+func (s *scanner) peekSlow() (byte, error) {
 	for {
 		if !s.fill() {
 			return 0, s.eofErr()
@@ -183,11 +201,27 @@ func (s *scanner) key(dst []byte) ([]byte, error) {
 // costing memory. The rest of the string is read and dropped.
 const maxStringLen = 64 << 10
 
+// shortString is how far readString looks byte by byte for the closing
+// quote: the longest key the parser matches ("External id") fits.
+const shortString = 16
+
 // readString consumes a JSON string and appends its decoded contents to dst,
 // keeping at most maxStringLen bytes of it.
 func (s *scanner) readString(dst []byte) ([]byte, error) {
 	if err := s.expect('"'); err != nil {
 		return dst, err
+	}
+	// Keys, phases and categories are short: a byte loop finds their end
+	// sooner than the two IndexByte calls below, which pay off on names.
+	seg := s.buf[s.pos:s.end]
+	for i, c := range seg[:min(len(seg), shortString)] {
+		if c == '"' {
+			s.pos += i + 1
+			return append(dst, seg[:i]...), nil
+		}
+		if c == '\\' {
+			break
+		}
 	}
 	limit := len(dst) + maxStringLen
 	for {
@@ -425,9 +459,30 @@ func (s *scanner) literal(word string) error {
 	return nil
 }
 
-// isNumberByte reports whether c can appear in a JSON number.
-func isNumberByte(c byte) bool {
-	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+// numberByte marks the bytes that can appear in a JSON number.
+var numberByte = func() (t [256]bool) {
+	for _, c := range []byte("0123456789-+.eE") {
+		t[c] = true
+	}
+	return t
+}()
+
+// numberInBuf returns the text of the number at the read position when all
+// of it, and the byte after it, are in the buffer, and consumes it; ok is
+// false, with nothing consumed, when readNumber must do it (the number runs
+// to the end of the buffer, is empty or is too long). The text aliases the
+// buffer: it is valid until the next read.
+func (s *scanner) numberInBuf() (text []byte, ok bool) {
+	seg := s.buf[s.pos:s.end]
+	i := 0
+	for i < len(seg) && numberByte[seg[i]] {
+		i++
+	}
+	if i == 0 || i == len(seg) || i > maxNumberLen {
+		return nil, false
+	}
+	s.pos += i
+	return seg[:i], true
 }
 
 // readNumber consumes a number's text and appends it to dst, or reports
@@ -442,7 +497,7 @@ func (s *scanner) readNumber(dst []byte) ([]byte, error) {
 		}
 		buf := s.buf[s.pos:s.end]
 		i := 0
-		for i < len(buf) && isNumberByte(buf[i]) {
+		for i < len(buf) && numberByte[buf[i]] {
 			i++
 		}
 		if n+i <= maxNumberLen {
@@ -472,7 +527,7 @@ func (s *scanner) skipNumber() error {
 		}
 		buf := s.buf[s.pos:s.end]
 		i := 0
-		for i < len(buf) && isNumberByte(buf[i]) {
+		for i < len(buf) && numberByte[buf[i]] {
 			i++
 		}
 		s.pos += i
