@@ -29,8 +29,8 @@ func parseScaled(b []byte, shift int) (v int64, exact bool, err error) {
 }
 
 // parseScaledShort is parseScaled for what traces hold: a plain decimal
-// without exponent whose scaled integer part has at most 18 digits, so it
-// cannot overflow. It reads the digits once, where parseScaledLong indexes
+// without exponent whose scaled integer part has at most 19 digits, so it
+// fits a uint64 (an absolute timestamp in ns has 19). It reads the digits once, where parseScaledLong indexes
 // them through a closure; ok is false for any other text, which
 // parseScaledLong then handles (FuzzParseScaled checks that both agree).
 func parseScaledShort(b []byte, shift int) (v int64, exact, ok bool) {
@@ -45,7 +45,7 @@ func parseScaledShort(b []byte, shift int) (v int64, exact, ok bool) {
 		u = u*10 + uint64(b[i]-'0')
 		i++
 	}
-	if i == start || i-start+shift > 18 || shift < 0 {
+	if i == start || i-start+shift > 19 || shift < 0 {
 		return 0, false, false
 	}
 	exact, round := true, false
@@ -75,6 +75,11 @@ func parseScaledShort(b []byte, shift int) (v int64, exact, ok bool) {
 	}
 	for ; k < shift; k++ {
 		u *= 10
+	}
+	// 19 digits fit in a uint64 but not all in an int64: the general path
+	// reports the overflow.
+	if u > math.MaxInt64 || round && u == math.MaxInt64 {
+		return 0, false, false
 	}
 	if round {
 		u++

@@ -407,12 +407,9 @@ func (t *Trace) parseEvents(s *scanner) error {
 // readEvent reads one event object, keeping the fields the analysis needs.
 func (t *Trace) readEvent(s *scanner, e *event) error {
 	s.pos++ // '{'
-	more, err := s.first('}')
-	for ; more && err == nil; more, err = s.more('}') {
-		if e.key, err = s.key(e.key); err != nil {
-			return err
-		}
-		switch string(e.key) {
+	key, more, err := s.member(true)
+	for ; more && err == nil; key, more, err = s.member(false) {
+		switch string(key) {
 		case "ph":
 			e.ph, err = t.readStr(s, e, e.ph, "ph")
 		case "cat":
@@ -449,12 +446,20 @@ func (t *Trace) readStr(s *scanner, e *event, dst []byte, field string) ([]byte,
 		e.bad = field + " is not a string"
 		return dst[:0], s.skipValue()
 	}
-	return s.readString(dst[:0])
+	s.pos++
+	return s.stringBody(dst[:0])
 }
 
 // readNum reads a number field scaled by 10^shift; a wrong type or an
 // out-of-range value marks the event bad rather than failing the parse.
 func (t *Trace) readNum(s *scanner, e *event, shift int, field string) (int64, bool, error) {
+	if text, ok := s.numberInBuf(); ok {
+		// The usual case: a well-formed number, all in the buffer.
+		if v, _, perr := parseScaled(text, shift); perr == nil {
+			return v, true, nil
+		}
+		s.pos -= len(text)
+	}
 	c, err := s.peek()
 	if err != nil {
 		return 0, false, err
@@ -529,12 +534,9 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 	if ok, err := s.openObject(); err != nil || !ok {
 		return err
 	}
-	more, err := s.first('}')
-	for ; more && err == nil; more, err = s.more('}') {
-		if e.key, err = s.key(e.key); err != nil {
-			return err
-		}
-		switch string(e.key) {
+	key, more, err := s.member(true)
+	for ; more && err == nil; key, more, err = s.member(false) {
+		switch string(key) {
 		case "correlation":
 			e.corr, e.corrOK, err = t.readNum(s, e, 0, "args.correlation")
 		case "stream":

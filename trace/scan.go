@@ -21,6 +21,8 @@ type scanner struct {
 	end  int   // end of valid bytes in buf
 	base int64 // input offset of buf[0]
 	rerr error // sticky read error; io.EOF at the end of input
+
+	keyBuf []byte // member's keys when they are not read in place
 }
 
 // scanBufSize is large enough that refills are rare and small enough to keep
@@ -196,6 +198,88 @@ func (s *scanner) key(dst []byte) ([]byte, error) {
 	return dst, s.expect(':')
 }
 
+// member moves to the next member of an object, after its opening brace
+// (first) or after a member's value. It reports false, having consumed the
+// closing brace, when the object ends; otherwise it returns the key, having
+// consumed it and the colon after it. The key is valid until the next read.
+// It is first, more and key in one call, which matters because trace events
+// are mostly keys: most members are read by memberInBuf without a refill or
+// a function call per token.
+func (s *scanner) member(first bool) (key []byte, ok bool, err error) {
+	if key, ok, done := s.memberInBuf(first); done {
+		return key, ok, nil
+	}
+	if first {
+		ok, err = s.first('}')
+	} else {
+		ok, err = s.more('}')
+	}
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	s.keyBuf, err = s.key(s.keyBuf)
+	return s.keyBuf, true, err
+}
+
+// maxInBufKey is the longest key memberInBuf reads; Kineto's are shorter.
+const maxInBufKey = 64
+
+// memberInBuf is member for the common case: the separator, a key without
+// escapes and its colon all in the buffer. done is false, with nothing
+// consumed, for anything else, which member then reads the general way
+// (errors included, so their offsets are the same).
+func (s *scanner) memberInBuf(first bool) (key []byte, ok, done bool) {
+	b := s.buf[s.pos:s.end]
+	i := skipSpace(b, 0)
+	if i == len(b) {
+		return nil, false, false
+	}
+	switch c := b[i]; {
+	case c == '}':
+		s.pos += i + 1
+		return nil, false, true
+	case first:
+	case c == ',':
+		i = skipSpace(b, i+1)
+	default:
+		return nil, false, false
+	}
+	if i == len(b) || b[i] != '"' {
+		return nil, false, false
+	}
+	i++
+	start := i
+	for ; i < len(b) && i-start <= maxInBufKey; i++ {
+		if c := b[i]; c == '"' {
+			break
+		} else if c == '\\' {
+			return nil, false, false
+		}
+	}
+	if i >= len(b) || b[i] != '"' {
+		return nil, false, false
+	}
+	key = b[start:i]
+	i = skipSpace(b, i+1)
+	if i == len(b) || b[i] != ':' {
+		return nil, false, false
+	}
+	s.pos += skipSpace(b, i+1)
+	return key, true, true
+}
+
+// skipSpace returns the index of the first byte at or after i in b that is
+// not JSON whitespace, or len(b).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		if c := b[i]; c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			break
+		}
+		i++
+	}
+	return i
+}
+
 // maxStringLen caps how much of one string is kept. C++ kernel names run to
 // a few kilobytes; the cap keeps a hostile multi-megabyte "name" from
 // costing memory. The rest of the string is read and dropped.
@@ -211,6 +295,11 @@ func (s *scanner) readString(dst []byte) ([]byte, error) {
 	if err := s.expect('"'); err != nil {
 		return dst, err
 	}
+	return s.stringBody(dst)
+}
+
+// stringBody is readString after the opening quote.
+func (s *scanner) stringBody(dst []byte) ([]byte, error) {
 	// Keys, phases and categories are short: a byte loop finds their end
 	// sooner than the two IndexByte calls below, which pay off on names.
 	seg := s.buf[s.pos:s.end]
@@ -467,13 +556,17 @@ var numberByte = func() (t [256]bool) {
 	return t
 }()
 
-// numberInBuf returns the text of the number at the read position when all
-// of it, and the byte after it, are in the buffer, and consumes it; ok is
-// false, with nothing consumed, when readNumber must do it (the number runs
-// to the end of the buffer, is empty or is too long). The text aliases the
-// buffer: it is valid until the next read.
+// numberInBuf returns the text of the number at the read position when it
+// starts with '-' or a digit and all of it, and the byte after it, are in
+// the buffer, and consumes it; ok is false, with nothing consumed, when the
+// caller must peek and readNumber (whitespace first, another value, a
+// number that runs to the end of the buffer or is too long). The text
+// aliases the buffer: it is valid until the next read.
 func (s *scanner) numberInBuf() (text []byte, ok bool) {
 	seg := s.buf[s.pos:s.end]
+	if len(seg) == 0 || seg[0] != '-' && seg[0]-'0' > 9 {
+		return nil, false
+	}
 	i := 0
 	for i < len(seg) && numberByte[seg[i]] {
 		i++
