@@ -53,18 +53,15 @@ func parseScaledShort(b []byte, shift int) (v int64, exact, ok bool) {
 	if i < len(b) && b[i] == '.' {
 		i++
 		fracStart := i
+		for ; k < shift && i < len(b) && b[i]-'0' <= 9; i, k = i+1, k+1 {
+			u = u*10 + uint64(b[i]-'0')
+		}
+		if i < len(b) && b[i]-'0' <= 9 {
+			round = b[i] >= '5'
+		}
+		// The digits from the rounding one on decide exactness.
 		for ; i < len(b) && b[i]-'0' <= 9; i++ {
-			d := b[i] - '0'
-			switch {
-			case k < shift:
-				u = u*10 + uint64(d)
-			case k == shift:
-				round = d >= 5
-				fallthrough
-			default:
-				exact = exact && d == 0
-			}
-			k++
+			exact = exact && b[i] == '0'
 		}
 		if i == fracStart {
 			return 0, false, false

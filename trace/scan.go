@@ -486,6 +486,9 @@ var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true
 // depth counter; their contents are checked only for string and bracket
 // structure, which is all that is needed to find where they end.
 func (s *scanner) skipValue() error {
+	if s.skipInBuf() {
+		return nil
+	}
 	c, err := s.peek()
 	if err != nil {
 		return err
@@ -533,6 +536,56 @@ func (s *scanner) skipValue() error {
 		return s.literal("null")
 	}
 	return s.errorf("invalid character %q looking for a value", c)
+}
+
+// skipInBuf is skipValue's fast path: it skips a number, or a string
+// without escapes, that lies wholly in the buffer at the read position and
+// reports true; anything else is left, unconsumed, to skipValue.
+func (s *scanner) skipInBuf() bool {
+	b := s.buf[s.pos:s.end]
+	if len(b) == 0 {
+		return false
+	}
+	switch c := b[0]; {
+	case c == '"':
+		q := plainStringEnd(b[1:])
+		if q < 0 {
+			return false
+		}
+		s.pos += q + 2
+		return true
+	case c == '-' || c-'0' <= 9:
+		i := 1
+		for i < len(b) && numberByte[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			return false
+		}
+		s.pos += i
+		return true
+	}
+	return false
+}
+
+// plainStringEnd returns the index in b of the quote that closes a string
+// whose body starts at b[0], or -1 when a backslash comes first or b holds
+// no quote.
+func plainStringEnd(b []byte) int {
+	// A byte loop for short strings, IndexByte for long ones.
+	for i, c := range b[:min(len(b), shortString)] {
+		if c == '"' {
+			return i
+		}
+		if c == '\\' {
+			return -1
+		}
+	}
+	q := bytes.IndexByte(b, '"')
+	if q < 0 || bytes.IndexByte(b[:q], '\\') >= 0 {
+		return -1
+	}
+	return q
 }
 
 func (s *scanner) literal(word string) error {
