@@ -15,8 +15,9 @@ import (
 // everything else in place. Each token has a fast path that works inside the
 // buffer (memberInBuf, numberInBuf, skipInBuf, the inlined half of peek) and
 // falls back, having consumed nothing, to the general code that handles
-// refills, escapes and errors; FuzzParseReadSizes checks the two agree. Nesting is skipped with a counter, not recursion,
-// so a deeply nested value cannot exhaust the stack.
+// refills, escapes and errors; FuzzParseReadSizes checks that the two agree.
+// Nesting is skipped with a counter, not recursion, so a deeply nested value
+// cannot exhaust the stack.
 type scanner struct {
 	r    io.Reader
 	buf  []byte
@@ -288,8 +289,9 @@ func skipSpace(b []byte, i int) int {
 // costing memory. The rest of the string is read and dropped.
 const maxStringLen = 64 << 10
 
-// shortString is how far readString looks byte by byte for the closing
-// quote: the longest key the parser matches ("External id") fits.
+// shortString is how far stringBody and plainStringEnd look byte by byte
+// for the closing quote before they call IndexByte: phases, categories and
+// most skipped strings are shorter.
 const shortString = 16
 
 // readString consumes a JSON string and appends its decoded contents to dst,
