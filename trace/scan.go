@@ -505,30 +505,40 @@ func (s *scanner) skipValue() error {
 	case '{', '[':
 		s.pos++
 		depth := 1
+	refill:
 		for depth > 0 {
 			if !s.fill() {
 				return s.eofErr()
 			}
+			// Walk the buffered bytes; strings without escapes that end
+			// in the buffer are stepped over here, the rest by
+			// skipStringBody, which carries its state across refills.
 			buf := s.buf[s.pos:s.end]
 			i := 0
-			for i < len(buf) && !structural[buf[i]] {
+			for depth > 0 && i < len(buf) {
+				c := buf[i]
 				i++
-			}
-			if i == len(buf) {
-				s.pos = s.end
-				continue
-			}
-			s.pos += i + 1
-			switch buf[i] {
-			case '"':
-				if err := s.skipStringBody(); err != nil {
-					return err
+				if !structural[c] {
+					continue
 				}
-			case '{', '[':
-				depth++
-			default:
-				depth--
+				switch c {
+				case '"':
+					if q := plainStringEnd(buf[i:]); q >= 0 {
+						i += q + 1
+						continue
+					}
+					s.pos += i
+					if err := s.skipStringBody(); err != nil {
+						return err
+					}
+					continue refill
+				case '{', '[':
+					depth++
+				default:
+					depth--
+				}
 			}
+			s.pos += i
 		}
 		return nil
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
