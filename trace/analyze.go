@@ -1136,10 +1136,10 @@ func (a *deviceAnalysis) breakdowns(busy int64) (cats, kernels []Row) {
 			SumDurNS: x.sum, ExclusiveNS: x.ex, Share: shareOf(x.ex, busy), PerStepNS: a.perStep(x.typ), Dur: x.dur.stats()})
 	}
 	slices.SortFunc(kernels, func(x, y Row) int {
-		if c := cmp.Compare(y.ExclusiveNS, x.ExclusiveNS); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Name, y.Name)
+		// A name launched under a host-op hint has a row per category
+		// (internHinted); the category breaks a tie between those rows,
+		// which otherwise came out in map order.
+		return cmp.Or(cmp.Compare(y.ExclusiveNS, x.ExclusiveNS), cmp.Compare(x.Name, y.Name), cmp.Compare(x.Category, y.Category))
 	})
 	return cats, kernels
 }

@@ -22,6 +22,74 @@ const maxExp = 400
 // timestamp such as 1712195495519689.047 µs would lose its nanoseconds.
 // exact reports whether no non-zero digit was rounded away.
 func parseScaled(b []byte, shift int) (v int64, exact bool, err error) {
+	if v, exact, ok := parseScaledShort(b, shift); ok {
+		return v, exact, nil
+	}
+	return parseScaledLong(b, shift)
+}
+
+// parseScaledShort is parseScaled for what traces hold: a plain decimal
+// without exponent whose scaled integer part has at most 19 digits, so it
+// fits a uint64 (an absolute timestamp in ns has 19). It reads the digits once, where parseScaledLong indexes
+// them through a closure; ok is false for any other text, which
+// parseScaledLong then handles (FuzzParseScaled checks that both agree).
+func parseScaledShort(b []byte, shift int) (v int64, exact, ok bool) {
+	i := 0
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var u uint64
+	for i < len(b) && b[i]-'0' <= 9 {
+		u = u*10 + uint64(b[i]-'0')
+		i++
+	}
+	if i == start || i-start+shift > 19 || shift < 0 {
+		return 0, false, false
+	}
+	exact, round := true, false
+	k := 0 // fraction digits read
+	if i < len(b) && b[i] == '.' {
+		i++
+		fracStart := i
+		for ; k < shift && i < len(b) && b[i]-'0' <= 9; i, k = i+1, k+1 {
+			u = u*10 + uint64(b[i]-'0')
+		}
+		if i < len(b) && b[i]-'0' <= 9 {
+			round = b[i] >= '5'
+		}
+		// The digits from the rounding one on decide exactness.
+		for ; i < len(b) && b[i]-'0' <= 9; i++ {
+			exact = exact && b[i] == '0'
+		}
+		if i == fracStart {
+			return 0, false, false
+		}
+	}
+	if i != len(b) {
+		return 0, false, false
+	}
+	for ; k < shift; k++ {
+		u *= 10
+	}
+	// 19 digits fit in a uint64 but not all in an int64: the general path
+	// reports the overflow.
+	if u > math.MaxInt64 || round && u == math.MaxInt64 {
+		return 0, false, false
+	}
+	if round {
+		u++
+	}
+	v = int64(u)
+	if neg {
+		v = -v
+	}
+	return v, exact, true
+}
+
+// parseScaledLong is parseScaled for any number text.
+func parseScaledLong(b []byte, shift int) (v int64, exact bool, err error) {
 	i := 0
 	neg := false
 	if i < len(b) && b[i] == '-' {

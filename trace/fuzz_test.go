@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -51,6 +52,51 @@ func FuzzParse(f *testing.F) {
 		}
 		if diff := cmp.Diff(r, spilled); diff != "" {
 			t.Fatalf("spilled report differs (-memory +spilled):\n%s", diff)
+		}
+	})
+}
+
+// FuzzParseScaled checks parseScaled's short path, which reads what traces
+// hold, against the general one on any text both accept.
+func FuzzParseScaled(f *testing.F) {
+	for _, s := range []string{"0", "-0", "7.0", "37.5", "63.813", "0.0005", "-0.0005", "1.0009999",
+		"1712195495519689.047", "999999999999999.9995", "123456789012345678", "00000000000000000012.5", "1e3", "1.", ".5"} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, shift uint8) {
+		sh := int(shift % 8)
+		v, exact, ok := parseScaledShort(b, sh)
+		if !ok {
+			return
+		}
+		want, wantExact, err := parseScaledLong(b, sh)
+		if err != nil || v != want || exact != wantExact {
+			t.Fatalf("parseScaledShort(%q, %d) = %d, %v; parseScaledLong = %d, %v, %v", b, sh, v, exact, want, wantExact, err)
+		}
+	})
+}
+
+// FuzzParseReadSizes checks the scanner's in-buffer fast paths against its
+// refill paths: the same bytes read whole and one byte per Read must give
+// the same trace or the same error, offsets included.
+func FuzzParseReadSizes(f *testing.F) {
+	f.Add([]byte(traceJSON(kernel("sm80_gemm", 7, "1.5", "2", 1), launch("0.5", "0.2", 1),
+		`{"ph": "X", "cat": "User_Annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 11, "ts": 0, "dur": 100}`,
+		`{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":10,"tid":11,"ts":1.0000005,"dur":2e0,"args":{"External id":7}}`)))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","name":"a\"b\\u00e9","pid":0,"tid":7,"ts":1,"dur":1,"args":{"stream":"0x7","correlation":12345678901234567890}}]}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1` + "\t\r\n" + `,"dur":-` + "\x01" + `}]}`))
+	f.Add(gunzipTestdata(f, "hta_sampled_rank0_4streams_2steps.json.gz")[:8192])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		whole, werr := Parse(bytes.NewReader(data))
+		bytewise, berr := Parse(iotest.OneByteReader(bytes.NewReader(data)))
+		if (werr == nil) != (berr == nil) || werr != nil && werr.Error() != berr.Error() {
+			t.Fatalf("errors differ: read whole %v, byte by byte %v", werr, berr)
+		}
+		if werr != nil {
+			return
+		}
+		if diff := cmp.Diff(whole.Report(Options{}), bytewise.Report(Options{})); diff != "" {
+			t.Fatalf("reports differ (-whole +byte by byte):\n%s", diff)
 		}
 	})
 }

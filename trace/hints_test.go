@@ -69,6 +69,30 @@ func TestHostOpHints(t *testing.T) {
 	analyzeBoth(t, []byte(in), 64, Options{})
 }
 
+// TestHintedRowsOrder: one kernel name launched by the model and by the
+// optimizer, for the same time, gives two rows equal in everything but the
+// category; they must come out in the same order every time (they came out
+// in map order). Each run builds its maps afresh, so 20 runs in one order
+// do not happen by chance.
+func TestHintedRowsOrder(t *testing.T) {
+	in := traceJSON(
+		hostOp("cpu_op", "aten::mul", 11, "0", "2", 1),
+		hostOp("cpu_op", "aten::_fused_adamw_", 11, "3", "2", 2),
+		launch("0.5", "0.5", 1), launch("3.5", "0.5", 2),
+		kernelExt(mulKernel, "30", "2", 1, 1),
+		kernelExt(mulKernel, "33", "2", 2, 2),
+	)
+	for range 20 {
+		var cats []string
+		for _, k := range analyzeString(t, in, Options{}).Devices[0].Kernels {
+			cats = append(cats, k.Category)
+		}
+		if want := []string{"elementwise", "optimizer"}; !cmp.Equal(cats, want) {
+			t.Fatalf("row categories %v, want %v", cats, want)
+		}
+	}
+}
+
 // TestHostOpHintsBounded: past maxHints hinted host ops, later ones are
 // not remembered and the flag says so.
 func TestHostOpHintsBounded(t *testing.T) {

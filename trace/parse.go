@@ -407,12 +407,9 @@ func (t *Trace) parseEvents(s *scanner) error {
 // readEvent reads one event object, keeping the fields the analysis needs.
 func (t *Trace) readEvent(s *scanner, e *event) error {
 	s.pos++ // '{'
-	more, err := s.first('}')
-	for ; more && err == nil; more, err = s.more('}') {
-		if e.key, err = s.key(e.key); err != nil {
-			return err
-		}
-		switch string(e.key) {
+	key, more, err := s.member(true)
+	for ; more && err == nil; key, more, err = s.member(false) {
+		switch string(key) {
 		case "ph":
 			e.ph, err = t.readStr(s, e, e.ph, "ph")
 		case "cat":
@@ -449,12 +446,20 @@ func (t *Trace) readStr(s *scanner, e *event, dst []byte, field string) ([]byte,
 		e.bad = field + " is not a string"
 		return dst[:0], s.skipValue()
 	}
-	return s.readString(dst[:0])
+	s.pos++
+	return s.stringBody(dst[:0])
 }
 
 // readNum reads a number field scaled by 10^shift; a wrong type or an
 // out-of-range value marks the event bad rather than failing the parse.
 func (t *Trace) readNum(s *scanner, e *event, shift int, field string) (int64, bool, error) {
+	if text, ok := s.numberInBuf(); ok {
+		// The usual case: a well-formed number, all in the buffer.
+		if v, _, perr := parseScaled(text, shift); perr == nil {
+			return v, true, nil
+		}
+		s.pos -= len(text)
+	}
 	c, err := s.peek()
 	if err != nil {
 		return 0, false, err
@@ -463,15 +468,19 @@ func (t *Trace) readNum(s *scanner, e *event, shift int, field string) (int64, b
 		e.bad = field + " is not a number"
 		return 0, false, s.skipValue()
 	}
-	e.num, err = s.readNumber(e.num[:0])
-	if errors.Is(err, errNumberTooLong) {
-		e.bad = field + " is out of range"
-		return 0, false, nil
+	text, ok := s.numberInBuf()
+	if !ok {
+		e.num, err = s.readNumber(e.num[:0])
+		if errors.Is(err, errNumberTooLong) {
+			e.bad = field + " is out of range"
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		text = e.num
 	}
-	if err != nil {
-		return 0, false, err
-	}
-	v, _, perr := parseScaled(e.num, shift)
+	v, _, perr := parseScaled(text, shift)
 	if perr != nil {
 		e.bad = field + " " + perr.Error()
 		return 0, false, nil
@@ -489,14 +498,18 @@ func (t *Trace) readOptInt(s *scanner, e *event) (int64, bool, error) {
 	if c != '-' && (c < '0' || c > '9') {
 		return 0, false, s.skipValue()
 	}
-	e.num, err = s.readNumber(e.num[:0])
-	if errors.Is(err, errNumberTooLong) {
-		return 0, false, nil
+	text, ok := s.numberInBuf()
+	if !ok {
+		e.num, err = s.readNumber(e.num[:0])
+		if errors.Is(err, errNumberTooLong) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		text = e.num
 	}
-	if err != nil {
-		return 0, false, err
-	}
-	v, err := parseInt(e.num)
+	v, err := parseInt(text)
 	return v, err == nil, nil
 }
 
@@ -521,12 +534,9 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 	if ok, err := s.openObject(); err != nil || !ok {
 		return err
 	}
-	more, err := s.first('}')
-	for ; more && err == nil; more, err = s.more('}') {
-		if e.key, err = s.key(e.key); err != nil {
-			return err
-		}
-		switch string(e.key) {
+	key, more, err := s.member(true)
+	for ; more && err == nil; key, more, err = s.member(false) {
+		switch string(key) {
 		case "correlation":
 			e.corr, e.corrOK, err = t.readNum(s, e, 0, "args.correlation")
 		case "stream":
@@ -564,14 +574,75 @@ func (t *Trace) readIntOrString(s *scanner, e *event, field string) (int64, bool
 	return v, perr == nil, nil
 }
 
-// Category names Kineto writes, with the capitalised legacy spellings.
-func catIs(cat []byte, names ...string) bool {
-	for _, n := range names {
-		if bytes.EqualFold(cat, []byte(n)) {
-			return true
+// eventCat is what the analysis makes of an event's "cat".
+type eventCat uint8
+
+const (
+	evUnused eventCat = iota
+	evKernel
+	evMemcpy
+	evMemset
+	evRuntime
+	evGPULabel
+	evLabel
+	evSpan
+	evHostOp
+	evSync
+	evPython
+)
+
+// eventCats are the category names Kineto writes, with the capitalised
+// legacy spellings; they are matched without regard to case. No two are
+// equal under case folding, so a "cat" matches at most one.
+var eventCats = []struct {
+	name string
+	cat  eventCat
+}{
+	{"kernel", evKernel},
+	{"gpu_memcpy", evMemcpy}, {"memcpy", evMemcpy},
+	{"gpu_memset", evMemset}, {"memset", evMemset},
+	{"cuda_runtime", evRuntime}, {"cuda_driver", evRuntime}, {"runtime", evRuntime},
+	{"gpu_user_annotation", evGPULabel},
+	{"user_annotation", evLabel},
+	{"Trace", evSpan},
+	// "Operator" is what PyTorch 1.8–1.9 traces call a cpu_op.
+	{"cpu_op", evHostOp}, {"Operator", evHostOp},
+	{"cuda_sync", evSync},
+	{"python_function", evPython},
+}
+
+// classify maps an event's "cat" to its eventCat. The spellings in
+// eventCats are looked up exactly first (a switch on the bytes, which is
+// most events); only other text is compared with case folding.
+func classify(cat []byte) eventCat {
+	switch string(cat) {
+	case "kernel":
+		return evKernel
+	case "gpu_memcpy", "memcpy":
+		return evMemcpy
+	case "gpu_memset", "memset":
+		return evMemset
+	case "cuda_runtime", "cuda_driver", "runtime":
+		return evRuntime
+	case "gpu_user_annotation":
+		return evGPULabel
+	case "user_annotation":
+		return evLabel
+	case "Trace":
+		return evSpan
+	case "cpu_op", "Operator":
+		return evHostOp
+	case "cuda_sync":
+		return evSync
+	case "python_function":
+		return evPython
+	}
+	for _, c := range eventCats {
+		if bytes.EqualFold(cat, []byte(c.name)) {
+			return c.cat
 		}
 	}
-	return false
+	return evUnused
 }
 
 // isLaunchName picks the runtime and driver calls that enqueue GPU work.
@@ -600,28 +671,28 @@ func (t *Trace) use(e *event) {
 	if len(e.ph) != 1 || e.ph[0] != 'X' {
 		return // flows, metadata, instants: not needed
 	}
+	cat := classify(e.cat)
 	gpuKind, isGPU := OpKind(0), false
-	switch {
-	case catIs(e.cat, "kernel"):
+	switch cat {
+	case evKernel:
 		gpuKind, isGPU = KindKernel, true
-	case catIs(e.cat, "gpu_memcpy", "memcpy"):
+	case evMemcpy:
 		gpuKind, isGPU = KindMemcpy, true
-	case catIs(e.cat, "gpu_memset", "memset"):
+	case evMemset:
 		gpuKind, isGPU = KindMemset, true
 	}
-	isRuntime := catIs(e.cat, "cuda_runtime", "cuda_driver", "runtime")
-	isGPULabel := catIs(e.cat, "gpu_user_annotation")
-	isLabel := catIs(e.cat, "user_annotation")
+	isRuntime := cat == evRuntime
+	isGPULabel := cat == evGPULabel
+	isLabel := cat == evLabel
 	isStep := !isGPU && !isGPULabel && bytes.HasPrefix(e.name, []byte(stepPrefix))
-	isSpan := catIs(e.cat, "Trace")
-	// "Operator" is what PyTorch 1.8–1.9 traces call a cpu_op.
-	if (isLabel || catIs(e.cat, "cpu_op", "Operator")) && e.bad == "" && e.tsOK && e.durOK {
+	isSpan := cat == evSpan
+	if (isLabel || cat == evHostOp) && e.bad == "" && e.tsOK && e.durOK {
 		t.noteHostOp(e)
 		if e.extOK && t.wantHostOps() {
 			t.addHostOp(hostOpRec{Ext: e.ext, Name: t.hostName(e.name)})
 		}
 	}
-	if catIs(e.cat, "cuda_sync") {
+	if cat == evSync {
 		if e.bad == "" && e.tsOK && e.durOK && e.dur >= 0 && e.dur <= maxDur {
 			t.Sync.Count++
 			t.Sync.TotalNS += e.dur
@@ -629,7 +700,7 @@ func (t *Trace) use(e *event) {
 		}
 		return
 	}
-	isModule := catIs(e.cat, "python_function") && bytes.HasPrefix(e.name, []byte(modulePrefix))
+	isModule := cat == evPython && bytes.HasPrefix(e.name, []byte(modulePrefix))
 	if !isGPU && !isRuntime && !isGPULabel && !isLabel && !isStep && !isSpan && !isModule {
 		return
 	}

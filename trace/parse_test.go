@@ -263,3 +263,22 @@ func TestParseLongStringIsCapped(t *testing.T) {
 		t.Errorf("next name = %q, want short", got)
 	}
 }
+
+// TestClassify: Kineto's spellings are found by the exact switch, other
+// spellings by case folding, as the comparisons it replaced did (the Kelvin
+// sign folds to k); anything else is unused.
+func TestClassify(t *testing.T) {
+	for in, want := range map[string]eventCat{
+		"kernel": evKernel, "Kernel": evKernel, "KERNEL": evKernel, "\u212aernel": evKernel,
+		"gpu_memcpy": evMemcpy, "Memcpy": evMemcpy, "gpu_memset": evMemset, "memset": evMemset,
+		"cuda_runtime": evRuntime, "cuda_driver": evRuntime, "Runtime": evRuntime,
+		"gpu_user_annotation": evGPULabel, "user_annotation": evLabel, "User_Annotation": evLabel,
+		"Trace": evSpan, "trace": evSpan, "cpu_op": evHostOp, "Operator": evHostOp, "operator": evHostOp,
+		"cuda_sync": evSync, "python_function": evPython,
+		"": evUnused, "kernels": evUnused, "ac2g": evUnused, "cpu_instant_event": evUnused, "gpu_op": evUnused,
+	} {
+		if got := classify([]byte(in)); got != want {
+			t.Errorf("classify(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

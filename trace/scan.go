@@ -10,10 +10,14 @@ import (
 
 // scanner is a small streaming JSON tokenizer over a fixed-size buffer. It
 // exists because encoding/json's Decoder.Token allocates per token and runs at
-// tens of MB/s, far below the 150 MB/s per core that a multi-GB trace needs;
-// the scanner copies only the strings and numbers the analysis keeps and skips
-// everything else in place. Nesting is skipped with a counter, not recursion,
-// so a deeply nested value cannot exhaust the stack.
+// tens of MB/s, far below the 300 MB/s that a multi-GB trace needs; the
+// scanner copies only the strings and numbers the analysis keeps and skips
+// everything else in place. Each token has a fast path that works inside the
+// buffer (memberInBuf, numberInBuf, skipInBuf, the inlined half of peek) and
+// falls back, having consumed nothing, to the general code that handles
+// refills, escapes and errors; FuzzParseReadSizes checks that the two agree.
+// Nesting is skipped with a counter, not recursion, so a deeply nested value
+// cannot exhaust the stack.
 type scanner struct {
 	r    io.Reader
 	buf  []byte
@@ -21,6 +25,8 @@ type scanner struct {
 	end  int   // end of valid bytes in buf
 	base int64 // input offset of buf[0]
 	rerr error // sticky read error; io.EOF at the end of input
+
+	keyBuf []byte // member's keys when they are not read in place
 }
 
 // scanBufSize is large enough that refills are rare and small enough to keep
@@ -53,9 +59,16 @@ func (s *scanner) errorf(format string, args ...any) error {
 	return &syntaxError{offset: s.offset(), msg: fmt.Sprintf(format, args...)}
 }
 
-// fill discards consumed bytes and reads more. It reports whether any unread
-// byte is available.
+// fill reports whether an unread byte is available, reading more when the
+// buffer is used up. It is split from refill so that it inlines: the scanner
+// calls it for every token.
 func (s *scanner) fill() bool {
+	return s.pos < s.end || s.refill()
+}
+
+// refill discards consumed bytes and reads more. It reports whether any
+// unread byte is available.
+func (s *scanner) refill() bool {
 	if s.pos < s.end {
 		return true
 	}
@@ -89,6 +102,17 @@ func (s *scanner) eofErr() error {
 
 // peek skips whitespace and returns the next byte without consuming it.
 func (s *scanner) peek() (byte, error) {
+	// Most tokens follow their neighbour directly or after one space; the
+	// fast path inlines, and the loop handles the rest.
+	if s.pos < s.end {
+		if c := s.buf[s.pos]; c > ' ' {
+			return c, nil
+		}
+	}
+	return s.peekSlow()
+}
+
+func (s *scanner) peekSlow() (byte, error) {
 	for {
 		if !s.fill() {
 			return 0, s.eofErr()
@@ -178,16 +202,120 @@ func (s *scanner) key(dst []byte) ([]byte, error) {
 	return dst, s.expect(':')
 }
 
+// member moves to the next member of an object, after its opening brace
+// (first) or after a member's value. It reports false, having consumed the
+// closing brace, when the object ends; otherwise it returns the key, having
+// consumed it and the colon after it. The key is valid until the next read.
+// It is first, more and key in one call, which matters because trace events
+// are mostly keys: most members are read by memberInBuf without a refill or
+// a function call per token.
+func (s *scanner) member(first bool) (key []byte, ok bool, err error) {
+	if key, ok, done := s.memberInBuf(first); done {
+		return key, ok, nil
+	}
+	if first {
+		ok, err = s.first('}')
+	} else {
+		ok, err = s.more('}')
+	}
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	s.keyBuf, err = s.key(s.keyBuf)
+	return s.keyBuf, true, err
+}
+
+// maxInBufKey is the longest key memberInBuf reads; Kineto's are shorter.
+const maxInBufKey = 64
+
+// memberInBuf is member for the common case: the separator, a key without
+// escapes and its colon all in the buffer. done is false, with nothing
+// consumed, for anything else, which member then reads the general way
+// (errors included, so their offsets are the same).
+func (s *scanner) memberInBuf(first bool) (key []byte, ok, done bool) {
+	b := s.buf[s.pos:s.end]
+	i := skipSpace(b, 0)
+	if i == len(b) {
+		return nil, false, false
+	}
+	switch c := b[i]; {
+	case c == '}':
+		s.pos += i + 1
+		return nil, false, true
+	case first:
+	case c == ',':
+		i = skipSpace(b, i+1)
+	default:
+		return nil, false, false
+	}
+	if i == len(b) || b[i] != '"' {
+		return nil, false, false
+	}
+	i++
+	start := i
+	for ; i < len(b) && i-start <= maxInBufKey; i++ {
+		if c := b[i]; c == '"' {
+			break
+		} else if c == '\\' {
+			return nil, false, false
+		}
+	}
+	if i >= len(b) || b[i] != '"' {
+		return nil, false, false
+	}
+	key = b[start:i]
+	i = skipSpace(b, i+1)
+	if i == len(b) || b[i] != ':' {
+		return nil, false, false
+	}
+	s.pos += skipSpace(b, i+1)
+	return key, true, true
+}
+
+// skipSpace returns the index of the first byte at or after i in b that is
+// not JSON whitespace, or len(b).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		if c := b[i]; c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			break
+		}
+		i++
+	}
+	return i
+}
+
 // maxStringLen caps how much of one string is kept. C++ kernel names run to
 // a few kilobytes; the cap keeps a hostile multi-megabyte "name" from
 // costing memory. The rest of the string is read and dropped.
 const maxStringLen = 64 << 10
+
+// shortString is how far stringBody and plainStringEnd look byte by byte
+// for the closing quote before they call IndexByte: phases, categories and
+// most skipped strings are shorter.
+const shortString = 16
 
 // readString consumes a JSON string and appends its decoded contents to dst,
 // keeping at most maxStringLen bytes of it.
 func (s *scanner) readString(dst []byte) ([]byte, error) {
 	if err := s.expect('"'); err != nil {
 		return dst, err
+	}
+	return s.stringBody(dst)
+}
+
+// stringBody is readString after the opening quote.
+func (s *scanner) stringBody(dst []byte) ([]byte, error) {
+	// Keys, phases and categories are short: a byte loop finds their end
+	// sooner than the two IndexByte calls below, which pay off on names.
+	seg := s.buf[s.pos:s.end]
+	for i, c := range seg[:min(len(seg), shortString)] {
+		if c == '"' {
+			s.pos += i + 1
+			return append(dst, seg[:i]...), nil
+		}
+		if c == '\\' {
+			break
+		}
 	}
 	limit := len(dst) + maxStringLen
 	for {
@@ -363,6 +491,9 @@ var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true
 // depth counter; their contents are checked only for string and bracket
 // structure, which is all that is needed to find where they end.
 func (s *scanner) skipValue() error {
+	if s.skipInBuf() {
+		return nil
+	}
 	c, err := s.peek()
 	if err != nil {
 		return err
@@ -374,30 +505,40 @@ func (s *scanner) skipValue() error {
 	case '{', '[':
 		s.pos++
 		depth := 1
+	refill:
 		for depth > 0 {
 			if !s.fill() {
 				return s.eofErr()
 			}
+			// Walk the buffered bytes; strings without escapes that end
+			// in the buffer are stepped over here, the rest by
+			// skipStringBody, which carries its state across refills.
 			buf := s.buf[s.pos:s.end]
 			i := 0
-			for i < len(buf) && !structural[buf[i]] {
+			for depth > 0 && i < len(buf) {
+				c := buf[i]
 				i++
-			}
-			if i == len(buf) {
-				s.pos = s.end
-				continue
-			}
-			s.pos += i + 1
-			switch buf[i] {
-			case '"':
-				if err := s.skipStringBody(); err != nil {
-					return err
+				if !structural[c] {
+					continue
 				}
-			case '{', '[':
-				depth++
-			default:
-				depth--
+				switch c {
+				case '"':
+					if q := plainStringEnd(buf[i:]); q >= 0 {
+						i += q + 1
+						continue
+					}
+					s.pos += i
+					if err := s.skipStringBody(); err != nil {
+						return err
+					}
+					continue refill
+				case '{', '[':
+					depth++
+				default:
+					depth--
+				}
 			}
+			s.pos += i
 		}
 		return nil
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
@@ -410,6 +551,56 @@ func (s *scanner) skipValue() error {
 		return s.literal("null")
 	}
 	return s.errorf("invalid character %q looking for a value", c)
+}
+
+// skipInBuf is skipValue's fast path: it skips a number, or a string
+// without escapes, that lies wholly in the buffer at the read position and
+// reports true; anything else is left, unconsumed, to skipValue.
+func (s *scanner) skipInBuf() bool {
+	b := s.buf[s.pos:s.end]
+	if len(b) == 0 {
+		return false
+	}
+	switch c := b[0]; {
+	case c == '"':
+		q := plainStringEnd(b[1:])
+		if q < 0 {
+			return false
+		}
+		s.pos += q + 2
+		return true
+	case c == '-' || c-'0' <= 9:
+		i := 1
+		for i < len(b) && numberByte[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			return false
+		}
+		s.pos += i
+		return true
+	}
+	return false
+}
+
+// plainStringEnd returns the index in b of the quote that closes a string
+// whose body starts at b[0], or -1 when a backslash comes first or b holds
+// no quote.
+func plainStringEnd(b []byte) int {
+	// A byte loop for short strings, IndexByte for long ones.
+	for i, c := range b[:min(len(b), shortString)] {
+		if c == '"' {
+			return i
+		}
+		if c == '\\' {
+			return -1
+		}
+	}
+	q := bytes.IndexByte(b, '"')
+	if q < 0 || bytes.IndexByte(b[:q], '\\') >= 0 {
+		return -1
+	}
+	return q
 }
 
 func (s *scanner) literal(word string) error {
@@ -425,9 +616,34 @@ func (s *scanner) literal(word string) error {
 	return nil
 }
 
-// isNumberByte reports whether c can appear in a JSON number.
-func isNumberByte(c byte) bool {
-	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+// numberByte marks the bytes that can appear in a JSON number.
+var numberByte = func() (t [256]bool) {
+	for _, c := range []byte("0123456789-+.eE") {
+		t[c] = true
+	}
+	return t
+}()
+
+// numberInBuf returns the text of the number at the read position when it
+// starts with '-' or a digit and all of it, and the byte after it, are in
+// the buffer, and consumes it; ok is false, with nothing consumed, when the
+// caller must peek and readNumber (whitespace first, another value, a
+// number that runs to the end of the buffer or is too long). The text
+// aliases the buffer: it is valid until the next read.
+func (s *scanner) numberInBuf() (text []byte, ok bool) {
+	seg := s.buf[s.pos:s.end]
+	if len(seg) == 0 || seg[0] != '-' && seg[0]-'0' > 9 {
+		return nil, false
+	}
+	i := 0
+	for i < len(seg) && numberByte[seg[i]] {
+		i++
+	}
+	if i == 0 || i == len(seg) || i > maxNumberLen {
+		return nil, false
+	}
+	s.pos += i
+	return seg[:i], true
 }
 
 // readNumber consumes a number's text and appends it to dst, or reports
@@ -442,7 +658,7 @@ func (s *scanner) readNumber(dst []byte) ([]byte, error) {
 		}
 		buf := s.buf[s.pos:s.end]
 		i := 0
-		for i < len(buf) && isNumberByte(buf[i]) {
+		for i < len(buf) && numberByte[buf[i]] {
 			i++
 		}
 		if n+i <= maxNumberLen {
@@ -472,7 +688,7 @@ func (s *scanner) skipNumber() error {
 		}
 		buf := s.buf[s.pos:s.end]
 		i := 0
-		for i < len(buf) && isNumberByte(buf[i]) {
+		for i < len(buf) && numberByte[buf[i]] {
 			i++
 		}
 		s.pos += i
