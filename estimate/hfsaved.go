@@ -2,6 +2,8 @@ package estimate
 
 import (
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
 )
@@ -331,19 +333,17 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 		per = ad + 1 // dropout's output and its bool mask
 	}
 	m := r.Model
-	lins, err := m.Targets(r.LoRATargets)
+	sums, err := adapterTargets(m, r.LoRATargets)
 	if err != nil {
 		return 0
 	}
 	var in, modules int64
 	var names []string
-	for _, l := range lins {
-		if keep == nil || keep(l.Name) {
-			in += l.In * l.Copies
-			modules += l.Copies
-			if !slices.Contains(names, l.Name) {
-				names = append(names, l.Name)
-			}
+	for _, t := range sums {
+		if keep == nil || keep(t.name) {
+			in += t.in
+			modules += t.copies
+			names = append(names, t.name)
 		}
 	}
 	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
@@ -428,4 +428,59 @@ func hfGradsDuringRecompute(r Request, grads int64, hs hfSaved) float64 {
 		freed = float64(m.NumLayers-1) * hs.BlockInput * float64(r.SeqLen) * float64(r.Batch)
 	}
 	return max(head, g-freed, 0)
+}
+
+// targetSum is one LoRA target name's share of a model's adapted Linears:
+// the sum of their input widths and how many modules there are.
+type targetSum struct {
+	name       string
+	in, copies int64
+}
+
+// targetSums caches adapterTargets: a plan search asks for the same model's
+// targets for every candidate, and listing them walks every layer's
+// Linears. Keyed by the model's address and the target list; cleared when
+// it grows past targetSumsMax, so a long-running server stays bounded.
+var targetSums struct {
+	sync.Mutex
+	m map[targetKey][]targetSum
+}
+
+type targetKey struct {
+	model *hfconfig.Model
+	spec  string
+}
+
+const targetSumsMax = 256
+
+// adapterTargets sums the Linears that LoRA targets adapt, by name, in the
+// order the names first appear in the model (hfconfig.Model.Targets).
+func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
+	k := targetKey{m, strings.Join(spec, "\x00")}
+	targetSums.Lock()
+	sums, ok := targetSums.m[k]
+	targetSums.Unlock()
+	if ok {
+		return sums, nil
+	}
+	lins, err := m.Targets(spec)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lins {
+		i := slices.IndexFunc(sums, func(t targetSum) bool { return t.name == l.Name })
+		if i < 0 {
+			sums = append(sums, targetSum{name: l.Name})
+			i = len(sums) - 1
+		}
+		sums[i].in += l.In * l.Copies
+		sums[i].copies += l.Copies
+	}
+	targetSums.Lock()
+	if targetSums.m == nil || len(targetSums.m) >= targetSumsMax {
+		targetSums.m = map[targetKey][]targetSum{}
+	}
+	targetSums.m[k] = sums
+	targetSums.Unlock()
+	return sums, nil
 }
