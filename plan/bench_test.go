@@ -15,14 +15,18 @@ func BenchmarkSearch(b *testing.B) {
 	for _, c := range []struct {
 		name, id string
 		gpuGiB   float64
+		nodes    int64
 	}{
 		// A full fine-tune request, so methods full, lora and qlora are all
 		// searched: 3 methods × 3 lengths × 2 checkpointing × 2 loss kernels
 		// × 2 optimizers × 157 layouts/shardings of 64 sequences over 1–8 GPUs.
-		{"7B-8xA100-80GB", "Qwen/Qwen2.5-7B", 80},
-		{"70B-8xA100-80GB", "meta-llama/Llama-3.1-70B", 80},
+		{"7B-8xA100-80GB", "Qwen/Qwen2.5-7B", 80, 1},
+		{"70B-8xA100-80GB", "meta-llama/Llama-3.1-70B", 80, 1},
+		// Two nodes add hybrid sharding and 9–16 GPU layouts: more than
+		// 10,000 candidates in one search.
+		{"7B-2x8xH100", "Qwen/Qwen2.5-7B", 80, 2},
 	} {
-		o := searchOptions(b, c.id, c.gpuGiB, 8, 1, 64)
+		o := searchOptions(b, c.id, c.gpuGiB, 8, c.nodes, 64)
 		o.Request.Method = estimate.Full
 		b.Run(c.name, func(b *testing.B) {
 			var n, pruned int
