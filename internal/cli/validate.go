@@ -22,6 +22,7 @@ type ValidateCmd struct {
 	Calibration string   `placeholder:"FILE" help:"Score --estimator with the coefficients of a calibration written by 'canifinetune calibrate', on the cases inside its domain."`
 	Trust       []string `sep:"," placeholder:"LEVEL" help:"Score only cases of these trust levels (high,medium,low)."`
 	Method      []string `sep:"," placeholder:"METHOD" help:"Score only cases of these methods (full,lora,qlora)."`
+	By          []string `sep:"," placeholder:"FIELD" help:"Also break the error down by these case fields, one table each (model_type, model, method, precision, grad_ckpt, attn, optimizer, framework, seq_len, batch, grad_accum, measured_as); join fields with + to group on their combination (method+grad_ckpt)."`
 	Cases       bool     `help:"Print every case: measured and estimated peak, error, verdict, components, why a case is unsupported."`
 	JSON        bool     `help:"Print JSON (schema: docs/validate-json.md); it always holds every case."`
 }
@@ -38,6 +39,7 @@ Examples:
   canifinetune validate evidence/dev.jsonl --trust high,medium
   canifinetune validate dev.jsonl --compare seed000,unsloth --cases
   canifinetune validate dev.jsonl --estimator seed000 --json
+  canifinetune validate evidence/oracle.jsonl --by model_type,method,grad_ckpt,attn,precision
 
 Errors are signed: (estimated − measured) / measured; negative is an
 under-estimate, the direction that ends in an OOM. Fields a case leaves null
@@ -70,6 +72,10 @@ func (c *ValidateCmd) Run(env *Env) error {
 		return c.runThroughput(env)
 	}
 	filter, err := c.filter()
+	if err != nil {
+		return err
+	}
+	by, err := byGroupings(c.By)
 	if err != nil {
 		return err
 	}
@@ -107,6 +113,9 @@ func (c *ValidateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	for i, r := range reps {
+		out.Estimators[i].By = byJSON(by, cases, r)
+	}
 	if cal != nil {
 		out.Calibration = newCalibrationJSON(c.Calibration, cal, cases)
 	}
@@ -114,6 +123,9 @@ func (c *ValidateCmd) Run(env *Env) error {
 		return writeJSON(env.Stdout, out)
 	}
 	printValidate(env.Stdout, out, c.filterFlags(), c.Cases)
+	for _, r := range out.Estimators {
+		printBy(env.Stdout, by, r)
+	}
 	return nil
 }
 
