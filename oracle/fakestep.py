@@ -24,9 +24,13 @@ The CUDA path is imitated where it differs from what meta tensors would do:
 * Any other data-dependent operation (``.item()`` on a device tensor) stops
   the run with an error instead of guessing.
 
+MoE models run transformers' ``grouped_mm`` experts implementation (its
+default on a GPU, pinned here), whose tensor sizes do not depend on the
+routing, so no routing assumption is made.
+
 Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
 4-bit layers are not faked), bf16-mixed/fp16-mixed (autocast does not apply
-to meta tensors), MoE routing, fused cross-entropy kernels, 8-bit/paged
+to meta tensors), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
 
@@ -251,13 +255,23 @@ def _patched():
 
 def lora_targets(model: torch.nn.Module, spec: list[str]) -> list[str]:
     """Resolves scope keywords (attention, mlp, all-linear) to module names."""
+    from transformers.pytorch_utils import Conv1D  # GPT-2's projections; PEFT adapts them too
+
     attn, mlp = [], []
     out_emb = model.get_output_embeddings()
+    scopes: dict[str, set[bool]] = {}
     for name, mod in model.named_modules():
-        if not isinstance(mod, torch.nn.Linear) or mod is out_emb:
+        if isinstance(mod, (torch.nn.Linear, Conv1D)) and mod is not out_emb:
+            parts = name.split(".")
+            scopes.setdefault(parts[-1], set()).add(any("attn" in p or "attention" in p for p in parts[:-1]))
+    shared = {k for k, v in scopes.items() if len(v) > 1}
+    for name, mod in model.named_modules():
+        if not isinstance(mod, (torch.nn.Linear, Conv1D)) or mod is out_emb:
             continue
         parts = name.split(".")
-        leaf = parts[-1]
+        # The leaf name, or parent.leaf where the leaf is in both scopes
+        # (GPT-2's attn.c_proj and mlp.c_proj): PEFT matches name suffixes.
+        leaf = ".".join(parts[-2:]) if parts[-1] in shared else parts[-1]
         if any("attn" in p or "attention" in p for p in parts[:-1]):
             if leaf not in attn:
                 attn.append(leaf)
@@ -288,6 +302,14 @@ class Result:
     build_s: float
     run_s: float
     cpu_s: float
+    experts: str | None = None
+
+
+EXPERTS = "grouped_mm"  # the MoE experts implementation the oracle pins
+
+
+def is_moe(cfg) -> bool:
+    return bool(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None))
 
 
 def build(config_dir: str, req: Request):
@@ -295,11 +317,19 @@ def build(config_dir: str, req: Request):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = AutoConfig.from_pretrained(config_dir)
-    if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None):
-        raise NotSimulated(f"{cfg.model_type}: MoE routing is data-dependent; not simulated yet")
     dtype = DTYPES[req.precision]
+    kw = {}
+    if is_moe(cfg):
+        # transformers' default experts implementation on a GPU. Its tensors
+        # are tokens x top_k rows or whole expert weights whatever the routing
+        # (tokens per expert only set grouped_mm's offsets), so the allocated
+        # bytes assume nothing about how tokens spread over experts. The eager
+        # loop over the experts hit is data-dependent and not simulated.
+        kw["experts_implementation"] = EXPERTS
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=req.attn)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=req.attn, **kw)
+    if kw and model.config._experts_implementation != EXPERTS:
+        raise NotSimulated(f"{cfg.model_type}: experts implementation {model.config._experts_implementation!r}, not {EXPERTS}")
     targets: list[str] = []
     if req.method == "lora":
         from peft import LoraConfig, get_peft_model
@@ -405,6 +435,7 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None) -> Resul
         build_s=t1 - t0,
         run_s=time.perf_counter() - t1,
         cpu_s=time.process_time() - c0,
+        experts=getattr(model.config, "_experts_implementation", None) if is_moe(model.config) else None,
     )
 
 
@@ -428,21 +459,27 @@ def model_id(config_dir: str) -> str:
     return parts[-1]
 
 
+def case_id(model: str, req: Request) -> str:
+    """The row id of a request on a model: readable fields and a hash of the whole request."""
+    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
+    slug = model.replace("/", "-").lower()
+    return f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 def case(config_dir: str, req: Request, res: Result, model: str | None = None) -> dict[str, Any]:
     """The result as a row of the measurements schema, marked simulated."""
     from transformers import AutoConfig
 
     model = model or model_id(config_dir)
     arch = AutoConfig.from_pretrained(config_dir).model_type
-    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
-    slug = model.replace("/", "-").lower()
-    rid = f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    rid = case_id(model, req)
     gib = res.peak_bytes / 2**30
     state_dtype = None
     if req.optimizer == "adamw_torch":
         state_dtype = (res.adapter_dtype if req.method == "lora" else str(DTYPES[req.precision]).removeprefix("torch."))
         state_dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(state_dtype, state_dtype)
     phases = ", ".join(f"{k} {v / 2**30:.3f}" for k, v in res.phase_peak_bytes.items())
+    moe = f"MoE experts {EXPERTS} (sizes independent of routing); " if res.experts else ""
     return {
         "id": rid,
         "source": f"canifinetune fake-tensor oracle (oracle/fakestep.py; {versions()}): two training steps on meta tensors, live storages rounded to 512 B",
@@ -476,7 +513,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
-            "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel; "
+            f"{moe}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel; "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }
