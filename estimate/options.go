@@ -91,6 +91,8 @@ func Options() []Option {
 		{"optimizer_state_dtype", choices(StateDtypes)},
 		{"attn", choices(Attentions)},
 		{"fused_ce", choices(LossKernels)},
+		{"kernels", choices(Kernels)},
+		{"task", choices(Tasks)},
 		{"stack", choices(stacks)},
 		{"strategy", choices(Strategies)},
 		{"cpu_offload", choices(Offloads)},
@@ -176,20 +178,31 @@ const (
 	NF4DQ Quant = "nf4-dq"
 	FP4   Quant = "fp4"
 	Int8  Quant = "int8"
+	// GPTQ4 is a GPTQ-quantized 4-bit base (auto_gptq / gptqmodel
+	// QuantLinear, group size 128), as fms-acceleration's
+	// accelerated-peft-autogptq trains on.
+	GPTQ4 Quant = "gptq"
 )
 
 // QuantSpec is how a scheme packs the base's Linear weights.
 type QuantSpec struct {
-	Name Quant
-	Help string
+	Name    Quant
+	Help    string
+	Aliases []string
 	// BitsPerWeight is the packed size of one weight.
 	BitsPerWeight int
 	// DoubleQuant: the per-block absmax are quantized again (8-bit, one
 	// fp32 scale per 256 blocks).
 	DoubleQuant bool
+	// GroupSize: GPTQ's quantization group along the input dimension, each
+	// with an fp16 scale and a 4-bit zero point per output column (0: the
+	// bitsandbytes block layout).
+	GroupSize int
 }
 
-func (s QuantSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+func (s QuantSpec) choice() Choice {
+	return Choice{Name: string(s.Name), Help: s.Help, Aliases: s.Aliases}
+}
 
 // Quants is the table of quantization schemes.
 var Quants = []QuantSpec{
@@ -197,6 +210,7 @@ var Quants = []QuantSpec{
 	{Name: NF4DQ, Help: "NF4 with double quantization (QLoRA's default)", BitsPerWeight: 4, DoubleQuant: true},
 	{Name: FP4, Help: "4-bit float, one fp32 absmax per 64 weights", BitsPerWeight: 4},
 	{Name: Int8, Help: "LLM.int8(): 8-bit weights, a scale per row", BitsPerWeight: 8},
+	{Name: GPTQ4, Help: "GPTQ 4-bit, group 128: an fp16 scale and a packed zero per group and column", Aliases: []string{"gptq-4bit", "autogptq"}, BitsPerWeight: 4, GroupSize: 128},
 }
 
 // ParseQuant reads a quantization scheme.

@@ -24,6 +24,8 @@ var parsers = map[string]func(string) (string, error){
 	"stack":                 parseAs(ParseStack),
 	"strategy":              parseAs(ParseStrategy),
 	"cpu_offload":           parseAs(ParseOffload),
+	"kernels":               parseAs(ParseKernel),
+	"task":                  parseAs(ParseTask),
 }
 
 func parseAs[T ~string](parse func(string) (T, error)) func(string) (string, error) {

@@ -127,6 +127,13 @@ type terms struct {
 	Dequant int64
 	// Trainable is the trained parameter count.
 	Trainable int64
+	// KernelSavedLayer is what one layer's fused kernels (and
+	// torch.compile) do not save for the backward, in bytes (kernels.go).
+	KernelSavedLayer float64
+	// FusedLossSaved and FusedLossTransient are what a loss kernel
+	// without materialised logits saves for the backward and holds while
+	// it runs (fusedLossBytes).
+	FusedLossSaved, FusedLossTransient float64
 }
 
 func init() {
@@ -259,6 +266,11 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	}
 	t.LayerUnit = perLayer
 	t.ActUnit = L * perLayer
+	t.KernelSavedLayer = kernelSavingPerLayer(r, act, mlpBytes)
+	if r.OptimizerInBackward {
+		t.Grads = inBackwardGrads(r, gradBytes, t.OptTransient > 0)
+		t.OptTransient = 0
+	}
 	switch ck := r.GradCkpt.Spec(); {
 	case ck.OffloadsInputs:
 		// Unsloth's gradient checkpointing and activation offloading copy
@@ -279,6 +291,12 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 		t.LogitUnit = s * b * float64(m.Vocab)
 		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
 	default:
+		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
+		t.FusedLossSaved, t.FusedLossTransient = fusedLossBytes(r, act, r.Method == Full || headExtra(r), gradBytes)
+	}
+	if !r.Task.Spec().VocabLogits {
+		// A classifier's logits are a few per sequence: no loss chain.
+		t.LogitUnit, t.FusedLossSaved, t.FusedLossTransient = 0, 0, 0
 		t.Largest = 4 * s * b * float64(max(m.ActiveFFN(), m.Hidden))
 	}
 	return t, r, nil
@@ -307,14 +325,17 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	} else {
 		fixedCasts = t.FrozenCast + t.HeadCast
 		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + fixedCasts
+		acts -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2) * layers
 	}
-	logits := logitsCoef * t.LogitUnit
+	acts += t.FusedLossSaved
+	logits := logitsCoef*t.LogitUnit + t.FusedLossTransient
 	if r.Model.LogitSoftcap > 0 {
 		logits += softcapLogitBytes * t.LogitUnit
 	}
 	recompute := 0.0
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs)/layers
+		recompute -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2)
 	}
 	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
@@ -374,16 +395,19 @@ func (c PhasePeak) Estimate(req Request) (*Estimate, error) {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	cachedCoef, driver := k.ReservedLargest, t.Largest
+	transient := acts - fixedCasts + max(logits, recompute)
+	// With the same shapes every step, a block freed in one step serves the
+	// same request in the next: the allocator cannot keep more cached than
+	// the step's transient, whatever a fitted coefficient says.
+	cached := int64(min(k.ReservedLargest*t.Largest, transient))
 	if r.DynamicShapes {
-		cachedCoef = k.ReservedDynamic
 		// Every tensor the step frees is sized by this batch's length, so
 		// blocks cached for other lengths do not fit it exactly: what the
 		// allocator keeps follows the step's whole shape-dependent
-		// transient (activations and the loss chain), not one tensor.
-		driver = acts - fixedCasts + max(logits, recompute)
+		// transient (activations and the loss chain), not one tensor, as
+		// far as the allocator model bounds it (allocbound.go).
+		cached = int64(dynamicCachedCoef(k.ReservedDynamic, t, r) * transient)
 	}
-	cached := int64(cachedCoef * driver)
 	if !fwdWins {
 		// The forward's blocks, released and cached, serve the larger
 		// optimizer-step phase that follows: only what the step does not
@@ -433,6 +457,10 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 		logitsCoef = k.LogitsLitGPT
 	case "chunked":
 		logitsCoef = chunkedLogitBytes
+	case "full":
+		if kernelsOf(r).fastCE {
+			logitsCoef = max(chunkedLogitBytes, logitsCoef-fastCELogitBytes)
+		}
 	}
 	return actCoef, logitsCoef
 }
@@ -673,6 +701,8 @@ func frozenBaseBytes(r Request) int64 {
 // which seed 000 measured at ~0.15 B/param with its outlier buffers.
 func quantStateBytesPerParam(scheme Quant) float64 {
 	switch q := scheme.Spec(); {
+	case q.GroupSize > 0:
+		return gptqStateBytesPerParam(q)
 	case q.BitsPerWeight == 8:
 		return 0.15
 	case q.DoubleQuant:

@@ -273,11 +273,12 @@ func requestAssumptions(r Request) []string {
 			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms stay 16-bit (%s does not upcast them)", r.Quant, r.Stack))
 		}
 	}
-	if !fusedCE(r) {
+	if !fusedCE(r) && r.Task.Spec().VocabLogits {
 		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
 	}
-	if r.Compile {
-		a = append(a, "torch.compile is not modelled: its fused kernels usually save activation memory, so the estimate leans high")
+	a = append(a, kernelAssumptions(r)...)
+	if ta := taskAssumption(r); ta != "" {
+		a = append(a, ta)
 	}
 	if r.Sharding.Strategy != "none" && r.Sharding.Strategy != "" {
 		a = append(a, fmt.Sprintf("per GPU of %d, %s, offload %s", r.Sharding.GPUs, r.Sharding.Strategy, r.Sharding.CPUOffload))
@@ -294,6 +295,8 @@ func confidence(r Request, estimator string) Confidence {
 	switch {
 	case m.Generic:
 		g, why = Low, append(why, "unknown architecture, generic shapes")
+	case m.Encoder:
+		g, why = Low, append(why, "encoder-only: few measured encoder runs in the evidence (BERT, process level)")
 	case m.Experts > 0:
 		g, why = Low, append(why, "MoE: no measured MoE runs in the evidence")
 	case r.Sharding.Strategy != "none" && r.Sharding.Strategy != "":

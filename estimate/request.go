@@ -3,6 +3,7 @@ package estimate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/internal/bytesize"
@@ -68,6 +69,12 @@ type Request struct {
 	// step's tensor shapes change from batch to batch (SeqLen is then the
 	// longest); the caching allocator keeps blocks of several sizes.
 	DynamicShapes bool
+	// Lengths is the distribution of sample lengths when SeqLen is only
+	// the bound (nil: unknown). It implies DynamicShapes; the peak is
+	// estimated at the longest batch (SeqLen, or the distribution's
+	// longest sample when shorter) and the reserved level by replaying the
+	// distribution's batch shapes through the caching-allocator model.
+	Lengths *LengthDist
 	// GradAccum is the number of micro-batches per optimizer update (0 or 1:
 	// none). It matters only where accumulation changes what is resident:
 	// FSDP's no_sync() keeps unsharded gradients between updates.
@@ -89,8 +96,18 @@ type Request struct {
 	// FrozenBaseBytes overrides the dtype size of a frozen LoRA base (0:
 	// 2 bytes, or 4 under fp32); stacks that keep fp32 weights set 4.
 	FrozenBaseBytes int64
-	// Compile is torch.compile.
+	// Compile is torch.compile: Inductor recomputes fused pointwise ops in
+	// the backward instead of saving their outputs (kernels.go).
 	Compile bool
+	// Kernels are fused kernels besides the loss kernel (Kernels).
+	Kernels []Kernel
+	// Task is the head the loss is computed through (Tasks); empty: the
+	// model kind's default (causal-lm, or sequence-classification for
+	// encoders).
+	Task Task
+	// OptimizerInBackward steps and frees each gradient as the backward
+	// produces it (torchtune's optimizer_in_bwd); full fine-tuning only.
+	OptimizerInBackward bool
 	// Stack is the framework preset the defaults came from; "" for none.
 	Stack StackName
 
@@ -237,6 +254,7 @@ func (r Request) Normalize() (Request, error) {
 	if r.Sharding.GPUs == 0 {
 		r.Sharding.GPUs = 1
 	}
+	normalizeLengths(&r)
 	if err := canonical(&r.Method, ParseMethod); err != nil {
 		return fail(err)
 	}
@@ -296,6 +314,13 @@ func (r Request) Normalize() (Request, error) {
 		if err != nil {
 			return fail(err)
 		}
+	}
+	r.Kernels = slices.Clone(r.Kernels)
+	if err := checkKernels(&r); err != nil {
+		return fail(err)
+	}
+	if err := checkTask(&r); err != nil {
+		return fail(err)
 	}
 	if r.OptimizerStateDtype != "" {
 		if err := canonical(&r.OptimizerStateDtype, ParseStateDtype); err != nil {

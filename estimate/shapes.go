@@ -57,6 +57,8 @@ func quantBytesPerParam(scheme Quant) float64 { return float64(scheme.Spec().Bit
 // fp32 second level, measured via quant_state).
 func quantMetaBytesPerParam(scheme Quant) float64 {
 	switch q := scheme.Spec(); {
+	case q.GroupSize > 0:
+		return gptqStateBytesPerParam(q)
 	case q.BitsPerWeight == 8:
 		return 0.15
 	case q.DoubleQuant:

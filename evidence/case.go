@@ -24,10 +24,16 @@ import (
 // Case is one measured training run: the configuration that produced a peak
 // GPU-memory figure, and that figure. Field names and meanings: docs/measurements-schema.md.
 type Case struct {
-	ID                  string   `json:"id"`
-	Source              string   `json:"source"`
-	Trust               string   `json:"trust"`
-	Model               string   `json:"model"`
+	ID     string `json:"id"`
+	Source string `json:"source"`
+	Trust  string `json:"trust"`
+	Model  string `json:"model"`
+	// VocabSize is the vocabulary size where the model's config.json lacks
+	// one (or the run resized the embeddings); nil: the config's.
+	VocabSize *int `json:"vocab_size,omitempty"`
+	// Task is the head the run trained through (estimate.Tasks); nil: the
+	// model kind's default.
+	Task                *string  `json:"task,omitempty"`
 	Arch                *string  `json:"arch"`
 	Method              string   `json:"method"`
 	Precision           string   `json:"precision"`
@@ -55,6 +61,28 @@ type Case struct {
 	// published measurements alone set the fitted coefficients; validate
 	// scores them like any other row.
 	Simulated bool `json:"simulated,omitempty"`
+	// SeqLenDist is what the source states about the sample lengths when
+	// seq_len is only their bound (seq_len_kind max or padded-to-longest);
+	// nil when it states nothing. Such a case is estimated over the
+	// distribution: the peak at the longest batch, the reserved level by
+	// replaying its batch shapes through the caching-allocator model.
+	SeqLenDist *SeqLenDist `json:"seq_len_dist,omitempty"`
+}
+
+// SeqLenDist is a case's sample-length distribution, in tokens, as its
+// source states it: a median, or a mean and standard deviation, with the
+// range when known. OverMax says what the trainer does with samples longer
+// than seq_len: "drop" (deleted or filtered) or "truncate" (clipped).
+type SeqLenDist struct {
+	P50     *float64 `json:"p50,omitempty"`
+	Mean    *float64 `json:"mean,omitempty"`
+	Std     *float64 `json:"std,omitempty"`
+	Min     *int     `json:"min,omitempty"`
+	Max     *int     `json:"max,omitempty"`
+	OverMax string   `json:"over_max,omitempty"`
+	// Source says where the figures come from (a dataset card, the
+	// source's own statistics).
+	Source string `json:"source,omitempty"`
 }
 
 // Quant is the quantization of a frozen base model.
@@ -101,6 +129,10 @@ const (
 	KindReserved  = "reserved"  // torch.cuda.max_memory_reserved
 	KindProcess   = "process"   // nvidia-smi / NVML: reserved + CUDA context and other allocations
 )
+
+// MaxVocab bounds a case's vocab_size: far above any tokenizer, low enough
+// that tokens × vocabulary × bytes cannot wrap.
+const MaxVocab = 1 << 24
 
 // ErrInvalidCase is wrapped by every validation error of ReadCases.
 var ErrInvalidCase = errors.New("invalid case")
@@ -222,6 +254,8 @@ func (c *Case) Validate() error {
 		return bad("trust", fmt.Sprintf("%q", c.Trust))
 	case strategy != "":
 		return bad("sharding.strategy", strategy)
+	case c.Task != nil && unknownChoice(estimate.ParseTask, *c.Task) != "":
+		return bad("task", unknownChoice(estimate.ParseTask, *c.Task))
 	case offload != "":
 		return bad("sharding.cpu_offload", offload)
 	case c.Measured.OOM && c.Measured.GiB != nil:
@@ -246,7 +280,15 @@ func (c *Case) Validate() error {
 	if err := f.runCounts(c.SeqLen, c.Batch, c.GradAccum, c.GPU.Count); err != nil {
 		return err
 	}
+	if d := c.SeqLenDist; d != nil {
+		if _, err := d.Lengths(c.SeqLen); err != nil {
+			return bad("seq_len_dist", err.Error())
+		}
+	}
 	if err := f.microBatch(c.SeqLen, c.Batch); err != nil {
+		return err
+	}
+	if err := intIn("vocab_size", c.VocabSize, 1, MaxVocab); err != nil {
 		return err
 	}
 	if l := c.LoRA; l != nil {

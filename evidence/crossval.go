@@ -18,6 +18,26 @@ type Fold struct {
 	// non-OOM), InSample the same rows under the fit on every family.
 	Summary  Summary `json:"held_out"`
 	InSample Summary `json:"in_sample"`
+	// HighTrust is Summary over the held-out rows of trust high only, whose
+	// worst under-estimate is the figure held to the −10 % target.
+	HighTrust Summary `json:"held_out_high"`
+	// OOMRows counts the family's rows (trust high and medium) that ran out of
+	// memory and the fold's estimator supports; OOMPredictedNo how many of
+	// them it predicts "no".
+	OOMRows        int `json:"oom_rows"`
+	OOMPredictedNo int `json:"oom_predicted_no"`
+	// References scores each reference estimator on the family against the
+	// fold, on the held-out rows both of them estimate.
+	References []ReferenceFold `json:"references,omitempty"`
+}
+
+// ReferenceFold compares a reference estimator with a fold on the held-out
+// rows that both estimate: Fold is the left-out fit's errors on those rows,
+// Reference the reference estimator's.
+type ReferenceFold struct {
+	Estimator string  `json:"estimator"`
+	Fold      Summary `json:"fold"`
+	Reference Summary `json:"reference"`
 }
 
 // CrossValidation is a leave-one-family-out check of how the fit
@@ -26,12 +46,18 @@ type Fold struct {
 // others, so no held-out row pulled on the coefficients that predict it.
 type CrossValidation struct {
 	Cohort string `json:"cohort"`
-	Folds  []Fold `json:"folds"`
+	// Coefficients are the fit on the whole cohort that InSample uses: a
+	// reader of a stored cross-validation compares them with the estimator's
+	// own to tell whether the file still describes it.
+	Coefficients estimate.Coefficients `json:"coefficients"`
+	Folds        []Fold                `json:"folds"`
 	// HeldOut pools every fold's held-out rows; InSample is the same rows
 	// under the fit on the whole cohort.
-	HeldOut  Summary      `json:"held_out"`
-	InSample Summary      `json:"in_sample"`
-	Cases    []CaseResult `json:"cases"`
+	HeldOut  Summary `json:"held_out"`
+	InSample Summary `json:"in_sample"`
+	// HeldOutHigh pools the folds' held-out rows of trust high.
+	HeldOutHigh Summary      `json:"held_out_high"`
+	Cases       []CaseResult `json:"cases"`
 }
 
 // Family is a case's source family: its id without the trailing number.
@@ -48,8 +74,10 @@ func Family(id string) string {
 // same rows in sample. The
 // coefficients are applied directly, not through a calibration's domain: a
 // family whose stack no other family has is still scored, which is the
-// point of holding it out.
-func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
+// point of holding it out. Each reference estimator in refs (seed000,
+// unsloth, …) is scored on the same held-out rows, so that a fold can be
+// set against the best estimator that needs no fit.
+func CrossValidate(cases []Case, full *Calibration, refs ...estimate.Estimator) (*CrossValidation, error) {
 	cohort := full.Cohort
 	var families []string
 	for _, c := range cases {
@@ -58,13 +86,17 @@ func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
 		}
 	}
 	slices.Sort(families)
-	cv := &CrossValidation{Cohort: cohort}
-	var held, in []CaseResult
+	cv := &CrossValidation{Cohort: cohort, Coefficients: full.Coefficients}
+	var held, in, highs []CaseResult
 	for _, fam := range families {
 		var train, test []Case
 		for _, c := range cases {
 			if Family(c.ID) == fam {
-				if c.Trust != "low" && !c.Simulated {
+				// A row the full fit could not use (process-level
+				// figures, e.g. the encoder rows) has no fold to be held
+				// out of; an OOM row has no peak to fit but is kept, so
+				// that the fold says whether it was predicted "no".
+				if fitKind(c) || (c.Measured.OOM && !c.Simulated && c.Trust != "low") {
 					test = append(test, c)
 				}
 			} else {
@@ -85,17 +117,43 @@ func CrossValidate(cases []Case, full *Calibration) (*CrossValidation, error) {
 			return nil, fmt.Errorf("fold %s: %w", fam, err)
 		}
 		est := estimate.PhasePeak{Coef: cal.Coefficients, CoefSource: "fitted without " + fam}
-		var out []CaseResult
+		f := Fold{Family: fam, FittedRows: len(cal.Rows), Coefficients: cal.Coefficients}
+		var out, high []CaseResult
+		byID := map[string]CaseResult{}
 		for _, c := range test {
-			if r := ScoreCase(c, Predict(est, c)); r.Status == StatusOK {
+			r := ScoreCase(c, Predict(est, c))
+			switch r.Status {
+			case StatusOK:
 				out = append(out, r)
+				byID[c.ID] = r
+				if c.Trust == "high" {
+					high = append(high, r)
+				}
+			case StatusOOM:
+				f.OOMRows++
+				if r.Verdict == string(estimate.FitNo) {
+					f.OOMPredictedNo++
+				}
 			}
 		}
-		cv.Folds = append(cv.Folds, Fold{Family: fam, FittedRows: len(cal.Rows), Coefficients: cal.Coefficients,
-			Summary: Summarize(out), InSample: Summarize(fold)})
-		held = append(held, out...)
+		for _, ref := range refs {
+			var mine, theirs []CaseResult
+			for _, c := range test {
+				r, ok := byID[c.ID]
+				if !ok {
+					continue
+				}
+				if rr := ScoreCase(c, Predict(ref, c)); rr.Status == StatusOK {
+					mine, theirs = append(mine, r), append(theirs, rr)
+				}
+			}
+			f.References = append(f.References, ReferenceFold{Estimator: ref.Name(), Fold: Summarize(mine), Reference: Summarize(theirs)})
+		}
+		f.Summary, f.InSample, f.HighTrust = Summarize(out), Summarize(fold), Summarize(high)
+		cv.Folds = append(cv.Folds, f)
+		held, highs = append(held, out...), append(highs, high...)
 		in = append(in, fold...)
 	}
-	cv.HeldOut, cv.InSample, cv.Cases = Summarize(held), Summarize(in), held
+	cv.HeldOut, cv.InSample, cv.HeldOutHigh, cv.Cases = Summarize(held), Summarize(in), Summarize(highs), held
 	return cv, nil
 }

@@ -1,7 +1,12 @@
 package evidence
 
 import (
+	"encoding/json"
+	"os"
+	"slices"
 	"testing"
+
+	"github.com/canifinetune/canifinetune/estimate"
 )
 
 func TestFamily(t *testing.T) {
@@ -27,12 +32,49 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	for _, id := range full.Rows {
 		perFamily[Family(id)]++
 	}
-	cv, err := CrossValidate(cases, full)
+	seed, err := estimate.ByName("seed000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	cv, err := CrossValidate(cases, full, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv.Coefficients != full.Coefficients {
+		t.Errorf("the cross-validation does not carry the whole-cohort fit's coefficients")
+	}
+	trust := map[string]string{}
+	oomRows := map[string]int{}
+	for _, c := range cases {
+		trust[c.ID] = c.Trust
+		if c.Measured.OOM && c.Trust != "low" {
+			oomRows[Family(c.ID)]++
+		}
+	}
+	n, high := 0, 0
 	for _, f := range cv.Folds {
+		wantHigh := 0
+		for _, r := range cv.Cases {
+			if Family(r.ID) == f.Family && trust[r.ID] == "high" {
+				wantHigh++
+			}
+		}
+		if f.HighTrust.N != wantHigh {
+			t.Errorf("fold %s: %d high-trust held-out rows, want %d", f.Family, f.HighTrust.N, wantHigh)
+		}
+		high += wantHigh
+		// An OOM row counts only where the fold's estimator supports it.
+		if f.OOMRows > oomRows[f.Family] || f.OOMPredictedNo > f.OOMRows {
+			t.Errorf("fold %s: %d of %d OOM rows predicted no; the family has %d", f.Family, f.OOMPredictedNo, f.OOMRows, oomRows[f.Family])
+		}
+		if len(f.References) != 1 || f.References[0].Estimator != "seed000" {
+			t.Fatalf("fold %s references = %+v, want one for seed000", f.Family, f.References)
+		}
+		// The reference and the fold are set side by side on the same rows,
+		// a subset of the fold's.
+		if r := f.References[0]; r.Fold.N != r.Reference.N || r.Fold.N > f.Summary.N {
+			t.Errorf("fold %s: reference on %d rows, fold on %d of its %d", f.Family, r.Reference.N, r.Fold.N, f.Summary.N)
+		}
 		if want := len(full.Rows) - perFamily[f.Family]; f.FittedRows != want {
 			t.Errorf("fold %s fitted %d rows, want %d (all but its own %d)", f.Family, f.FittedRows, want, perFamily[f.Family])
 		}
@@ -44,6 +86,9 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 		}
 		n += f.Summary.N
 	}
+	if cv.HeldOutHigh.N != high {
+		t.Errorf("pooled %d high-trust rows, folds hold %d", cv.HeldOutHigh.N, high)
+	}
 	if n != len(full.Rows) || cv.HeldOut.N != n || len(cv.Cases) != n {
 		t.Errorf("held out %d rows in folds, %d pooled, %d cases; the fit has %d", n, cv.HeldOut.N, len(cv.Cases), len(full.Rows))
 	}
@@ -53,4 +98,60 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	}
 	t.Logf("held out: MAPE %.1f%%, median %.1f%%, p90 %.1f%%; in sample %.1f / %.1f / %.1f",
 		cv.HeldOut.MAPE, cv.HeldOut.MedianAbs, cv.HeldOut.P90Abs, cv.InSample.MAPE, cv.InSample.MedianAbs, cv.InSample.P90Abs)
+}
+
+// The stored cross-validation that validate shows first must describe the
+// embedded coefficients: a change of the fit (or of dev.jsonl) without
+// re-running `calibrate … --cross-validation-output evidence/crossval.json`
+// fails here instead of leaving stale figures in front of users.
+func TestStoredCrossValidationCurrent(t *testing.T) {
+	b, err := os.ReadFile("crossval.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cv CrossValidation
+	if err := json.Unmarshal(b, &cv); err != nil {
+		t.Fatal(err)
+	}
+	const regen = "re-run: go run ./cmd/canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json --cross-validation-output evidence/crossval.json"
+	if cv.Cohort != "dev.jsonl" {
+		t.Errorf("crossval.json cohort %q, want dev.jsonl", cv.Cohort)
+	}
+	if cv.Coefficients != estimate.DefaultCoefficients {
+		t.Errorf("crossval.json was produced with other coefficients than estimate/coefficients.json; %s", regen)
+	}
+	var ids []string
+	for _, c := range readDev(t) {
+		if c.Trust != "low" && !c.Measured.OOM {
+			ids = append(ids, c.ID)
+		}
+	}
+	for _, r := range cv.Cases {
+		if !slices.Contains(ids, r.ID) {
+			t.Errorf("crossval.json holds out %s, not a trust high/medium measured row of dev.jsonl; %s", r.ID, regen)
+		}
+	}
+	if len(cv.Folds) == 0 || len(cv.Folds[0].References) != 2 {
+		t.Errorf("crossval.json lacks the folds or their two reference estimators; %s", regen)
+	}
+	// Every trust high/medium OOM row of a family with a fold is held out
+	// with it, so that the fold says whether it was predicted "no" (a
+	// selection that kept only rows with a peak once dropped all four).
+	folds := map[string]bool{}
+	oom := 0
+	for _, f := range cv.Folds {
+		folds[f.Family] = true
+		oom += f.OOMRows
+	}
+	want := 0
+	for _, c := range readDev(t) {
+		if c.Measured.OOM && c.Trust != "low" && folds[Family(c.ID)] {
+			if _, _, why := RequestFor(c); why == "" {
+				want++
+			}
+		}
+	}
+	if want == 0 || oom != want {
+		t.Errorf("crossval.json counts %d OOM rows in its folds, want the cohort's %d (trust high/medium, estimable); %s", oom, want, regen)
+	}
 }

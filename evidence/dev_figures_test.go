@@ -11,10 +11,18 @@ import (
 // --trust high,medium --compare canifinetune,seed000,unsloth` prints them. A
 // change that makes them worse fails here; one that improves them should
 // lower the pins in the same commit.
+//
+// The pins rose from 4.01 / 16.16 / 7.57 (128 rows) when eleven rows that
+// were refused became scored (five torchtune rows with torch.compile,
+// activation offloading and optimizer-in-backward; six BERT rows: encoder,
+// sequence classification, process level), and when the reserved level under
+// dynamic padding was capped by what the caching allocator can hold over the
+// stated length distribution (the swift rows' median moves up, the tail
+// down). Refit on the merged model: 139 rows, 4.77 / 17.83 / 8.15.
 const (
-	pinMedianAbs = 4.01
-	pinP90Abs    = 16.16
-	pinMAPE      = 7.57
+	pinMedianAbs = 4.77
+	pinP90Abs    = 17.83
+	pinMAPE      = 8.15
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
@@ -45,13 +53,17 @@ func TestDevFiguresPinned(t *testing.T) {
 	// where the plan's 5 % safety margin says no; the refit after swift-017
 	// and swift-036 were re-graded to low trust raised the allocator constant
 	// by 0.13 GiB and moved fsdpqlora-010 and litgpt-rt-016, both within 4 %
-	// of their measurement, from marginal to no).
+	// of their measurement, from marginal to no; the refit with the
+	// reserved level bounded by the caching-allocator model raised it
+	// again, 1.37 → 1.51 GiB, and moved fsdpqlora-011, -016 and -017 —
+	// 22.5–23.1 GiB reserved on 24 GiB cards, estimated within 2.2 % — from
+	// marginal to no: 12 of 16).
 	cl := rep.Classification
 	if cl.PredictedYesOOM != 0 {
 		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
 	}
-	if cl.PredictedNoOK > 9 {
-		t.Errorf("%d of %d rows predicted no succeeded (pin: 9)", cl.PredictedNoOK, cl.PredictedNo)
+	if cl.PredictedNoOK > 12 {
+		t.Errorf("%d of %d rows predicted no succeeded (pin: 12)", cl.PredictedNoOK, cl.PredictedNo)
 	}
 	// Beats both references on MAPE over the same observations.
 	for _, ref := range []string{"seed000", "unsloth"} {

@@ -144,6 +144,13 @@ func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
 	return append(rows, CoefficientRow{"context_gib", k.ContextGiB, "CUDA context beyond reserved (fixed)", false})
 }
 
+// fitKind: a case Fit can use by its trust and measurement: measured (not
+// simulated), high or medium trust, with an exact peak below the process
+// level (context_gib is fixed, not fitted).
+func fitKind(c Case) bool {
+	return !c.Simulated && c.Trust != "low" && !c.Measured.OOM && c.Measured.GiB != nil && c.Measured.Kind != KindProcess
+}
+
 // Fit fits the default estimator's coefficients on the high- and
 // medium-trust, supported, non-OOM measured cases (simulated rows are left
 // out): Gauss–Newton steps solved by
@@ -152,7 +159,7 @@ func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
 func Fit(cases []Case, cohort string) (*Calibration, error) {
 	var rows []fitRow
 	for _, c := range cases {
-		if c.Simulated || c.Trust == "low" || c.Measured.OOM || c.Measured.GiB == nil || c.Measured.Kind == KindProcess {
+		if !fitKind(c) {
 			continue
 		}
 		req, _, why := RequestFor(c)

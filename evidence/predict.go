@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,12 +46,13 @@ func Predict(est estimate.Estimator, c Case) Prediction {
 	return Prediction{Estimate: e, Assumed: assumed, Request: req}
 }
 
-// unsupportedKernels are switches the memory model does not represent; a
-// case using one is reported unsupported rather than estimated wrongly.
-// torch.compile is among them: Inductor's fusions change which activations
-// are saved by an amount the model does not represent (estimate --compile
-// notes it and leans high).
-var unsupportedKernels = []string{"optimizer-in-backward", "activation-offload", "foak", "torch.compile"}
+// Other kernels of a case (other_kernels) that are not fused kernels of
+// estimate.Kernels: each sets a request field of its own.
+const (
+	kernelCompile    = "torch.compile"
+	kernelOptInBwd   = "optimizer-in-backward"
+	kernelActOffload = "activation-offload"
+)
 
 // RequestFor turns a case into an estimate request, filling the fields the
 // source leaves null from the framework's preset (and saying which). It
@@ -62,8 +64,15 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 	if err != nil {
 		return estimate.Request{}, nil, fmt.Sprintf("model %s is not in the catalog", c.Model)
 	}
-	m, err := hfconfig.Parse(e.Config)
+	var vocab int64
+	if c.VocabSize != nil {
+		vocab = int64(*c.VocabSize)
+	}
+	m, err := hfconfig.ParseWith(e.Config, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
+		if errors.Is(err, hfconfig.ErrNoVocab) {
+			return estimate.Request{}, nil, fmt.Sprintf("model %s: config.json has no vocab_size; the case needs one (field vocab_size)", c.Model)
+		}
 		return estimate.Request{}, nil, err.Error()
 	}
 	return RequestForModel(m, c)
@@ -83,11 +92,6 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	if c.Batch == nil {
 		return estimate.Request{}, nil, "batch unknown"
 	}
-	for _, k := range c.OtherKernels {
-		if slices.Contains(unsupportedKernels, k) {
-			return estimate.Request{}, nil, fmt.Sprintf("%s is not modelled", k)
-		}
-	}
 	r := estimate.Request{
 		Model:     m,
 		Method:    estimate.Method(c.Method),
@@ -104,6 +108,8 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 			}
 		case "int8":
 			r.Quant = estimate.Int8
+		case "gptq":
+			r.Quant = estimate.GPTQ4
 		default:
 			return r, nil, fmt.Sprintf("quant scheme %q is not modelled", c.Quant.Scheme)
 		}
@@ -122,6 +128,13 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	switch c.SeqLenKind {
 	case "max", "padded-to-longest":
 		r.DynamicShapes = true
+		if d := lengthDistOf(c); d != nil {
+			dist, err := d.Lengths(c.SeqLen)
+			if err != nil {
+				return r, assumed, "seq_len_dist: " + err.Error()
+			}
+			r.Lengths = &dist
+		}
 	}
 	if c.GradAccum != nil {
 		r.GradAccum = int64(*c.GradAccum)
@@ -147,6 +160,23 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	if c.FusedCE != nil {
 		r.FusedCE = estimate.LossKernel(*c.FusedCE)
 	}
+	if c.Task != nil {
+		t, err := estimate.ParseTask(*c.Task)
+		if err != nil {
+			return r, nil, err.Error()
+		}
+		if s := t.Spec(); m.Encoder && !s.Encoder || !m.Encoder && !s.Decoder {
+			kind := "a decoder"
+			if m.Encoder {
+				kind = "an encoder-only model"
+			}
+			return r, nil, fmt.Sprintf("task %s is not a head %s has", t, kind)
+		}
+		r.Task = t
+	}
+	if why := applyOtherKernels(&r, c.OtherKernels); why != "" {
+		return r, assumed, why
+	}
 	if st, err := estimate.StackByName(c.Framework); err == nil {
 		st.Apply(&r)
 	} else {
@@ -156,6 +186,14 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	}
 	if r.GradCkpt == "" {
 		r.GradCkpt = estimate.CkptNone
+	}
+	if slices.Contains(c.OtherKernels, kernelActOffload) && !r.GradCkpt.Spec().OffloadsInputs {
+		// torchtune's and Unsloth's activation offloading keep the saved
+		// block inputs in host RAM, one block's on the GPU: the offload
+		// checkpointing mode. Without checkpointing, torchtune offloads
+		// every saved activation and streams one layer's back at a time,
+		// which the same mode bounds.
+		r.GradCkpt = estimate.CkptOffload
 	}
 	// GPU: the card's own memory when it is in the table, else the stated size.
 	if c.GPU.Name != nil {
@@ -177,6 +215,30 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		r.Sharding = estimate.Sharding{Strategy: estimate.Strategy(c.Sharding.Strategy), GPUs: n, CPUOffload: estimate.Offload(c.Sharding.CPUOffload)}
 	}
 	return r, assumed, ""
+}
+
+// applyOtherKernels reads a case's other_kernels into the request: fused
+// kernels by name (estimate.Kernels), torch.compile and
+// optimizer-in-backward as their fields; activation-offload is read with
+// the checkpointing mode. An unknown name is refused by name, so that a
+// switch the model does not know is never silently ignored.
+func applyOtherKernels(r *estimate.Request, names []string) string {
+	for _, k := range names {
+		switch k {
+		case kernelCompile:
+			r.Compile = true
+		case kernelOptInBwd:
+			r.OptimizerInBackward = true
+		case kernelActOffload:
+		default:
+			kern, err := estimate.ParseKernel(k)
+			if err != nil {
+				return fmt.Sprintf("other_kernels %q is not modelled", k)
+			}
+			r.Kernels = append(r.Kernels, kern)
+		}
+	}
+	return ""
 }
 
 // normalizeOptimizer maps optimizer names that measurement sources use and

@@ -1,7 +1,10 @@
 package evidence
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/canifinetune/canifinetune/estimate"
 
 	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -62,5 +65,61 @@ func TestRequestForModelUsesTheGivenModel(t *testing.T) {
 	}
 	if _, _, why := RequestFor(c); why == "" {
 		t.Error("RequestFor found a catalog model for a local path")
+	}
+}
+
+// A catalog model whose config lacks vocab_size is refused with the field
+// named; a case that states vocab_size is estimated with it.
+func TestCaseVocabSize(t *testing.T) {
+	seq, batch := 1024, 1
+	c := Case{ID: "v", Model: "ibm/PowerLM-3b", Method: "full", Precision: "bf16-true", SeqLen: &seq, Batch: &batch,
+		Framework: "hf-trainer", Measured: Measured{Kind: KindAllocated}}
+	_, _, why := RequestFor(c)
+	if !strings.Contains(why, "vocab_size") {
+		t.Fatalf("without vocab_size: reason %q does not name the field", why)
+	}
+	v := 49152
+	c.VocabSize = &v
+	r, _, why := RequestFor(c)
+	if why != "" || r.Model.Vocab != 49152 {
+		t.Fatalf("with vocab_size: %q, vocab %v", why, r.Model)
+	}
+	zero := 0
+	c.VocabSize = &zero
+	g := 10.0
+	c.Measured.GiB = &g
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "vocab_size") {
+		t.Errorf("vocab_size 0: %v", err)
+	}
+}
+
+// other_kernels: fused kernels, torch.compile, optimizer-in-backward and
+// activation offload become request fields; an unknown name is refused by
+// name, not ignored.
+func TestOtherKernelsRead(t *testing.T) {
+	var r estimate.Request
+	if why := applyOtherKernels(&r, []string{"liger-rmsnorm", "foak", "torch.compile", "optimizer-in-backward", "activation-offload"}); why != "" {
+		t.Fatal(why)
+	}
+	if diff := cmp.Diff([]estimate.Kernel{estimate.KernelLigerRMSNorm, estimate.KernelFOAK}, r.Kernels); diff != "" || !r.Compile || !r.OptimizerInBackward {
+		t.Errorf("kernels %v compile %v in-bwd %v", r.Kernels, r.Compile, r.OptimizerInBackward)
+	}
+	if why := applyOtherKernels(&r, []string{"deepspeed-magic"}); !strings.Contains(why, "deepspeed-magic") {
+		t.Errorf("unknown kernel: %q", why)
+	}
+}
+
+// activation-offload is the offload checkpointing mode, whether the row
+// names full checkpointing or none beside it.
+func TestActivationOffloadCase(t *testing.T) {
+	seq, batch := 4096, 2
+	for _, ck := range []string{"full", "none"} {
+		ck := ck
+		c := Case{ID: "ao", Model: "meta-llama/Llama-3.2-3B-Instruct", Method: "full", Precision: "bf16-true", SeqLen: &seq, Batch: &batch,
+			GradCkpt: &ck, OtherKernels: []string{"activation-offload"}, Framework: "torchtune", Measured: Measured{Kind: KindActive}}
+		r, _, why := RequestFor(c)
+		if why != "" || r.GradCkpt != estimate.CkptOffload {
+			t.Errorf("grad_ckpt %s + activation-offload: %q, mode %s; want offload", ck, why, r.GradCkpt)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/estimate"
@@ -28,14 +29,22 @@ type ThroughputResult struct {
 	Predicted float64 `json:"predicted_tokens_per_sec"`
 	// Error is (predicted − measured) / measured.
 	Error float64 `json:"error"`
-	// ImpliedMFU is the model-FLOPs utilisation (before the QLoRA factor,
-	// as --mfu takes it) at which the time model reproduces the measurement;
-	// 0 when no utilisation up to 1.5 does.
+	// ImpliedMFU is the model-FLOPs utilisation (as --mfu takes it) at
+	// which the time model reproduces the measurement; 0 when no
+	// utilisation up to 1.5 does.
 	ImpliedMFU float64 `json:"implied_mfu"`
 	// Unsupported says why the case was not scored ("" when it was).
 	Unsupported string `json:"unsupported,omitempty"`
 	// Assumed lists what the case leaves open and the scoring filled in.
 	Assumed []string `json:"assumed,omitempty"`
+	// Source is the document the row comes from (its source field up to
+	// the first comma); Class the GPU class whose utilisation was used.
+	Source string `json:"source"`
+	Class  string `json:"gpu_class,omitempty"`
+
+	// redo predicts the case again at another utilisation (nil when the
+	// case was not scored).
+	redo func(mfu float64) float64
 }
 
 // ThroughputSummary is the error of a group of scored speed cases.
@@ -60,7 +69,19 @@ type ThroughputReport struct {
 	ByFramework map[string]ThroughputSummary `json:"by_framework"`
 	ByGPU       map[string]ThroughputSummary `json:"by_gpu"`
 	ByStackGPU  map[string]ThroughputSummary `json:"by_stack_gpu"`
-	Unsupported int                          `json:"unsupported"`
+	// ByMethod and BySource group them by method and by source document.
+	ByMethod map[string]ThroughputSummary `json:"by_method"`
+	BySource map[string]ThroughputSummary `json:"by_source"`
+	// MFUByClass is the utilisation per GPU class the predictions used
+	// (plan.ClassMFU).
+	MFUByClass map[string]float64 `json:"mfu_by_class"`
+	// LeaveOneSourceOut scores every row with the class utilisation fitted
+	// (as plan.ClassMFU is: the median implied MFU of the class's rows)
+	// on the other sources' rows only: how the fit does on a source it has
+	// not seen. A class no other source measures falls back to the median
+	// of all the other sources' rows.
+	LeaveOneSourceOut ThroughputSummary `json:"leave_one_source_out"`
+	Unsupported       int               `json:"unsupported"`
 }
 
 // ScoreThroughput predicts every case's tokens per second with package
@@ -68,7 +89,10 @@ type ThroughputReport struct {
 // measurements. est supplies the trainable parameters that data-parallel
 // communication moves.
 func ScoreThroughput(cases []ThroughputCase, est estimate.Estimator) ThroughputReport {
-	rep := ThroughputReport{MFU: plan.DefaultMFU}
+	rep := ThroughputReport{MFU: plan.DefaultMFU, MFUByClass: map[string]float64{}}
+	for c, m := range plan.ClassMFU {
+		rep.MFUByClass[string(c)] = m
+	}
 	for _, c := range cases {
 		rep.Results = append(rep.Results, PredictThroughput(est, c))
 	}
@@ -84,12 +108,58 @@ func ScoreThroughput(cases []ThroughputCase, est estimate.Estimator) ThroughputR
 	rep.ByFramework = groupThroughput(scored, func(r ThroughputResult) string { return r.Framework })
 	rep.ByGPU = groupThroughput(scored, func(r ThroughputResult) string { return r.GPU })
 	rep.ByStackGPU = groupThroughput(scored, func(r ThroughputResult) string { return r.Framework + " on " + r.GPU })
+	rep.ByMethod = groupThroughput(scored, func(r ThroughputResult) string { return r.Method })
+	rep.BySource = groupThroughput(scored, func(r ThroughputResult) string { return r.Source })
+	rep.LeaveOneSourceOut = summarizeThroughput(leaveOneSourceOut(scored))
 	return rep
+}
+
+// ClassMFUFit is the median implied utilisation of the rows on each GPU
+// class, rows for which keep holds: the fit plan.ClassMFU holds.
+func ClassMFUFit(rs []ThroughputResult, keep func(ThroughputResult) bool) map[string]float64 {
+	by := map[string][]float64{}
+	for _, r := range rs {
+		if r.Unsupported == "" && r.ImpliedMFU > 0 && keep(r) {
+			by[r.Class] = append(by[r.Class], r.ImpliedMFU)
+			by[""] = append(by[""], r.ImpliedMFU)
+		}
+	}
+	out := map[string]float64{}
+	for k, v := range by {
+		out[k] = Quantile(v, 0.5)
+	}
+	return out
+}
+
+// leaveOneSourceOut predicts each row at the class utilisation fitted on
+// the other sources' rows.
+func leaveOneSourceOut(scored []ThroughputResult) []ThroughputResult {
+	fits := map[string]map[string]float64{}
+	out := make([]ThroughputResult, 0, len(scored))
+	for _, r := range scored {
+		fit, ok := fits[r.Source]
+		if !ok {
+			fit = ClassMFUFit(scored, func(o ThroughputResult) bool { return o.Source != r.Source })
+			fits[r.Source] = fit
+		}
+		m, ok := fit[r.Class]
+		if !ok {
+			m = fit[""]
+		}
+		if r.redo == nil || m <= 0 {
+			continue
+		}
+		r.Predicted = r.redo(m)
+		r.Error = (r.Predicted - r.Measured) / r.Measured
+		out = append(out, r)
+	}
+	return out
 }
 
 // PredictThroughput scores one speed case.
 func PredictThroughput(est estimate.Estimator, c ThroughputCase) ThroughputResult {
-	res := ThroughputResult{ID: c.ID, Framework: c.Framework, Method: c.Method, Trust: c.Trust}
+	src, _, _ := strings.Cut(c.Source, ",")
+	res := ThroughputResult{ID: c.ID, Framework: c.Framework, Method: c.Method, Trust: c.Trust, Source: strings.TrimSpace(src)}
 	if c.Measured.TokensPerSec != nil {
 		res.Measured = *c.Measured.TokensPerSec
 	}
@@ -107,6 +177,7 @@ func PredictThroughput(est estimate.Estimator, c ThroughputCase) ThroughputResul
 		return fail(why)
 	}
 	res.GPU = card.Name
+	res.Class = string(plan.ClassOf(card.Name))
 	res.Assumed = append(res.Assumed, assumedCard...)
 	mc, assumed := c.memoryCase()
 	res.Assumed = append(res.Assumed, assumed...)
@@ -151,6 +222,15 @@ func PredictThroughput(est estimate.Estimator, c ThroughputCase) ThroughputResul
 	res.Predicted = tp.TokensPerSec
 	res.Error = (res.Predicted - res.Measured) / res.Measured
 	res.ImpliedMFU = impliedMFU(hw, req, e.TrainableParams, lay, res.Measured)
+	res.redo = func(mfu float64) float64 {
+		h := hw
+		h.MFU = mfu
+		tp, err := plan.PredictThroughput(h, req, e.TrainableParams, lay)
+		if err != nil {
+			return 0
+		}
+		return tp.TokensPerSec
+	}
 	return res
 }
 

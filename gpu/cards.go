@@ -61,6 +61,12 @@ type Card struct {
 	// rather than guess. TFLOPsSource names the document and the figure.
 	DenseTFLOPs16 *float64 `json:"dense_16bit_tflops,omitempty"`
 	TFLOPsSource  string   `json:"tflops_source,omitempty"`
+	// MemoryGBps is the card's peak memory bandwidth in GB/s (10^9 bytes)
+	// as its datasheet states it, nil where none was taken; the time model
+	// charges memory-bound work (QLoRA's dequantization) with it.
+	// BandwidthSource names the document and the figure.
+	MemoryGBps      *float64 `json:"memory_gbps,omitempty"`
+	BandwidthSource string   `json:"bandwidth_source,omitempty"`
 	// Nominal marks a row whose memory is the documented nominal capacity
 	// because no driver reading was found; the real reading is a little lower.
 	Nominal bool `json:"nominal,omitempty"`
@@ -197,6 +203,9 @@ func loadTable(data []byte) (cardTable, error) {
 		}
 		if f := c.DenseTFLOPs16; f != nil && (!(*f > 0 && *f < 1e5) || c.TFLOPsSource == "") {
 			return cardTable{}, fmt.Errorf("row %d (%q): dense_16bit_tflops must be a positive figure below 1e5 with its tflops_source, got %v", i, c.Name, *f)
+		}
+		if f := c.MemoryGBps; f != nil && (!(*f > 0 && *f < 1e6) || c.BandwidthSource == "") {
+			return cardTable{}, fmt.Errorf("row %d (%q): memory_gbps must be a positive figure below 1e6 with its bandwidth_source, got %v", i, c.Name, *f)
 		}
 		for _, k := range cardKeys(c) {
 			if j, ok := t.byKey[k]; ok && j != i {

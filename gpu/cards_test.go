@@ -357,15 +357,17 @@ func TestLoadTableRejects(t *testing.T) {
 		return `{"name": "` + name + `", "aliases": ["` + alias + `"]` + fam + `, "memory_mib": 1024, "source": "x datasheet"}`
 	}
 	for name, data := range map[string]string{
-		"alias on two cards": "[" + row("A", "x1", "") + "," + row("B", "x1", "") + "]",
-		"alias is a name":    "[" + row("A", "a1", "") + "," + row("B", "a", "") + "]",
-		"family of one":      "[" + row("A", "a1", "fam") + "," + row("B", "b1", "") + "]",
-		"family is a name":   "[" + row("A", "a1", "b") + "," + row("B", "b1", "b") + "]",
-		"missing source":     `[{"name": "A", "memory_mib": 1}]`,
-		"zero memory":        `[{"name": "A", "memory_mib": 0, "source": "s"}]`,
-		"not json":           `[`,
-		"zero tflops":        `[{"name": "A", "memory_mib": 1, "source": "s", "dense_16bit_tflops": 0, "tflops_source": "d"}]`,
-		"tflops, no source":  `[{"name": "A", "memory_mib": 1, "source": "s", "dense_16bit_tflops": 312}]`,
+		"alias on two cards":   "[" + row("A", "x1", "") + "," + row("B", "x1", "") + "]",
+		"alias is a name":      "[" + row("A", "a1", "") + "," + row("B", "a", "") + "]",
+		"family of one":        "[" + row("A", "a1", "fam") + "," + row("B", "b1", "") + "]",
+		"family is a name":     "[" + row("A", "a1", "b") + "," + row("B", "b1", "b") + "]",
+		"missing source":       `[{"name": "A", "memory_mib": 1}]`,
+		"zero memory":          `[{"name": "A", "memory_mib": 0, "source": "s"}]`,
+		"not json":             `[`,
+		"zero tflops":          `[{"name": "A", "memory_mib": 1, "source": "s", "dense_16bit_tflops": 0, "tflops_source": "d"}]`,
+		"tflops, no source":    `[{"name": "A", "memory_mib": 1, "source": "s", "dense_16bit_tflops": 312}]`,
+		"bandwidth, no source": `[{"name": "A", "memory_mib": 1, "source": "s", "memory_gbps": 936}]`,
+		"negative bandwidth":   `[{"name": "A", "memory_mib": 1, "source": "s", "memory_gbps": -1, "bandwidth_source": "d"}]`,
 	} {
 		if _, err := loadTable([]byte(data)); err == nil {
 			t.Errorf("%s: loaded", name)
@@ -425,10 +427,31 @@ func TestSupports(t *testing.T) {
 	}
 }
 
+// TestMemoryBandwidth pins the datasheet bandwidths the time model charges
+// QLoRA's dequantization with.
+func TestMemoryBandwidth(t *testing.T) {
+	for name, want := range map[string]float64{"rtx-4090": 1008, "rtx-3090": 936, "a100-80gb": 2039, "h100": 3350, "a800-80gb": 0} {
+		c, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got float64
+		if c.MemoryGBps != nil {
+			got = *c.MemoryGBps
+		}
+		if got != want {
+			t.Errorf("%s: memory_gbps %v, want %v", name, got, want)
+		}
+		if got > 0 && !strings.Contains(c.BandwidthSource, "B/s") {
+			t.Errorf("%s: bandwidth_source %q does not state the figure", name, c.BandwidthSource)
+		}
+	}
+}
+
 // TestDenseTFLOPs pins the peaks the time model divides by to the dense
 // (no sparsity) datasheet figures, and leaves unsourced cards without one.
 func TestDenseTFLOPs(t *testing.T) {
-	for name, want := range map[string]float64{"a100-80gb": 312, "h100": 989, "rtx-4090": 165.2, "t4": 65, "l4": 121, "a800-80gb": 0, "h800": 0, "p40": 0} {
+	for name, want := range map[string]float64{"a100-80gb": 312, "h100": 989, "rtx-4090": 165.2, "t4": 65, "l4": 121, "rtx-4080": 97.5, "rtx-a5000": 111.1, "rtx-a6000": 154.8, "rtx-6000-ada": 364.2, "a800-80gb": 0, "h800": 0, "p40": 0} {
 		c, err := Lookup(name)
 		if err != nil {
 			t.Fatal(err)

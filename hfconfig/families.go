@@ -115,6 +115,9 @@ var families = map[string]familySpec{
 	"RefinedWebModel": {family: "falcon", build: buildFalcon, tiedDefault: true},
 	"qwen":            {family: "qwen", build: buildQwenV1},
 	"chatglm":         {family: "chatglm", build: buildChatGLM},
+
+	"bert":    {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
+	"roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 }
 
 // genericFamily reads an unknown model_type as a plain Llama.

@@ -98,6 +98,12 @@ type Model struct {
 	LMHeadParams int64
 	// FinalNormParams: the norm after the last block (plus embedding norms).
 	FinalNormParams int64
+	// HeadParams: an encoder's dense layers outside the blocks (the pooler
+	// of a classification head, the MLM head's transform).
+	HeadParams int64
+	// Encoder: a bidirectional encoder-only model (BERT, RoBERTa,
+	// ModernBERT): its loss follows the task head, not a causal LM head.
+	Encoder bool
 	// FrozenTowerParams: a vision/audio tower of a multimodal checkpoint,
 	// counted as frozen weights; LoRA targets are never inferred for it.
 	FrozenTowerParams int64
@@ -167,7 +173,7 @@ func (m *Model) EmbeddingLikeParams() int64 {
 
 // TextParams is the parameter count of the language model.
 func (m *Model) TextParams() int64 {
-	return m.LinearParams() + m.NormParams() + m.EmbeddingLikeParams()
+	return m.LinearParams() + m.NormParams() + m.EmbeddingLikeParams() + m.HeadParams
 }
 
 // Params is the checkpoint's parameter count, frozen towers included: the

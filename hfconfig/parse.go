@@ -2,9 +2,12 @@ package hfconfig
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/internal/checked"
@@ -12,7 +15,7 @@ import (
 
 // encoders are refused: the memory model is for causal decoders.
 var encoders = map[string]string{
-	"bert": "encoder-only", "roberta": "encoder-only", "deberta": "encoder-only", "deberta-v2": "encoder-only",
+	"deberta": "encoder-only", "deberta-v2": "encoder-only",
 	"distilbert": "encoder-only", "electra": "encoder-only", "xlm-roberta": "encoder-only", "modernbert": "encoder-only",
 	"t5": "encoder-decoder", "mt5": "encoder-decoder", "bart": "encoder-decoder", "mbart": "encoder-decoder",
 	"pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
@@ -27,7 +30,32 @@ func SupportedTypes() []string {
 // text_config (llm_config, language_config); its vision tower is counted as
 // frozen weights. A leading UTF-8 byte order mark, which some Windows editors
 // write and encoding/json refuses, is skipped.
-func Parse(b []byte) (*Model, error) {
+func Parse(b []byte) (*Model, error) { return ParseWith(b, ParseOptions{}) }
+
+// ParseOptions are values the caller knows that a config.json may lack.
+type ParseOptions struct {
+	// Vocab, when above 0, is the vocabulary size: it replaces the
+	// config's vocab_size (or stands in for a missing one) and the model
+	// notes it.
+	Vocab int64
+}
+
+// ErrNoVocab is wrapped (beside ErrMalformed) when a config has no
+// vocabulary size: a caller can ask for it by name (ParseOptions.Vocab).
+var ErrNoVocab = errors.New("no vocabulary size")
+
+// noVocabError is a missing vocab_size: ErrMalformed naming the field, and
+// ErrNoVocab.
+type noVocabError struct{ err error }
+
+func (e noVocabError) Error() string {
+	return e.err.Error() + "; give the vocabulary size as an override"
+}
+
+func (e noVocabError) Unwrap() []error { return []error{e.err, ErrNoVocab} }
+
+// ParseWith is Parse with values that override or complete the config.
+func ParseWith(b []byte, o ParseOptions) (*Model, error) {
 	top, err := parseRaw(bytes.TrimPrefix(b, utf8BOM), "")
 	if err != nil {
 		return nil, err
@@ -63,6 +91,12 @@ func Parse(b []byte) (*Model, error) {
 	}
 	if mt == "" {
 		mt = outer
+	}
+	if o.Vocab > 0 {
+		// The text model's own object: where transformers reads vocab_size.
+		r.m["vocab_size"] = json.RawMessage(strconv.FormatInt(o.Vocab, 10))
+		delete(r.m, "padded_vocab_size")
+		m.Notes = append(m.Notes, fmt.Sprintf("vocabulary size %d given as an override, not read from config.json", o.Vocab))
 	}
 	if mt == "" {
 		return nil, fmt.Errorf("%w: field model_type: missing (every transformers config.json has one)", ErrMalformed)
@@ -194,7 +228,7 @@ func common(r raw, m *Model) error {
 		return err
 	}
 	if m.Vocab, err = r.need("vocab_size", "padded_vocab_size"); err != nil {
-		return err
+		return noVocabError{err}
 	}
 	if m.KVHeads, err = r.first(m.Heads, "num_key_value_heads", "num_kv_heads", "multi_query_group_num"); err != nil {
 		return err

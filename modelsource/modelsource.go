@@ -38,6 +38,9 @@ type Options struct {
 	// from the Hub; an error from it is a broken environment (HF_ENDPOINT,
 	// HF_HOME, HF_TOKEN_PATH).
 	Open func() (Source, error)
+	// Vocab, when above 0, is the vocabulary size for a config that lacks
+	// one (or overrides its own): --vocab-size.
+	Vocab int64
 }
 
 // From says where a model came from, as estimate --json reports it in
@@ -140,7 +143,18 @@ func Resolve(ctx context.Context, name string, o Options) (*Resolved, error) {
 		if o.Revision != "" || o.Hub {
 			return nil, usagef("canifinetune estimate org/name --revision REV", "%s is a local path: --revision and --hub apply to Hub ids", name)
 		}
-		return resolveLocal(name)
+		return resolveLocal(name, o.Vocab)
+	}
+	return ResolveID(ctx, name, o)
+}
+
+// ResolveID is Resolve for a name that is never a local path: the embedded
+// catalog (unless o.Hub), then the Hub or its cache for org/name[@revision].
+// A server resolving names typed by others uses it, so that no name reads a
+// file of the machine it runs on.
+func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
+	if name == "" {
+		return nil, usagef("canifinetune models", "no model given")
 	}
 	id, rev, err := splitRevision(name, o.Revision)
 	if err != nil {
@@ -152,7 +166,7 @@ func Resolve(ctx context.Context, name string, o Options) (*Resolved, error) {
 	}
 	inCatalog := catErr == nil
 	if inCatalog && !o.Hub {
-		r, err := fromCatalogEntry(name, entry)
+		r, err := fromCatalogEntry(name, entry, o.Vocab)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +193,7 @@ func Resolve(ctx context.Context, name string, o Options) (*Resolved, error) {
 		if inCatalog && errors.Is(err, hub.ErrOffline) {
 			// --hub asked for more than the catalog, but offline the
 			// catalog is the best answer there is: say so and use it.
-			r, cerr := fromCatalogEntry(name, entry)
+			r, cerr := fromCatalogEntry(name, entry, o.Vocab)
 			if r != nil {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("%s is not in the Hugging Face cache (offline); using the catalog's config and its config-derived count", id))
 			}
@@ -187,7 +201,7 @@ func Resolve(ctx context.Context, name string, o Options) (*Resolved, error) {
 		}
 		return nil, hubFailure(id, err, catErr, o.Offline)
 	}
-	return fromHubModel(name, hm)
+	return fromHubModel(name, hm, o.Vocab)
 }
 
 // splitRevision separates "org/name@rev" and reconciles it with --revision.
@@ -208,8 +222,8 @@ func splitRevision(name, flagRev string) (id, rev string, err error) {
 	return id, rev, nil
 }
 
-func fromCatalogEntry(name string, e catalog.Entry) (*Resolved, error) {
-	m, err := hfconfig.Parse(e.Config)
+func fromCatalogEntry(name string, e catalog.Entry, vocab int64) (*Resolved, error) {
+	m, err := hfconfig.ParseWith(e.Config, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
 		return nil, fmt.Errorf("catalog entry %s: %w", e.ID, err)
 	}
@@ -242,7 +256,7 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 		if he.Message != "" {
 			what += " (" + he.Message + ")"
 		}
-		return &Error{Err: fmt.Errorf("model %s is not available %s: %s", id, why, what),
+		return &Error{Err: &hubError{msg: fmt.Sprintf("model %s is not available %s: %s", id, why, what), err: err},
 			Hint: "run once online (drop --offline, unset HF_HUB_OFFLINE) to cache it, or pick a catalog model: canifinetune models"}
 	}
 	msg = fmt.Sprintf("model %s: %s", id, msg)
@@ -255,8 +269,19 @@ func hubFailure(id string, err, catErr error, offline bool) error {
 		}
 		hint += "; or pick a catalog model: canifinetune models"
 	}
-	return &Error{Err: errors.New(msg), Hint: hint}
+	return &Error{Err: &hubError{msg: msg, err: err}, Hint: hint}
 }
+
+// hubError is a Hub failure in the words hubFailure chose, still wrapping
+// the client's error, so that a caller can branch on hub.ErrGated and the
+// other sentinels (a server answers each with its own status).
+type hubError struct {
+	msg string
+	err error
+}
+
+func (e *hubError) Error() string { return e.msg }
+func (e *hubError) Unwrap() error { return e.err }
 
 // hubMessage is a hub.Error without its repo, which the caller names, and
 // its hint, which travels as Error.Hint.
@@ -268,8 +293,8 @@ func hubMessage(he *hub.Error) string {
 }
 
 // fromHubModel parses a Hub model's config and takes its exact counts.
-func fromHubModel(name string, hm *hub.Model) (*Resolved, error) {
-	m, err := hfconfig.Parse(hm.ConfigJSON)
+func fromHubModel(name string, hm *hub.Model, vocab int64) (*Resolved, error) {
+	m, err := hfconfig.ParseWith(hm.ConfigJSON, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
 		return nil, fmt.Errorf("config.json of %s@%s: %w", hm.ID, hm.Revision, err)
 	}
@@ -293,7 +318,7 @@ func fromHubModel(name string, hm *hub.Model) (*Resolved, error) {
 
 // resolveLocal reads a local config.json, and the safetensors headers beside
 // it when a directory holds any (never the weights).
-func resolveLocal(name string) (*Resolved, error) {
+func resolveLocal(name string, vocab int64) (*Resolved, error) {
 	path := name
 	dir := ""
 	if isDir(path) {
@@ -311,7 +336,7 @@ func resolveLocal(name string) (*Resolved, error) {
 			}
 			return nil, err
 		}
-		m, err := hfconfig.Parse(hm.ConfigJSON)
+		m, err := hfconfig.ParseWith(hm.ConfigJSON, hfconfig.ParseOptions{Vocab: vocab})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -331,7 +356,7 @@ func resolveLocal(name string) (*Resolved, error) {
 		}
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	m, err := hfconfig.Parse(b)
+	m, err := hfconfig.ParseWith(b, hfconfig.ParseOptions{Vocab: vocab})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -427,7 +452,7 @@ func Catalog(name string) (*Resolved, error) {
 	if err != nil {
 		return nil, usage("canifinetune models  (the catalog)", err)
 	}
-	r, err := fromCatalogEntry(name, entry)
+	r, err := fromCatalogEntry(name, entry, 0)
 	if err != nil {
 		return nil, err
 	}

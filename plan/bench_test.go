@@ -25,17 +25,19 @@ func BenchmarkSearch(b *testing.B) {
 		o := searchOptions(b, c.id, c.gpuGiB, 8, 1, 64)
 		o.Request.Method = estimate.Full
 		b.Run(c.name, func(b *testing.B) {
-			var n int
+			var n, pruned int
 			cpu0 := cpuTime(b)
 			for b.Loop() {
 				res, err := Search(o)
 				if err != nil {
 					b.Fatal(err)
 				}
-				n = res.Candidates
+				n, pruned = res.Candidates, res.Pruned
 			}
 			perSearch := b.Elapsed().Seconds() / float64(b.N)
 			b.ReportMetric(float64(n), "candidates")
+			// Decided without an estimate: a smaller micro-batch did not fit.
+			b.ReportMetric(float64(pruned), "pruned")
 			b.ReportMetric(perSearch/float64(n)*1e9, "ns/candidate")
 			b.ReportMetric(float64(n)/perSearch, "candidates/s")
 			// The CPU time this process spent, per candidate: on a shared,

@@ -13,9 +13,9 @@
 // Time is a model, not a measurement: FLOPs per token from the model's
 // shape (flops.go) divided by the GPU's dense 16-bit peak times a
 // model-FLOPs utilisation (MFU), plus data-parallel communication over the
-// interconnect (time.go). The default MFU is a labelled figure from
-// published training runs, not fitted to fine-tuning: until a throughput
-// cohort exists the times are unvalidated, and every output says so.
+// interconnect (time.go). The MFU per GPU class (mfu.go) is fitted on the
+// measured throughput cohort; QLoRA's dequantization is memory traffic at
+// the card's bandwidth (flops.go).
 //
 // The package is pure: it takes requests, GPU figures and an estimator, and
 // returns plans; it reads no files and runs nothing. It refuses nothing the

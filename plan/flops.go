@@ -23,6 +23,9 @@ type Shape struct {
 	Window int64
 	// Hidden and Vocab size an adapter on the output layer.
 	Hidden, Vocab float64
+	// LayerWeights is Σ in·out over every copy of the decoder layers'
+	// Linear modules: the weights a 4-bit base holds and dequantizes.
+	LayerWeights float64
 }
 
 // ShapeOf reads the matmul and attention widths of a model.
@@ -32,6 +35,7 @@ func ShapeOf(m *hfconfig.Model) Shape {
 	for _, l := range m.Layers {
 		for _, lin := range l.Linears {
 			s.LayerMatmul += float64(lin.In) * float64(lin.Out) * float64(visits(m, lin))
+			s.LayerWeights += float64(lin.In) * float64(lin.Out) * float64(max(lin.Copies, 1))
 		}
 		if l.Attention == "sliding" && m.SlidingWindow > 0 {
 			s.AttnWidthSliding += width
@@ -71,6 +75,9 @@ func AdapterWidth(m *hfconfig.Model, targets []string) (float64, error) {
 // is quoted against) and what activation checkpointing adds (Recompute).
 type FLOPs struct {
 	Train, Recompute float64
+	// DequantBytes is the memory traffic of QLoRA's dequantization per
+	// micro-batch (DequantBytes; 0 for other methods).
+	DequantBytes float64
 }
 
 // TokenFLOPs counts one token's training FLOPs for a normalized request
@@ -82,14 +89,19 @@ type FLOPs struct {
 //     the gradient with respect to the input and the one with respect to
 //     the weight, 2·in·out each (Kaplan et al. 2020, "Scaling Laws for
 //     Neural Language Models" §2.1: C ≈ 6N per token for training).
-//   - Attention adds, per layer and token, 2·s·d for the scores QKᵀ and
-//     2·s·d for the weighted values, d = heads × head_dim, s the attended
-//     length (the window on sliding layers), and three times that with the
-//     backward: 12·s·d per layer in training. This is the count of Narayanan
-//     et al. 2021 ("Efficient Large-Scale Language Model Training on GPU
-//     Clusters", the s/6h term of 72·B·s·l·h²) and of the PaLM paper's MFU
-//     (Chowdhery et al. 2022, Appendix B), with no halving for the causal
-//     mask, so that MFU figures quoted with it apply unchanged.
+//   - Attention adds, per layer and token, 2·a·d for the scores QKᵀ and
+//     2·a·d for the weighted values, d = heads × head_dim and a the keys
+//     the token attends to, and three times that with the backward: 12·a·d
+//     per layer in training (the s/6h term of Narayanan et al. 2021,
+//     "Efficient Large-Scale Language Model Training on GPU Clusters", with
+//     a = s). Under a causal mask token i attends to i keys: a kernel that
+//     skips the masked blocks (FlashAttention-2, and SDPA's flash and
+//     memory-efficient kernels, which the causal path of SDPA and flex
+//     attention take) does half the full count, a = s/2 on average (Dao
+//     2023, "FlashAttention-2", §4.1: "With causal mask, we divide this
+//     number by 2"); on a sliding-window layer it does min(i, w), on
+//     average w − w²/2s for w < s. Eager attention computes the whole
+//     s × s score matrix and masks it afterwards: a = s on every layer.
 //   - A frozen weight (the base of LoRA and QLoRA) needs no weight gradient,
 //     only the input gradient that carries the backward on: 2N forward +
 //     2N backward = 4N instead of 6N. A rank-r adapter pair (A: in→r,
@@ -107,14 +119,10 @@ type FLOPs struct {
 //     left out, as MFU counts leave them out.
 //   - QLoRA's base holds 4-bit weights that are dequantized before each
 //     matmul; the matmuls are the same, so the FLOPs are LoRA's and the
-//     dequantization is charged in the utilisation (see MFUFor).
+//     dequantization is charged as memory traffic (see DequantBytes).
 func TokenFLOPs(s Shape, r estimate.Request, adapterWidth float64) FLOPs {
-	seq := float64(r.SeqLen)
-	slide := seq
-	if s.Window > 0 && float64(s.Window) < seq {
-		slide = float64(s.Window)
-	}
-	attnFwd := 4 * (seq*s.AttnWidthFull + slide*s.AttnWidthSliding)
+	full, slide := AttendedKeys(s, r)
+	attnFwd := 4 * (full*s.AttnWidthFull + slide*s.AttnWidthSliding)
 	var f FLOPs
 	if r.Method == estimate.Full {
 		f.Train = 6*(s.LayerMatmul+s.HeadMatmul) + 3*attnFwd
@@ -128,6 +136,7 @@ func TokenFLOPs(s Shape, r estimate.Request, adapterWidth float64) FLOPs {
 			f.Train += 6 * rank * (s.Hidden + s.Vocab)
 		}
 	}
+	f.DequantBytes = DequantBytes(s, r)
 	if r.GradCkpt != "none" && r.GradCkpt != "" {
 		f.Recompute = 2*s.LayerMatmul + attnFwd
 		if r.Method != estimate.Full {
@@ -135,6 +144,21 @@ func TokenFLOPs(s Shape, r estimate.Request, adapterWidth float64) FLOPs {
 		}
 	}
 	return f
+}
+
+// AttendedKeys is the keys a token attends to on average, on a layer that
+// attends over the whole sequence and on a sliding-window layer, as the
+// request's attention computes them (see TokenFLOPs).
+func AttendedKeys(s Shape, r estimate.Request) (full, sliding float64) {
+	seq := float64(r.SeqLen)
+	if r.Attn == estimate.Eager {
+		return seq, seq
+	}
+	full, sliding = seq/2, seq/2
+	if w := float64(s.Window); w > 0 && w < seq {
+		sliding = w - w*w/(2*seq)
+	}
+	return full, sliding
 }
 
 // trainsHead reports whether a LoRA run trains its output layer in full.
@@ -146,4 +170,26 @@ func trainsHead(r estimate.Request) bool {
 		}
 	}
 	return false
+}
+
+// DequantBytes is the memory traffic QLoRA's dequantization adds to one
+// micro-batch on one GPU. bitsandbytes' 4-bit matmul for inputs of more
+// than one token (MatMul4Bit in bitsandbytes/autograd/_functions.py)
+// dequantizes the whole weight to the 16-bit compute dtype and runs a dense
+// matmul, in the forward and again in the backward for the input gradient;
+// checkpointing adds the recomputed forward. Each dequantization reads the
+// 4-bit codes (half a byte a weight) and writes the 16-bit copy (2 bytes),
+// a memory-bound kernel; the matmul that reads the copy afterwards is the
+// one LoRA's base runs anyway. The per-block scales (one per 64 weights,
+// themselves 8-bit under double quantization) are left out. Every rank
+// dequantizes every layer, sharded or not: FSDP gathers the 4-bit shards.
+func DequantBytes(s Shape, r estimate.Request) float64 {
+	if r.Method != estimate.QLoRA {
+		return 0
+	}
+	passes := 2.0
+	if r.GradCkpt != "none" && r.GradCkpt != "" {
+		passes = 3
+	}
+	return passes * s.LayerWeights * (0.5 + 2)
 }

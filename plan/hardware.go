@@ -66,7 +66,22 @@ func HardwareFor(cards []*gpu.Card, gpusPerNode, nodes int64, c HardwareChoice) 
 	if c.PeakTFLOPs > 0 {
 		hw.PeakTFLOPs = c.PeakTFLOPs
 	}
-	hw.MFU = c.MFU
+	// The slowest memory too: every rank waits for the one that
+	// dequantizes slowest.
+	for i, k := range cards {
+		if k.MemoryGBps == nil {
+			hw.MemBytesPerSec = 0
+			break
+		}
+		if b := *k.MemoryGBps * 1e9; i == 0 || b < hw.MemBytesPerSec {
+			hw.MemBytesPerSec = b
+		}
+	}
+	hw.MFU, hw.MFUSource = c.MFU, "--mfu"
+	if c.MFU <= 0 {
+		class := ClassOf(name)
+		hw.MFU, hw.MFUSource = ClassMFU[class], MFUSource(class)
+	}
 	intra, inter := DefaultInterconnect(name, arch), InfiniBand
 	if c.Link != "" {
 		if nodes > 1 {
@@ -85,6 +100,8 @@ func HardwareFor(cards []*gpu.Card, gpusPerNode, nodes int64, c HardwareChoice) 
 	hw.Host, _ = LinkFor(PCIe, arch, gpusPerNode)
 	if hw.PeakTFLOPs == 0 {
 		notes = append(notes, "the GPU table has no dense 16-bit peak for this card: plans are ranked without a time (--peak-tflops gives one)")
+	} else if hw.MemBytesPerSec == 0 {
+		notes = append(notes, "the GPU table has no memory bandwidth for this card: QLoRA plans' 4-bit dequantization is not timed")
 	}
 	return hw, notes, nil
 }

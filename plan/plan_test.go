@@ -45,7 +45,9 @@ func TestTokenFLOPsByHand(t *testing.T) {
 	// Two layers: 73728. Output layer 64×1000 = 64000.
 	const layer, head = 2 * 36864.0, 64000.0
 	const seq, dAttn = 512.0, 64.0 // 4 heads × 16
-	attnFwd := 2 * 4 * seq * dAttn // two layers × (2·s·d scores + 2·s·d values)
+	// Two layers × (2·a·d scores + 2·a·d values); under a causal mask with
+	// SDPA (the default) a token attends to a = s/2 keys on average.
+	attnFwd := 2 * 4 * (seq / 2) * dAttn
 	s := ShapeOf(m)
 	if s.LayerMatmul != layer || s.HeadMatmul != head || s.AttnWidthFull != 2*dAttn {
 		t.Fatalf("shape %+v, want layer matmuls %v, head %v, attention width %v", s, layer, head, 2*dAttn)
@@ -67,6 +69,21 @@ func TestTokenFLOPsByHand(t *testing.T) {
 	want := FLOPs{Train: 4*(layer+head) + 3*attnFwd + 6*8*448, Recompute: 2*layer + attnFwd + 2*8*448}
 	if got := TokenFLOPs(s, lora, w); got != want {
 		t.Errorf("lora: %+v, want %+v", got, want)
+	}
+	// Eager attention computes the whole score matrix: a = s.
+	eager := full
+	eager.Attn = estimate.Eager
+	if got, want := TokenFLOPs(s, eager, 0), (FLOPs{Train: 6*(layer+head) + 3*2*attnFwd, Recompute: 2*layer + 2*attnFwd}); got != want {
+		t.Errorf("eager, checkpointed: %+v, want %+v", got, want)
+	}
+	// QLoRA: the same FLOPs as LoRA, and 2.5 bytes of dequantization
+	// traffic per base weight in the forward, the recomputed forward and
+	// the backward.
+	qlora := lora
+	qlora.Method = estimate.QLoRA
+	want.DequantBytes = 3 * 2.5 * layer
+	if got := TokenFLOPs(s, qlora, w); got != want {
+		t.Errorf("qlora: %+v, want %+v", got, want)
 	}
 	// The frozen base's backward skips the weight gradients: a LoRA step
 	// costs about two thirds of a full one on the matmuls.

@@ -60,8 +60,10 @@ type Plan struct {
 type Result struct {
 	// Plans fit (verdict yes), ranked by Compare.
 	Plans []Plan
-	// Candidates is the configurations estimated; Fits how many fit.
-	Candidates, Fits int
+	// Candidates is the configurations decided; Fits how many fit.
+	// Pruned of the candidates were not estimated: a smaller micro-batch
+	// with the same levers did not fit, so they cannot (see evaluate).
+	Candidates, Fits, Pruned int
 	// Nearest is the candidate with the lowest ratio when none fits.
 	Nearest *Plan
 	// Binding says which constraint no plan meets, when none fits.
@@ -120,22 +122,36 @@ func Search(o Options) (*Result, error) {
 	widths := map[estimate.Method]float64{}
 	res := &Result{Base: base}
 	var nearest *Plan
-	all := make([]Plan, 0, 256)
 	layouts := Layouts(o.Space, o.Goal.EffectiveBatch)
 	if len(layouts) == 0 {
 		res.Binding = fmt.Sprintf("the effective batch of %d sequences cannot be split evenly over 1..%d GPUs", o.Goal.EffectiveBatch, max(o.Space.GPUsPerNode, 1)*max(o.Space.Nodes, 1))
 		return res, nil
 	}
-	for _, c := range candidates(base, o.Space, layouts) {
-		q := apply(base, c)
-		e, err := o.Estimator.Estimate(q)
-		if err != nil {
+	cands, groups := candidates(base, o.Space, layouts)
+	outs := evaluate(o.Estimator, base, cands, groups)
+	params := base.Model.Params()
+	fits := 0
+	for _, out := range outs {
+		if out.e != nil && out.e.Verdict.Fit == estimate.FitYes {
+			fits++
+		}
+	}
+	all := make([]Plan, 0, fits)
+	for i, c := range cands {
+		out := outs[i]
+		if out.failed {
 			continue
 		}
 		res.Candidates++
+		if out.pruned {
+			res.Pruned++
+			continue // a smaller micro-batch of the same levers did not fit
+		}
+		e := out.e
 		if e.Verdict.Fit != estimate.FitYes && nearest != nil && e.Verdict.Ratio >= nearest.Estimate.Verdict.Ratio {
 			continue // only the nearest miss is kept, for the report
 		}
+		q := apply(base, c)
 		w, ok := widths[q.Method]
 		if !ok && q.Method != estimate.Full {
 			w, err = AdapterWidth(q.Model, q.LoRATargets)
@@ -149,7 +165,7 @@ func Search(o Options) (*Result, error) {
 			p.GPUsPerNode = c.world
 		}
 		lay := layout{world: c.world, perNode: p.GPUsPerNode, nodes: c.nodes, micro: c.micro, accum: c.accum}
-		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), q.Model.Params(), lay)
+		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), params, lay)
 		p.Time.finish(o.Goal, q)
 		if p.Time.Known && o.Goal.PricePerGPUHour > 0 {
 			p.Cost = p.Time.Total / 3600 * o.Goal.PricePerGPUHour * float64(c.world)
@@ -270,8 +286,11 @@ func shardings(nodes int64) []shard {
 	return s
 }
 
-// candidates enumerates the lever settings.
-func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
+// candidates enumerates the lever settings, and groups their indices by
+// every lever but the micro-batch and accumulation, each group in the
+// candidates' order (the micro-batch ascending, as Layouts lists it): what
+// evaluate prunes along.
+func candidates(base estimate.Request, s Space, layouts []Layout) ([]candidate, [][]int32) {
 	methods := s.Methods
 	if methods == nil {
 		methods = []estimate.Method{base.Method}
@@ -293,22 +312,49 @@ func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
 	ckpts := uniq(base.GradCkpt, "none", "full")
 	ces := uniq(base.FusedCE, "liger")
 	opts := uniq(base.Optimizer, "paged_adamw_8bit")
-	var out []candidate
+	// Layouts come in runs of one spread (world, nodes), micro-batch
+	// ascending; each run's candidates are its layouts × its shardings.
+	type run struct {
+		lays   []Layout
+		shards []shard
+	}
+	var runs []run
+	perCombo := 0
+	for i := 0; i < len(layouts); {
+		j := i
+		for j < len(layouts) && layouts[j].World == layouts[i].World && layouts[j].Nodes == layouts[i].Nodes {
+			j++
+		}
+		r := run{lays: layouts[i:j], shards: []shard{{"none", "none"}}}
+		if layouts[i].World > 1 {
+			r.shards = shardings(layouts[i].Nodes)
+		}
+		runs = append(runs, r)
+		perCombo += len(r.lays) * len(r.shards)
+		i = j
+	}
+	combos := len(methods) * len(seqs) * len(ckpts) * len(ces) * len(opts)
+	out := make([]candidate, 0, combos*perCombo)
+	var groups [][]int32
 	for _, m := range methods {
 		for _, sq := range seqs {
 			for _, ck := range ckpts {
 				for _, ce := range ces {
 					for _, op := range opts {
-						for _, l := range layouts {
-							c := candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum}
-							if l.World == 1 {
-								c.strategy, c.offload = "none", "none"
-								out = append(out, c)
-								continue
+						for _, r := range runs {
+							start := len(out)
+							for _, l := range r.lays {
+								for _, sh := range r.shards {
+									out = append(out, candidate{method: m, seq: sq, ckpt: ck, ce: ce, opt: op, strategy: sh.strategy, offload: sh.offload,
+										world: l.World, nodes: l.Nodes, micro: l.MicroBatch, accum: l.GradAccum})
+								}
 							}
-							for _, sh := range shardings(l.Nodes) {
-								c.strategy, c.offload = sh.strategy, sh.offload
-								out = append(out, c)
+							for k := range r.shards {
+								g := make([]int32, len(r.lays))
+								for j := range r.lays {
+									g[j] = int32(start + j*len(r.shards) + k)
+								}
+								groups = append(groups, g)
 							}
 						}
 					}
@@ -316,7 +362,7 @@ func candidates(base estimate.Request, s Space, layouts []Layout) []candidate {
 			}
 		}
 	}
-	return out
+	return out, groups
 }
 
 func uniq[T comparable](first T, more ...T) []T {
@@ -354,12 +400,15 @@ func apply(base estimate.Request, c candidate) estimate.Request {
 // trades lists what a plan gives up against the request as given, and
 // whether it trains another model.
 func trades(base, q estimate.Request, t Time) []string {
-	var out []string
+	var out, changes []string
 	if q.Method != base.Method {
-		out = append(out, fmt.Sprintf("changes the result: %s instead of %s", q.Method, base.Method))
+		changes = append(changes, fmt.Sprintf("%s instead of %s", q.Method, base.Method))
 	}
 	if q.SeqLen < base.SeqLen {
-		out = append(out, fmt.Sprintf("changes the result: context %d instead of %d (longer samples split or truncated)", q.SeqLen, base.SeqLen))
+		changes = append(changes, fmt.Sprintf("context %d instead of %d (longer samples split or truncated)", q.SeqLen, base.SeqLen))
+	}
+	if len(changes) > 0 {
+		out = append(out, "changes the result: "+strings.Join(changes, ", "))
 	}
 	if q.GradCkpt != "none" && base.GradCkpt == "none" {
 		if t.Known && t.Compute > 0 {
@@ -375,19 +424,26 @@ func trades(base, q estimate.Request, t Time) []string {
 		out = append(out, "8-bit optimizer states")
 	}
 	if q.Method == estimate.QLoRA && base.Method != estimate.QLoRA {
-		out = append(out, fmt.Sprintf("+%.0f %% time for 4-bit dequantization", 100*estimate.QLoRACost))
+		if t.Known && t.Dequant > 0 && t.Compute > 0 {
+			out = append(out, fmt.Sprintf("+%.0f %% time for 4-bit dequantization", 100*t.Dequant/t.Compute))
+		} else {
+			out = append(out, "dequantizes the 4-bit base before every matmul")
+		}
 	}
 	if st := q.Sharding.Strategy; st != "none" {
 		s := fmt.Sprintf("%s over %d GPUs", st, q.Sharding.GPUs)
+		if st == "fsdp_hybrid_shard" {
+			s = fmt.Sprintf("%s: sharded over the %d GPUs of a node, replicated across nodes", st, q.Sharding.GPUs)
+		}
 		if t.Known && t.CommExposed > 0 && t.Step > 0 {
-			s += fmt.Sprintf(" (%.0f %% of the step waits on communication)", 100*t.CommExposed/t.Step)
+			s += fmt.Sprintf(" (%s of the step waits on communication)", share(t.CommExposed, t.Step))
 		}
 		out = append(out, s)
 	}
 	if off := q.Sharding.CPUOffload; off != "none" {
 		s := "CPU offload of " + strings.ReplaceAll(string(off), "+", " and ")
 		if t.Known && t.Offload > 0 && t.Step > 0 {
-			s += fmt.Sprintf(" (%.0f %% of the step on the host link)", 100*t.Offload/t.Step)
+			s += fmt.Sprintf(" (%s of the step on the host link)", share(t.Offload, t.Step))
 		}
 		out = append(out, s)
 	}
@@ -395,6 +451,14 @@ func trades(base, q estimate.Request, t Time) []string {
 		out = append(out, "nothing: the run as requested")
 	}
 	return out
+}
+
+// share is part/whole as a whole percentage, "<1 %" below one.
+func share(part, whole float64) string {
+	if p := 100 * part / whole; p >= 0.5 {
+		return fmt.Sprintf("%.0f %%", p)
+	}
+	return "<1 %"
 }
 
 // Bisect returns the largest v in lo..hi for which fits(v) holds, assuming
@@ -517,6 +581,9 @@ func Maximize(o Options, what Quantity) (*Maximum, error) {
 		p := Plan{Request: q, Estimate: e, Nodes: sp.nodes, World: sp.world, GPUsPerNode: sp.world / sp.nodes, MicroBatch: q.Batch, GradAccum: 1}
 		p.Time = StepTime(o.Hardware, q, e, TokenFLOPs(shape, q, w), q.Model.Params(),
 			layout{world: sp.world, perNode: p.GPUsPerNode, nodes: sp.nodes, micro: q.Batch, accum: 1})
+		if p.Time.Known && p.Time.Step > 0 {
+			p.Time.TokensPerSec = float64(sp.world*q.Batch) * float64(q.SeqLen) / p.Time.Step
+		}
 		p.ChangesResult = changesResult(base, q)
 		out.Value, out.Plan = v, &p
 	}

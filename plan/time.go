@@ -99,33 +99,11 @@ func DefaultInterconnect(cardName, arch string) Interconnect {
 	return PCIe
 }
 
-// DefaultMFU is the model-FLOPs utilisation assumed for bf16/fp16 LoRA and
-// full fine-tuning when the user gives none: the fraction of the GPU's dense
-// peak that the model's FLOPs (TokenFLOPs.Train, recomputation included in
-// the time) run at. It is a labelled default, not a fit. Published figures
-// for tuned training stacks span it: PaLM reached 46.2 % (Chowdhery et al.
-// 2022, Table 3, which lists earlier GPU-trained models lower); MosaicML's
-// llm-foundry benchmark tables of MPT training with FSDP in bf16 report
-// 26–46 % on H100 80GB and 42–64 % on A100 80GB across 125M–70B models and
-// 512–65k tokens. A fine-tuning loop of a Hugging Face stack (padding,
-// dataloading, smaller batches, adapters' small matmuls) is not in those
-// tables and is often slower; 0.35 sits at the lower middle. Until a
-// throughput cohort measures fine-tuning runs, times computed with it are
-// unvalidated.
-const DefaultMFU = 0.35
-
-// MFUSource is the one-line provenance of DefaultMFU for outputs.
-const MFUSource = "default 0.35, unvalidated: inside published MFU of tuned training stacks (PaLM 46.2 %; llm-foundry MPT tables 26–46 % on H100, 42–64 % on A100), not measured on fine-tuning runs"
-
-// MFUFor is the utilisation of a request: mfu (DefaultMFU when 0), divided
-// by 1 + estimate.QLoRACost under QLoRA (the 4-bit base is dequantized
-// before every matmul: 39 % more time on a 7B model, Raschka 2023).
+// MFUFor is the utilisation of a request: mfu, DefaultMFU when 0. QLoRA's
+// dequantization is timed on its own (Time.Dequant), not folded in here.
 func MFUFor(mfu float64, r estimate.Request) float64 {
 	if mfu <= 0 {
 		mfu = DefaultMFU
-	}
-	if r.Method == estimate.QLoRA {
-		mfu /= 1 + estimate.QLoRACost
 	}
 	return mfu
 }
@@ -134,8 +112,13 @@ func MFUFor(mfu float64, r estimate.Request) float64 {
 type Hardware struct {
 	// PeakTFLOPs is one GPU's dense 16-bit peak; 0: unknown (no time).
 	PeakTFLOPs float64
-	// MFU is the model-FLOPs utilisation (0: DefaultMFU).
-	MFU float64
+	// MemBytesPerSec is one GPU's peak memory bandwidth; 0: unknown (QLoRA's
+	// dequantization is then not timed, and HardwareFor says so).
+	MemBytesPerSec float64
+	// MFU is the model-FLOPs utilisation (0: DefaultMFU); MFUSource says
+	// where it comes from.
+	MFU       float64
+	MFUSource string
 	// Intra links the GPUs of a node, Inter the nodes, Host a GPU to its
 	// host (CPU offload).
 	Intra, Inter, Host Link
@@ -148,17 +131,20 @@ type Time struct {
 	Known bool
 	Why   string
 	// Compute is the forward and backward; Recompute what checkpointing
-	// adds; Communication the collectives' time and CommExposed the part of
-	// it compute does not hide; Offload the host traffic of CPU offload.
-	Compute, Recompute, Communication, CommExposed, Offload float64
-	// Step is one optimizer update: Compute + Recompute + CommExposed + Offload.
+	// adds; Dequant QLoRA's dequantization of the 4-bit base (memory
+	// traffic at the card's peak bandwidth); Communication the collectives'
+	// time and CommExposed the part of it compute does not hide; Offload
+	// the host traffic of CPU offload.
+	Compute, Recompute, Dequant, Communication, CommExposed, Offload float64
+	// Step is one optimizer update: Compute + Recompute + Dequant +
+	// CommExposed + Offload.
 	Step float64
 	// Updates is the optimizer updates the goal takes; Total their time.
 	Updates int64
 	Total   float64
 	// TokensPerSec is the whole run's throughput (all GPUs).
 	TokensPerSec float64
-	// MFU is the utilisation used (after the QLoRA factor).
+	// MFU is the utilisation used.
 	MFU float64
 }
 
@@ -207,6 +193,9 @@ func StepTime(hw Hardware, r estimate.Request, e *estimate.Estimate, f FLOPs, pa
 	tokensPerGPU := float64(l.micro*l.accum) * float64(r.SeqLen)
 	t.Compute = tokensPerGPU * f.Train / rate
 	t.Recompute = tokensPerGPU * f.Recompute / rate
+	if hw.MemBytesPerSec > 0 {
+		t.Dequant = float64(l.accum) * f.DequantBytes / hw.MemBytesPerSec
+	}
 
 	wBytes, gBytes := 2.0, 2.0
 	if r.Method == estimate.QLoRA {
@@ -240,7 +229,7 @@ func StepTime(hw Hardware, r estimate.Request, e *estimate.Estimate, f FLOPs, pa
 		g := float64(l.perNode)
 		t.Communication = a*2*ring(p*wBytes, g, hw.Intra) + ring(tr*gBytes, g, hw.Intra) + 2*ring(tr*gBytes/g, float64(l.nodes), hw.Inter)
 	}
-	compute := t.Compute + t.Recompute
+	compute := t.Compute + t.Recompute + t.Dequant
 	t.CommExposed = math.Max(0, t.Communication-compute)
 
 	shard := float64(max(r.Sharding.GPUs, 1))

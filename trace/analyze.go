@@ -37,12 +37,32 @@ type Options struct {
 	// the others.
 	HostOps bool
 
+	// KernelWaitBelowNS is the idle breakdown's kernel-wait threshold: an
+	// interval between two ops on a stream, not host wait, that is shorter
+	// counts as kernel wait. 0 means IdleKernelWaitBelowNS (30 ns, what
+	// HolisticTraceAnalysis documents); HTA as users run it compares its
+	// default 30 with intervals in µs, so 30_000 reproduces that.
+	KernelWaitBelowNS int64
+
+	// OnGap, when set, sees every gap of every device, one at a time, in no
+	// promised order: a caller that wants more than the summary in
+	// Device.Gaps (a histogram of gap lengths and their causes) builds it
+	// here without the report holding every gap.
+	OnGap func(device int, g Gap)
+
 	// collect, when set (by Ranks), receives every communication kernel.
 	collect *rankCollector
 
 	// onGap, when set, sees every gap; tests use it to check each gap's
 	// identity without the report holding a slice of all gaps.
 	onGap func(device int, g Gap)
+}
+
+func (o Options) kernelWaitBelowNS() int64 {
+	if o.KernelWaitBelowNS > 0 {
+		return o.KernelWaitBelowNS
+	}
+	return IdleKernelWaitBelowNS
 }
 
 func (o Options) bufferBytes() int {
@@ -656,17 +676,19 @@ type sweepStats struct {
 // streamAcc accumulates one stream's figures in time order.
 type streamAcc struct {
 	Stream
-	end      int64
-	positive bool // an op with dur > 0 has been seen
-	prevEnd  int64
-	hasPrev  bool // an op with dur ≥ 0 has been seen
+	end       int64
+	positive  bool // an op with dur > 0 has been seen
+	prevEnd   int64
+	hasPrev   bool  // an op with dur ≥ 0 has been seen
+	waitBelow int64 // Options.KernelWaitBelowNS
 }
 
 // idle books the interval before op o (dur ≥ 0) on its stream as
 // HolisticTraceAnalysis's idle time breakdown does: the interval from the
 // previous op's end in start order (negative where they overlap), host
 // wait when o's launch call began after that end, kernel wait when the
-// interval is under IdleKernelWaitBelowNS, other otherwise.
+// interval is under the threshold (Options.KernelWaitBelowNS), other
+// otherwise.
 func (s *streamAcc) idle(o *jop) {
 	if s.hasPrev {
 		iv := o.Start - s.prevEnd
@@ -674,7 +696,7 @@ func (s *streamAcc) idle(o *jop) {
 		switch {
 		case o.HasLaunch && o.LStart > s.prevEnd:
 			s.IdleHostWaitNS += iv
-		case iv < IdleKernelWaitBelowNS:
+		case iv < s.waitBelow:
 			s.IdleKernelWaitNS += iv
 		default:
 			s.IdleOtherNS += iv
@@ -718,7 +740,7 @@ func (a *deviceAnalysis) sweep(p *peeker[jop], d *Device) (sweepStats, error) {
 			d.Ops++
 			s := streams[o.Stream]
 			if s == nil {
-				s = &streamAcc{Stream: Stream{Stream: int(o.Stream)}, end: o.Start}
+				s = &streamAcc{Stream: Stream{Stream: int(o.Stream)}, end: o.Start, waitBelow: a.opts.kernelWaitBelowNS()}
 				streams[o.Stream] = s
 			}
 			s.Ops++
@@ -981,6 +1003,9 @@ func (a *deviceAnalysis) gap(start, end int64, next *jop) error {
 	}
 	if a.opts.onGap != nil {
 		a.opts.onGap(int(a.dev), g)
+	}
+	if a.opts.OnGap != nil {
+		a.opts.OnGap(int(a.dev), g)
 	}
 	return a.gapLens.add(gapRec{Len: end - start, Step: next.Step})
 }

@@ -83,8 +83,9 @@ func Categories() []Category {
 // TBE embedding backward kernels fuse the optimizer update ("adagrad") into
 // a scatter. Convolutions count as GEMM because cuDNN and MIOpen run them as
 // implicit GEMMs (or Winograd/FFT transforms around GEMMs) on the same units,
-// and their helper kernels (offset tables, split-K reductions) are part of
-// the convolution's time.
+// and their helper kernels (offset tables, split-K reductions, im2col
+// unfolding, the FFT path's 1-D transforms and filter flip) are part of the
+// convolution's time.
 var categoryRules = []struct {
 	cat   Category
 	words []string
@@ -94,8 +95,8 @@ var categoryRules = []struct {
 	{CatAttention, []string{"flash", "fmha", "attention", "attn", "sdpa", "mha_fwd", "mha_bwd"}},
 	{CatOptimizer, []string{"multi_tensor_apply", "adam", "adagrad", "rmsprop", "optimizer", "fused_optim"}},
 	{CatGEMM, []string{"gemm", "gemv", "cublas", "cutlass", "xmma", "matmul", "wgmma", "hmma", "bmm", "cijk_",
-		"splitkreduce", "epilogue::impl::", "scudnn", "implicit", "conv", "winograd", "fft2d", "cask_cudnn",
-		"dgrad", "wgrad", "fprop", "igemm"}},
+		"splitkreduce", "epilogue::impl::", "scudnn", "implicit", "conv", "winograd", "fft2d", "fft1d", "cask_cudnn",
+		"dgrad", "wgrad", "fprop", "igemm", "im2col", "col2im", "flip_filter"}},
 	{CatReduction, []string{"reduce", "norm", "softmax", "bn_fw", "bn_bw", "welford", "moments", "gammabeta",
 		"cross_entropy", "nll", "argmax", "argmin", "cumsum", "scan", "topk", "sort", "max_pool", "avg_pool", "average_pool", "pooling", "cub::device",
 		"triton_red", "triton_per"}},

@@ -78,8 +78,9 @@
 //	attention       flash fmha attention attn sdpa mha_fwd mha_bwd
 //	optimizer       multi_tensor_apply adam adagrad rmsprop optimizer fused_optim sgd lamb
 //	gemm            gemm gemv cublas cutlass xmma matmul wgmma hmma bmm cijk_ splitkreduce
-//	                epilogue::impl:: scudnn implicit conv winograd fft2d cask_cudnn dgrad
-//	                wgrad fprop igemm   (convolutions run as implicit GEMMs; cijk_ is
+//	                epilogue::impl:: scudnn implicit conv winograd fft2d fft1d cask_cudnn
+//	                dgrad wgrad fprop igemm im2col col2im flip_filter   (convolutions run
+//	                as implicit GEMMs, their helpers count with them; cijk_ is
 //	                rocBLAS/Tensile, splitkreduce and epilogue::impl:: are cuBLAS's)
 //	reduction_norm  reduce norm softmax bn_fw bn_bw welford moments gammabeta cross_entropy
 //	                nll argmax argmin cumsum scan topk sort max_pool avg_pool average_pool
@@ -91,7 +92,8 @@
 //	other           everything else
 //
 // Where the trace links a kernel to its launching host op (the kernel's
-// "External id"), the host op can move the kernel out of elementwise,
+// "External id", "external id" in PyTorch 1.8–1.9 traces, whose host ops
+// are "Operator" rather than "cpu_op"), the host op can move the kernel out of elementwise,
 // reduction_norm or other: aten::_fused_adam*, _fused_sgd, _fused_adagrad
 // and aten::_foreach_* ops, and every host op inside an Optimizer.step#…
 // span on the same thread, make it optimizer; nccl:*, c10d::* and

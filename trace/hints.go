@@ -1,6 +1,10 @@
 package trace
 
-import "bytes"
+import (
+	"bytes"
+	"cmp"
+	"slices"
+)
 
 // A kernel's name does not always say what it is for: the optimizer's
 // arithmetic runs in the same ATen elementwise kernels as the model's, and
@@ -28,11 +32,25 @@ type hostHints struct {
 	optSpans     map[threadKey][2]int64
 	hintsDropped int64
 	hintNameCat  map[string]Category // name categories of hinted kernels
+	// Traces of PyTorch 1.8–1.9 write each host op when it ends, so an
+	// Optimizer.step#… span comes after the ops inside it. External ids
+	// count up in order of start on all threads, so the ops inside a span
+	// written late are those of its thread with an id above the span's, up
+	// to the largest id the thread had when the span came: optRanges holds
+	// these (low, high] id ranges, sorted, and threadMaxExt each thread's
+	// largest id so far.
+	optRanges    [][2]int64
+	threadMaxExt map[threadKey]int64
 }
 
 // maxHints bounds the host ops remembered for their hint (about 30 bytes
 // each in the map).
 const maxHints = 1 << 16
+
+// maxOptRanges bounds the optimizer steps whose span came after the ops
+// inside it (one range each; a trace holds a few steps). Kept small, an
+// insertion out of order costs little however a trace orders them.
+const maxOptRanges = 1 << 12
 
 const optimizerStepPrefix = "Optimizer.step#"
 
@@ -66,9 +84,18 @@ func (t *Trace) noteHostOp(e *event) {
 			t.optSpans = map[threadKey][2]int64{}
 		}
 		t.optSpans[k] = [2]int64{e.ts, e.ts + e.dur}
+		if m, ok := t.threadMaxExt[k]; ok && e.extOK && m > e.ext {
+			t.addOptRange(e.ext, m)
+		}
 	}
 	if !e.extOK {
 		return
+	}
+	if t.threadMaxExt == nil {
+		t.threadMaxExt = map[threadKey]int64{}
+	}
+	if m, ok := t.threadMaxExt[k]; !ok || e.ext > m {
+		t.threadMaxExt[k] = e.ext
 	}
 	h := hostOpHint(e.name)
 	if h == CatOther && len(t.optSpans) > 0 {
@@ -89,13 +116,32 @@ func (t *Trace) noteHostOp(e *event) {
 	t.hints[e.ext] = h
 }
 
+// addOptRange notes that the host ops with External ids in (lo, hi] ran
+// inside an optimizer step, keeping optRanges sorted by lo.
+func (t *Trace) addOptRange(lo, hi int64) {
+	if len(t.optRanges) >= maxOptRanges {
+		t.hintsDropped++
+		return
+	}
+	i, _ := slices.BinarySearchFunc(t.optRanges, lo, func(r [2]int64, lo int64) int { return cmp.Compare(r[0], lo) })
+	t.optRanges = slices.Insert(t.optRanges, i, [2]int64{lo, hi})
+}
+
 // hintFor is the hint for a GPU op, if its launching host op gave one.
 func (t *Trace) hintFor(e *event, kind OpKind) (Category, bool) {
-	if kind != KindKernel || !e.extOK || len(t.hints) == 0 {
+	if kind != KindKernel || !e.extOK {
 		return 0, false
 	}
-	h, ok := t.hints[e.ext]
-	return h, ok
+	if h, ok := t.hints[e.ext]; ok {
+		return h, true
+	}
+	// The last range starting below the id is the innermost candidate;
+	// ranges of successive steps do not overlap.
+	i, _ := slices.BinarySearchFunc(t.optRanges, e.ext, func(r [2]int64, x int64) int { return cmp.Compare(r[0], x) })
+	if i > 0 && e.ext <= t.optRanges[i-1][1] {
+		return CatOptimizer, true
+	}
+	return 0, false
 }
 
 // internHinted interns a kernel name launched under hint h. When the hint

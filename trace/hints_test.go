@@ -84,3 +84,89 @@ func TestHostOpHintsBounded(t *testing.T) {
 		t.Errorf("flags %v", codes)
 	}
 }
+
+// TestHostOpHintsLegacyFormat: Kineto traces from PyTorch 1.8–1.9 (the
+// TensorBoard plugin's ResNet-50 samples) spell host ops "cat": "Operator",
+// launches "Runtime", kernels "Kernel", and write a kernel's launching op
+// as "external id" in lower case. The optimizer step's kernels (SGD's
+// aten::add_ inside Optimizer.step#SGD.step) must still be optimizer, and
+// --ops must still attribute GPU time to the host op. The events are
+// copied from that sample (names, field spelling and layout), shortened.
+func TestHostOpHintsLegacyFormat(t *testing.T) {
+	const add = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)"
+	op := func(name string, ts, dur string, ext int) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "Operator", "name": %q, "pid": 25738, "tid": "25738", "ts": %s, "dur": %s, "args": {"Device": 25738, "External id": %d, "Trace name": "PyTorch Profiler", "Trace iteration": 0}}`, name, ts, dur, ext)
+	}
+	rt := func(ts string, corr, ext int) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 25738, "tid": "25738", "ts": %s, "dur": 1, "args": {"correlation": %d, "external id": %d}}`, ts, corr, ext)
+	}
+	kern := func(ts, dur string, corr, ext int) string {
+		return fmt.Sprintf(`{"ph": "X", "cat": "Kernel", "name": %q, "pid": 0, "tid": "stream 7", "ts": %s, "dur": %s, "args": {"queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": %d, "external id": %d}}`, add, ts, dur, corr, ext)
+	}
+	// As in the sample, a span is written after the ops inside it (events
+	// in order of their end), and External ids count up in order of start.
+	in := traceJSON(
+		op("aten::add_", "10", "2", 1), // the model's residual add
+		op("aten::add_", "21", "2", 3), // SGD's update, inside the step
+		op("aten::mul_", "23.5", "2", 4),
+		op("aten::add_", "24", "1", 5), // nested in the mul_, written before it
+		op("Optimizer.step#SGD.step", "20", "10", 2),
+		op("aten::add_", "31", "2", 6), // after the step: the model again
+		rt("10.5", 101, 1), rt("21.5", 103, 3), rt("24.2", 105, 5), rt("31.5", 106, 6),
+		kern("40", "4", 101, 1),
+		kern("50", "6", 103, 3),
+		kern("60", "1", 105, 5),
+		kern("70", "2", 106, 6),
+	)
+	r := analyzeString(t, in, Options{})
+	want := map[string]int64{"elementwise": 6000, "optimizer": 7000}
+	if diff := cmp.Diff(want, catExcl(r.Devices[0])); diff != "" {
+		t.Errorf("category exclusive ns (-want +got):\n%s", diff)
+	}
+	r = analyzeString(t, in, Options{HostOps: true})
+	got := map[string]int64{}
+	for _, h := range r.Devices[0].HostOps {
+		got[h.Name] = h.SelfGPUNS
+	}
+	if diff := cmp.Diff(map[string]int64{"aten::add_": 13000}, got); diff != "" {
+		t.Errorf("self GPU time per host op (-want +got):\n%s", diff)
+	}
+}
+
+// TestOptRangesBounded: optimizer steps written after their ops, in
+// descending order (each insertion at the front), are kept sorted up to
+// maxOptRanges; later ones are counted as dropped hints, and a kernel's
+// External id finds its step's range and no other.
+func TestOptRangesBounded(t *testing.T) {
+	var tr Trace
+	const n = maxOptRanges + 2
+	for i := n - 1; i >= 0; i-- {
+		// Step i: span id 10i, ops 10i+1 … 10i+5 on thread 1, written first.
+		op := event{name: []byte("aten::add_"), tid: 1, ext: int64(10*i + 5), extOK: true}
+		tr.noteHostOp(&op)
+		span := event{name: []byte("Optimizer.step#SGD.step"), tid: 1, ext: int64(10 * i), extOK: true}
+		tr.noteHostOp(&span)
+		// threadMaxExt stays at the largest id: later (lower) steps'
+		// ranges reach up to it, so each range is (10i, 10(n-1)+5].
+	}
+	if len(tr.optRanges) != maxOptRanges || tr.hintsDropped != 2 {
+		t.Fatalf("ranges %d, dropped %d; want %d, 2", len(tr.optRanges), tr.hintsDropped, maxOptRanges)
+	}
+	for i := 1; i < len(tr.optRanges); i++ {
+		if tr.optRanges[i-1][0] >= tr.optRanges[i][0] {
+			t.Fatalf("ranges not sorted at %d: %v, %v", i, tr.optRanges[i-1], tr.optRanges[i])
+		}
+	}
+	// Steps 0 and 1 came last and were dropped: ids 15 and below are in
+	// no range; 25 is in step 2's; past the largest id nothing is.
+	for _, c := range []struct {
+		ext  int64
+		want bool
+	}{{15, false}, {25, true}, {int64(10*(n-1) + 3), true}, {int64(10*(n-1) + 6), false}} {
+		e := event{ext: c.ext, extOK: true}
+		_, got := tr.hintFor(&e, KindKernel)
+		if got != c.want {
+			t.Errorf("hintFor(ext %d) = %v, want %v", c.ext, got, c.want)
+		}
+	}
+}

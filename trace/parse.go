@@ -533,7 +533,7 @@ func (t *Trace) readArgs(s *scanner, e *event) error {
 			e.stream, e.streamOK, err = t.readIntOrString(s, e, "args.stream")
 		case "device":
 			e.dev, e.devOK, err = t.readIntOrString(s, e, "args.device")
-		case "External id":
+		case "External id", "external id": // lower case: GPU ops in PyTorch 1.8–1.9 traces
 			e.ext, e.extOK, err = t.readOptInt(s, e)
 		default:
 			err = s.skipValue()
@@ -614,7 +614,8 @@ func (t *Trace) use(e *event) {
 	isLabel := catIs(e.cat, "user_annotation")
 	isStep := !isGPU && !isGPULabel && bytes.HasPrefix(e.name, []byte(stepPrefix))
 	isSpan := catIs(e.cat, "Trace")
-	if (isLabel || catIs(e.cat, "cpu_op")) && e.bad == "" && e.tsOK && e.durOK {
+	// "Operator" is what PyTorch 1.8–1.9 traces call a cpu_op.
+	if (isLabel || catIs(e.cat, "cpu_op", "Operator")) && e.bad == "" && e.tsOK && e.durOK {
 		t.noteHostOp(e)
 		if e.extOK && t.wantHostOps() {
 			t.addHostOp(hostOpRec{Ext: e.ext, Name: t.hostName(e.name)})

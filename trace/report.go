@@ -113,7 +113,8 @@ type Stream struct {
 	// IdleNS is Σ (start − previous op's end) over the stream's ops in start
 	// order, split as HolisticTraceAnalysis does: host wait (the op's launch
 	// call began after the previous op ended), kernel wait (otherwise, an
-	// interval under IdleKernelWaitBelowNS), other (the rest).
+	// interval under Options.KernelWaitBelowNS, by default
+	// IdleKernelWaitBelowNS), other (the rest).
 	IdleNS           int64 `json:"idle_ns"`
 	IdleHostWaitNS   int64 `json:"idle_host_wait_ns"`
 	IdleKernelWaitNS int64 `json:"idle_kernel_wait_ns"`

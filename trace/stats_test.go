@@ -170,3 +170,33 @@ func TestIdleKernelWait(t *testing.T) {
 		t.Errorf("stream (-want +got):\n%s", diff)
 	}
 }
+
+// TestIdleKernelWaitThreshold: Options.KernelWaitBelowNS moves the
+// threshold; host wait does not depend on it. Four ops on stream 7, all
+// launched before any starts, with 20 ns, 5 µs and 40 µs between them.
+// HTA's default (30 compared with µs) is 30 µs: the 5 µs interval is
+// kernel wait there and other at the documented 30 ns.
+func TestIdleKernelWaitThreshold(t *testing.T) {
+	in := traceJSON(
+		launchAt("0.1", 1), launchAt("0.2", 2), launchAt("0.3", 3), launchAt("0.4", 4),
+		kernel("k", 7, "10", "1", 1),
+		kernel("k", 7, "11.020", "1", 2),
+		kernel("k", 7, "17.020", "1", 3),
+		kernel("k", 7, "58.020", "1", 4),
+	)
+	for _, c := range []struct {
+		below         int64
+		kernel, other int64
+	}{
+		{0, 20, 5000 + 40000},
+		{30, 20, 5000 + 40000},
+		{30_000, 20 + 5000, 40000},
+		{40_001, 20 + 5000 + 40000, 0},
+	} {
+		s := analyzeString(t, in, Options{KernelWaitBelowNS: c.below}).Devices[0].Streams[0]
+		got := [3]int64{s.IdleHostWaitNS, s.IdleKernelWaitNS, s.IdleOtherNS}
+		if want := [3]int64{0, c.kernel, c.other}; got != want {
+			t.Errorf("KernelWaitBelowNS %d: host/kernel/other wait %v, want %v", c.below, got, want)
+		}
+	}
+}

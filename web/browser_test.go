@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/web"
 )
 
@@ -119,6 +121,35 @@ func TestBrowserCalculator(t *testing.T) {
 	if verdict != "yes" || segments < 4 {
 		t.Fatalf("qlora on an H100: verdict %q, %d bar segments; want yes and ≥ 4", verdict, segments)
 	}
+	// The segment labels drawn inside the bar do not overlap each other
+	// or leave their segment (the small ones have none, only a title).
+	overlaps := run(t, ctx, "labels", chromedp.Evaluate[string](`(() => {
+		const out = [];
+		for (const g of document.querySelectorAll("#bar g[data-component]")) {
+			const t = g.querySelector("text"), r = g.querySelector("rect").getBBox();
+			if (!t) continue;
+			const b = t.getBBox();
+			if (b.x < r.x || b.x + b.width > r.x + r.width) out.push(g.dataset.component + " label leaves its segment");
+		}
+		const marks = [...document.querySelectorAll("#bar text.mark")].map(t => t.getBBox());
+		for (let i = 0; i < marks.length; i++) for (let j = i + 1; j < marks.length; j++) {
+			const a = marks[i], b = marks[j];
+			if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height) out.push("mark labels " + i + " and " + j + " overlap");
+		}
+		return out.join("; ");
+	})()`))
+	if overlaps != "" {
+		t.Errorf("bar labels: %s", overlaps)
+	}
+	// The screenshot shows the held-out error too: wait for the
+	// background cross-validation, then reload.
+	if err := web.WaitHeldOut(); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "reload", chromedp.Reload())
+	if n := run(t, ctx, "held out", chromedp.Evaluate[int](`document.querySelectorAll("#errors td.heldout").length`)); n == 0 {
+		t.Error("no held-out error figures on the page")
+	}
 	screenshot(t, ctx, "calculator-qlora-h100")
 
 	// Full fine-tuning of 7B with AdamW in 80 GiB does not fit: change the method.
@@ -165,6 +196,15 @@ func TestBrowserPlan(t *testing.T) {
 	if rows == 0 || first == "" {
 		t.Fatalf("plan table: %d rows, first method %q", rows, first)
 	}
+	// The first download link (rows the stacks cannot run as estimated
+	// have none), fetched as a browser would follow it: the recipe's zip.
+	href := run(t, ctx, "recipe link", chromedp.Evaluate[string](`document.querySelector("table.plans tbody tr a.recipe").getAttribute("href")`))
+	if !strings.HasPrefix(href, "/api/plan/recipe?") || !strings.Contains(href, "&plan=") {
+		t.Fatalf("recipe link %q", href)
+	}
+	if status, b := get(t, ts, "GET", href, "", nil); status != 200 || !bytes.HasPrefix(b, []byte("PK\x03\x04")) {
+		t.Errorf("recipe link %s: status %d, %d bytes, not a zip", href, status, len(b))
+	}
 	screenshot(t, ctx, "plan-qwen7b-2x4090")
 }
 
@@ -194,16 +234,52 @@ func TestBrowserTrace(t *testing.T) {
 		}
 		source := run(t, ctx, "source", chromedp.Text(chromedp.CSS("#source")))
 		cats := run(t, ctx, "categories", chromedp.Evaluate[int](`document.querySelectorAll("svg.cats g[data-category]").length`))
-		const visible = `[...document.querySelectorAll("table.whatif tr[data-speedup]")].filter(r => r.offsetParent !== null)`
-		shown := run(t, ctx, "what-if at 2x", chromedp.Evaluate[int](visible+`.filter(r => r.dataset.speedup === "2").length`))
+		hist := run(t, ctx, "histogram", chromedp.Evaluate[int](`document.querySelectorAll("svg.gaphist g[data-bin]").length`))
+		// The select sets every category's slider; one slider moves its row only.
+		const outputs = `[...document.querySelectorAll("table.whatif tr[data-category] output")].map(o => o.textContent).join(",")`
+		const saved = `[...document.querySelectorAll("table.whatif tr[data-category] td:nth-child(3)")].map(o => o.textContent).join(",")`
+		at2 := run(t, ctx, "what-if at 2x", chromedp.Evaluate[string](outputs))
+		saved2 := run(t, ctx, "saved at 2x", chromedp.Evaluate[string](saved))
 		do(t, ctx, "speed-up 4x", chromedp.SetValue(chromedp.CSS("#speedup"), "4"))
-		// Rows of 4× count 1, rows of any other speed-up 1000.
-		shownAt4 := run(t, ctx, "what-if at 4x", chromedp.Evaluate[int](visible+`.map(r => r.dataset.speedup === "4" ? 1 : 1000).reduce((a, b) => a + b, 0)`))
-		if source != filepath.Base(f) || cats == 0 || shown == 0 || shownAt4 != shown {
-			t.Errorf("%s: source %q, %d category bars, %d rows at 2×, %d at 4× (1000 per other speed-up shown)", f, source, cats, shown, shownAt4)
+		at4 := run(t, ctx, "what-if at 4x", chromedp.Evaluate[string](outputs))
+		saved4 := run(t, ctx, "saved at 4x", chromedp.Evaluate[string](saved))
+		do(t, ctx, "first slider to 10x", chromedp.SetValue(chromedp.CSS("table.whatif input.speedup"), "5"))
+		first := run(t, ctx, "first row", chromedp.Evaluate[string](`document.querySelector("table.whatif tr[data-category] output").textContent`))
+		n := strings.Count(at2, ",") + 1
+		if source != filepath.Base(f) || cats == 0 || hist == 0 || at2 != strings.TrimSuffix(strings.Repeat("2×,", n), ",") ||
+			at4 != strings.TrimSuffix(strings.Repeat("4×,", n), ",") || saved4 == saved2 || first != "10×" {
+			t.Errorf("%s: source %q, %d category bars, %d histogram bins, sliders %q then %q (saved %q then %q), first slider %q", f, source, cats, hist, at2, at4, saved2, saved4, first)
 		}
 		if i == 0 || strings.Contains(f, "ns_resolution") {
 			screenshot(t, ctx, "trace-"+strings.TrimSuffix(filepath.Base(f), ".json.gz"))
 		}
 	}
+}
+
+// TestBrowserConfigUpload uploads a local config.json through the page's
+// form (the page submits it on choice) and reads the verdict of the view it
+// lands on, which keeps the card chosen before.
+func TestBrowserConfigUpload(t *testing.T) {
+	ctx := browser(t)
+	ts := newServer(t, web.Options{})
+	e, err := catalog.Lookup("Qwen/Qwen2.5-7B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfg, e.Config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "load", chromedp.Navigate(ts.URL+"/?model=Qwen/Qwen2.5-7B&gpu=rtx-4090&method=qlora"))
+	want := run(t, ctx, "verdict", chromedp.Text(chromedp.CSS("#verdict")))
+	resp, err := chromedp.RunResponse(ctx, chromedp.SetUploadFiles(chromedp.CSS("#configfile"), []string{cfg}))
+	if err != nil || resp.Status != 200 {
+		t.Fatalf("upload: %v", err)
+	}
+	loc := run(t, ctx, "location", chromedp.Location())
+	got := run(t, ctx, "verdict", chromedp.Text(chromedp.CSS("#verdict")))
+	if !strings.Contains(loc, "model=config%3A") || !strings.Contains(loc, "gpu=rtx-4090") || got != want {
+		t.Errorf("after the upload: %s, verdict %q; want a config: model, the card kept, verdict %q", loc, got, want)
+	}
+	screenshot(t, ctx, "calculator-uploaded-config")
 }

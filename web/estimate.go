@@ -28,6 +28,12 @@ func Estimate(p Params) (*report.Estimate, *Problem) {
 		}
 		return nil, pr
 	}
+	return estimateModel(rm, p)
+}
+
+// estimateModel is Estimate for a model already resolved (from the
+// catalog, the Hub or an uploaded config.json).
+func estimateModel(rm *modelsource.Resolved, p Params) (*report.Estimate, *Problem) {
 	s, pr := p.request(rm.Model)
 	if pr != nil {
 		return nil, pr

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/estimate"
@@ -27,6 +28,15 @@ type view struct {
 	Problem    *Problem
 	Yes        float64
 	Marginal   float64
+	// Hub says where ids beyond the catalog come from.
+	Hub HubState
+	// Keep are the view's parameters but the model (Label the name), which
+	// the config upload form carries to the view it redirects to.
+	Keep []choice
+	// MaxConfig is the upload limit of a config.json, in words.
+	MaxConfig string
+	// DefaultEstimator is the estimator the held-out figures are for.
+	DefaultEstimator string
 }
 
 // control is one select of the form, its options generated from estimate's
@@ -96,8 +106,10 @@ func modelIDs() []string {
 // verdict's thresholds marked on the budget.
 type bar struct {
 	Width, Height float64
-	Segments      []segment
-	Marks         []mark
+	// ViewHeight is the SVG's height: the bar, then the marks' label rows.
+	ViewHeight float64
+	Segments   []segment
+	Marks      []mark
 }
 
 type segment struct {
@@ -106,14 +118,62 @@ type segment struct {
 	Name    string
 	Title   string
 	Percent float64
+	// Label is what fits inside the segment ("weights 18 %", or "18 %", or
+	// nothing), centred at LabelX; the title carries everything on hover.
+	Label  string
+	LabelX float64
 }
 
 type mark struct {
-	X     float64
+	X, Y  float64
 	Label string
 }
 
-const barWidth = 1000
+const (
+	barWidth = 1000
+	// charW is the advance of one character of the bar's 12px labels,
+	// generous for a sans-serif font: a label is drawn only where it fits.
+	charW = 7.0
+	// labelPad is the room a label leaves on each side within its segment.
+	labelPad = 4.0
+	// markRowH is the height of one row of mark labels under the bar.
+	markRowH = 14.0
+	// markGap is the room between a mark's line and its label, and between
+	// two labels of one row.
+	markGap = 4.0
+)
+
+// textW is the width a label of s takes at the bar's font size.
+func textW(s string) float64 { return charW * float64(utf8.RuneCountInString(s)) }
+
+// segmentLabel is the longest of the name with its share, or the share
+// alone, that fits in a segment w wide; "" when neither does.
+func segmentLabel(name string, pct, w float64) string {
+	for _, l := range []string{fmt.Sprintf("%s %.0f %%", name, pct), fmt.Sprintf("%.0f %%", pct)} {
+		if textW(l)+2*labelPad <= w {
+			return l
+		}
+	}
+	return ""
+}
+
+// markY is the baseline of a mark label in row (0 the first under the bar).
+func markY(barH float64, row int) float64 { return barH + 8 + markRowH*float64(row+1) }
+
+// labelFits: a label spanning [left, its mark] in row clears the row's
+// last label, which ends at end, and every line of a mark whose label is
+// lower down (a line crosses every row above its label).
+func (b *bar) labelFits(row int, left, end float64) bool {
+	if left < end+markGap {
+		return false
+	}
+	for _, m := range b.Marks {
+		if m.Y > markY(b.Height, row) && m.X >= left-markGap {
+			return false
+		}
+	}
+	return true
+}
 
 func newBar(o *report.Estimate) *bar {
 	scale := float64(o.TotalBytes)
@@ -132,17 +192,37 @@ func newBar(o *report.Estimate) *bar {
 		}
 		w := float64(c.Bytes) / scale * barWidth
 		b.Segments = append(b.Segments, segment{X: x, W: w, Class: "c-" + c.Name, Name: c.Name, Percent: 100 * c.Share,
-			Title: fmt.Sprintf("%s: %.2f GiB (%.1f %% of the total) — %s", c.Name, c.GB, 100*c.Share, c.Source)})
+			Title: fmt.Sprintf("%s: %.2f GiB (%.1f %% of the total) — %s", c.Name, c.GB, 100*c.Share, c.Source),
+			Label: segmentLabel(c.Name, 100*c.Share, w), LabelX: x + w/2})
 		x += w
 	}
+	rows := 1
 	if budget > 0 {
+		// Each label ends at its mark and its line runs down to it. Left
+		// to right, a label takes the first row where it clears the label
+		// before it in that row and the lines of the marks placed in rows
+		// below (85 %, 97 % and 100 % are close on a wide bar).
+		var ends []float64 // per row, the mark its last label ends at
 		for _, m := range []struct {
 			f     float64
 			label string
 		}{{estimate.YesRatio, "yes ≤ 85 %"}, {estimate.MarginalRatio, "marginal ≤ 97 %"}, {1, "budget"}} {
-			b.Marks = append(b.Marks, mark{X: m.f * float64(budget) / scale * barWidth, Label: m.label})
+			mx := m.f * float64(budget) / scale * barWidth
+			left := mx - textW(m.label) - markGap
+			row := 0
+			for row < len(ends) && !b.labelFits(row, left, ends[row]) {
+				row++
+			}
+			if row == len(ends) {
+				ends = append(ends, mx)
+			} else {
+				ends[row] = mx
+			}
+			b.Marks = append(b.Marks, mark{X: mx, Y: markY(b.Height, row), Label: m.label})
 		}
+		rows = len(ends)
 	}
+	b.ViewHeight = b.Height + 8 + markRowH*float64(rows) + 6
 	return b
 }
 
@@ -150,20 +230,32 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	if !getOnly(w, r) {
 		return
 	}
-	v := s.form
-	status := http.StatusOK
 	p, pr := ParseQuery(r.URL.Query())
 	if p == nil {
 		p = Params{}
 	}
+	s.renderPage(w, r, p, pr)
+}
+
+// renderPage renders the calculator for p, or with the problem pr.
+func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, p Params, pr *Problem) {
+	v := s.form
+	v.Hub = s.hubState()
+	v.DefaultEstimator = estimate.Default
+	status := http.StatusOK
 	if pr == nil && p["model"] != "" {
-		v.Result, pr = Estimate(p)
+		v.Result, pr = s.estimate(r.Context(), p)
 	}
 	if pr != nil {
 		v.Problem, status = pr, pr.Status
 	}
 	// Query is url.Values.Encode's output: every byte is escaped already.
 	v.Params, v.Query = p, template.URL(p.Query())
+	for _, k := range paramNames {
+		if k != "model" && p[k] != "" {
+			v.Keep = append(v.Keep, choice{Value: p[k], Label: k})
+		}
+	}
 	if v.Result != nil {
 		v.Bar = newBar(v.Result)
 		v.Errors = s.measured.slices(v.Result.Estimator.Name, v.Result.Config.Method, v.Result.Model.ID)

@@ -216,6 +216,7 @@ type planRow struct {
 	Trades        []string `json:"trades"`
 	ChangesResult bool     `json:"changes_result"`
 	Command       string   `json:"command"`
+	RecipeRefused string   `json:"recipe_refused"`
 }
 
 // maxPlanRows is how many plans the page's table shows (the JSON has all).

@@ -17,6 +17,7 @@ import (
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/internal/report"
+	"github.com/canifinetune/canifinetune/modelsource"
 )
 
 //go:embed assets
@@ -41,6 +42,12 @@ type Options struct {
 	// MaxTraceBytes bounds a trace upload (the whole multipart body);
 	// 0 is DefaultMaxTraceBytes.
 	MaxTraceBytes int64
+	// Hub reads the models the catalog lacks and answers the model search;
+	// nil: the catalog only.
+	Hub Hub
+	// Offline says Hub reads only the Hugging Face cache (HF_HUB_OFFLINE,
+	// --offline): the page says so, and searches the cache.
+	Offline bool
 }
 
 // DefaultMaxTraceBytes bounds a trace upload: a profiler window of a few
@@ -65,6 +72,12 @@ type Server struct {
 	// plan search, a trace analysis and a GPU probe each cost far more
 	// than an estimate.
 	planSem, traceSem, doctorSem chan struct{}
+	// hubSem bounds the Hub reads at once; resolved and searches keep the
+	// Hub's answers a while, so a page's changes do not ask again.
+	hubSem   chan struct{}
+	resolved *memo[*modelsource.Resolved]
+	searches *memo[[]string]
+	uploads  uploads
 }
 
 // New builds a Server: it parses the page's template and scores every
@@ -85,14 +98,20 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, port: port, page: t, measured: m,
 		models: report.NewModels(catalog.All()), gpus: report.NewGPUs(gpu.Cards()), mux: http.NewServeMux(),
 		form:     view{Controls: controls(), Models: modelIDs(), GPUs: gpuChoices(), Estimators: estimatorChoices(), Yes: estimate.YesRatio, Marginal: estimate.MarginalRatio},
-		planForm: planFields()}
+		planForm: planFields(),
+		hubSem:   make(chan struct{}, 4), resolved: newMemo[*modelsource.Resolved](256, 10*time.Minute), searches: newMemo[[]string](256, 5*time.Minute)}
+	s.form.MaxConfig = sizeWords(MaxConfigBytes)
 	static, _ := fs.Sub(assets, "assets/static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("/{$}", s.handlePage)
 	s.mux.HandleFunc("/api/estimate", s.handleEstimate)
 	s.mux.HandleFunc("/api/models", s.handleModels)
 	s.mux.HandleFunc("/api/gpus", s.handleGPUs)
+	s.mux.HandleFunc("/api/search", s.handleSearch)
+	s.mux.HandleFunc("/api/config", s.handleConfigAPI)
+	s.mux.HandleFunc("/config", s.handleConfigPage)
 	s.mux.HandleFunc("/api/plan", s.handlePlanAPI)
+	s.mux.HandleFunc("/api/plan/recipe", s.handleRecipeAPI)
 	s.mux.HandleFunc("/plan", s.handlePlanPage)
 	s.mux.HandleFunc("/api/doctor", s.handleDoctorAPI)
 	s.mux.HandleFunc("/doctor", s.handleDoctorPage)
@@ -126,8 +145,11 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		limit := int64(MaxBodyBytes)
-		if r.URL.Path == "/api/trace" || r.URL.Path == "/trace" {
+		switch r.URL.Path {
+		case "/api/trace", "/trace":
 			limit = s.opts.MaxTraceBytes
+		case "/api/config", "/config":
+			limit = maxConfigBody
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		s.mux.ServeHTTP(w, r)
@@ -215,7 +237,7 @@ func (s *Server) handleEstimate(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, pr)
 		return
 	}
-	out, pr := Estimate(p)
+	out, pr := s.estimate(r.Context(), p)
 	if pr != nil {
 		writeProblem(w, pr)
 		return

@@ -1,12 +1,14 @@
 package web
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,14 +35,15 @@ var speedups = []float64{1.25, 1.5, 2, 3, 4, 10}
 
 // readTraceUpload reads a multipart upload: small fields (speedup) before
 // the file, then the file in field "trace", streamed to the analysis
-// without being stored. It returns the report and the fields it read.
-func (s *Server) readTraceUpload(w http.ResponseWriter, r *http.Request) (*trace.Report, map[string]string, *Problem) {
+// without being stored. It returns the report, each device's idle-gap
+// histogram and the fields it read.
+func (s *Server) readTraceUpload(w http.ResponseWriter, r *http.Request) (*trace.Report, gapHists, map[string]string, *Problem) {
 	if s.opts.Backend.Trace == nil {
-		return nil, nil, &Problem{Status: http.StatusNotImplemented, Message: "this server has no trace backend"}
+		return nil, nil, nil, &Problem{Status: http.StatusNotImplemented, Message: "this server has no trace backend"}
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return nil, nil, &Problem{Status: http.StatusUnsupportedMediaType, Field: "trace", Message: "upload the trace as multipart/form-data, in field \"trace\": " + err.Error(),
+		return nil, nil, nil, &Problem{Status: http.StatusUnsupportedMediaType, Field: "trace", Message: "upload the trace as multipart/form-data, in field \"trace\": " + err.Error(),
 			Hint: "curl -F trace=@trace.json.gz http://127.0.0.1:PORT/api/trace"}
 	}
 	rc := http.NewResponseController(w)
@@ -50,22 +53,22 @@ func (s *Server) readTraceUpload(w http.ResponseWriter, r *http.Request) (*trace
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
-			return nil, fields, &Problem{Status: http.StatusBadRequest, Field: "trace", Message: "no file in field \"trace\"", Hint: "curl -F trace=@trace.json.gz http://127.0.0.1:PORT/api/trace"}
+			return nil, nil, fields, &Problem{Status: http.StatusBadRequest, Field: "trace", Message: "no file in field \"trace\"", Hint: "curl -F trace=@trace.json.gz http://127.0.0.1:PORT/api/trace"}
 		}
 		if err != nil {
-			return nil, fields, s.uploadProblem(err)
+			return nil, nil, fields, s.uploadProblem(err)
 		}
 		name := part.FormName()
 		if name != "trace" {
 			if name != "speedup" {
-				return nil, fields, badParam(name, "unknown upload field %q (known: trace, speedup)", name)
+				return nil, nil, fields, badParam(name, "unknown upload field %q (known: trace, speedup)", name)
 			}
 			b, err := io.ReadAll(io.LimitReader(part, maxParamLen+1))
 			if err != nil {
-				return nil, fields, s.uploadProblem(err)
+				return nil, nil, fields, s.uploadProblem(err)
 			}
 			if len(b) > maxParamLen {
-				return nil, fields, badParam(name, "field %q is over %d bytes", name, maxParamLen)
+				return nil, nil, fields, badParam(name, "field %q is over %d bytes", name, maxParamLen)
 			}
 			fields[name] = strings.TrimSpace(string(b))
 			continue
@@ -73,14 +76,15 @@ func (s *Server) readTraceUpload(w http.ResponseWriter, r *http.Request) (*trace
 		select {
 		case s.traceSem <- struct{}{}:
 		case <-r.Context().Done():
-			return nil, fields, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for another trace analysis"}
+			return nil, nil, fields, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for another trace analysis"}
 		}
-		rep, err := s.opts.Backend.Trace(r.Context(), uploadName(part), part)
+		hists := gapHists{}
+		rep, err := s.opts.Backend.Trace(r.Context(), uploadName(part), part, trace.Options{OnGap: hists.onGap})
 		<-s.traceSem
 		if err != nil {
-			return nil, fields, s.uploadProblem(err)
+			return nil, nil, fields, s.uploadProblem(err)
 		}
-		return rep, fields, nil
+		return rep, hists, fields, nil
 	}
 }
 
@@ -135,7 +139,7 @@ func (s *Server) handleTraceAPI(w http.ResponseWriter, r *http.Request) {
 			whatIfs = append(whatIfs, wi)
 		}
 	}
-	rep, _, pr := s.readTraceUpload(w, r)
+	rep, _, _, pr := s.readTraceUpload(w, r)
 	if pr != nil {
 		writeProblem(w, pr)
 		return
@@ -165,7 +169,29 @@ type deviceView struct {
 	Steps            hbars
 	Gaps             *bar
 	GapParts         []gapPart
-	WhatIf           []whatIfRow
+	Hist             *histChart
+	Labels           []labelChart
+	WhatIf           []whatIfCat
+}
+
+// labelChart is one label table (gpu_user_annotation or user_annotation)
+// as bars.
+type labelChart struct {
+	Kind          string
+	Bars          hbars
+	DoubleCounted bool
+}
+
+// whatIfCat is one category's what-if row with its slider: Row at the
+// chosen speed-up (what the page shows without script), and each column's
+// text at every speed-up, "|"-separated in the order of speedups, for the
+// slider to switch between.
+type whatIfCat struct {
+	Category                         string
+	Row                              whatIfRow
+	Index, Max                       int
+	Saved, Bound, HostAs, StepSaved  string
+	StepBound, LimitedBy, BoundFracs string
 }
 
 // hbars is an SVG chart of horizontal bars, one row each, scaled to the
@@ -224,7 +250,7 @@ func newHBars(rows []hbar, values []float64, seconds []float64) hbars {
 	return h
 }
 
-func newDeviceView(d trace.Device, r *trace.Report) deviceView {
+func newDeviceView(d trace.Device, r *trace.Report, speedup float64) deviceView {
 	v := deviceView{Device: d.Device, Busy: fmtNS(d.BusyNS), Span: fmtNS(d.SpanNS), Idle: fmtNS(d.SpanNS - d.BusyNS),
 		BusyPct: fmt.Sprintf("%.1f %%", 100*d.BusyFraction)}
 	var rows []hbar
@@ -273,30 +299,93 @@ func newDeviceView(d trace.Device, r *trace.Report) deviceView {
 			x += w
 		}
 	}
-	for _, sp := range speedups {
-		for _, c := range d.Categories {
-			if c.UnionNS == nil || *c.UnionNS == 0 {
-				continue
-			}
-			cat, err := trace.ParseCategory(c.Name)
-			if err != nil {
-				continue
-			}
+	for _, c := range d.Categories {
+		if c.UnionNS == nil || *c.UnionNS == 0 {
+			continue
+		}
+		cat, err := trace.ParseCategory(c.Name)
+		if err != nil {
+			continue
+		}
+		wc := whatIfCat{Category: c.Name, Max: len(speedups) - 1}
+		var cols [7][]string
+		for i, sp := range speedups {
+			var row whatIfRow
 			for _, p := range (trace.WhatIf{Category: cat, Speedup: sp}).Project(r) {
 				if p.Device != d.Device {
 					continue
 				}
-				row := whatIfRow{Speedup: strconv.FormatFloat(sp, 'f', -1, 64), Category: c.Name,
+				row = whatIfRow{Speedup: strconv.FormatFloat(sp, 'f', -1, 64), Category: c.Name,
 					Saved: fmtNS(p.SavedNS), Bound: fmt.Sprintf("%.1f %%", 100*p.Bound), HostAsRecorded: fmt.Sprintf("%.1f %%", 100*p.HostAsRecordedBound),
 					BoundFrac: p.Bound, HostAsFrac: p.HostAsRecordedBound, LimitedBy: p.LimitedBy}
 				if p.StepNS > 0 {
 					row.StepSaved, row.StepBound = fmtNS(p.StepSavedNS), fmt.Sprintf("%.1f %%", 100*p.StepBound)
 				}
-				v.WhatIf = append(v.WhatIf, row)
+			}
+			if sp == speedup {
+				wc.Row, wc.Index = row, i
+			}
+			for k, v := range []string{row.Saved, row.Bound, row.HostAsRecorded, row.StepSaved, row.StepBound, row.LimitedBy, fmt.Sprintf("%.4f", row.BoundFrac)} {
+				cols[k] = append(cols[k], v)
 			}
 		}
+		wc.Saved, wc.Bound, wc.HostAs, wc.StepSaved, wc.StepBound, wc.LimitedBy, wc.BoundFracs = join(cols[0]), join(cols[1]), join(cols[2]), join(cols[3]), join(cols[4]), join(cols[5]), join(cols[6])
+		v.WhatIf = append(v.WhatIf, wc)
 	}
+	v.Labels = labelCharts(d)
 	return v
+}
+
+func join(xs []string) string { return strings.Join(xs, "|") }
+
+// maxLabelBars is how many labels a label chart draws; the rest are one
+// bar, "(N more labels)".
+const maxLabelBars = 12
+
+// labelCharts are the label tables of a device as bars of their exclusive
+// share of busy time, the largest first.
+func labelCharts(d trace.Device) []labelChart {
+	var out []labelChart
+	for _, lt := range d.Labels {
+		rows := slices.Clone(lt.Rows)
+		slices.SortStableFunc(rows, func(a, b trace.LabelRow) int { return cmp.Compare(b.ExclusiveNS, a.ExclusiveNS) })
+		var bars []hbar
+		var vals, zeros []float64
+		var restNS int64
+		var restShare float64
+		for i, lr := range rows {
+			if lr.ExclusiveNS <= 0 {
+				continue
+			}
+			if i >= maxLabelBars {
+				restNS += lr.ExclusiveNS
+				restShare += lr.Share
+				continue
+			}
+			bars = append(bars, hbar{Class: "k" + strconv.Itoa(i%10), Label: clipLabel(lr.Name), Value: fmt.Sprintf("%.1f %%  %s", 100*lr.Share, fmtNS(lr.ExclusiveNS)),
+				Title: fmt.Sprintf("%s: %s exclusive (%.1f %% of busy), %s inclusive, %d instances", lr.Name, fmtNS(lr.ExclusiveNS), 100*lr.Share, fmtNS(lr.InclusiveNS), lr.Instances)})
+			vals, zeros = append(vals, float64(lr.ExclusiveNS)), append(zeros, 0)
+		}
+		if restNS > 0 {
+			n := len(rows) - maxLabelBars
+			bars = append(bars, hbar{Class: "k9", Label: fmt.Sprintf("(%d more labels)", n), Value: fmt.Sprintf("%.1f %%  %s", 100*restShare, fmtNS(restNS)),
+				Title: fmt.Sprintf("%d more labels: %s exclusive", n, fmtNS(restNS))})
+			vals, zeros = append(vals, float64(restNS)), append(zeros, 0)
+		}
+		if len(bars) == 0 {
+			continue
+		}
+		out = append(out, labelChart{Kind: lt.Kind, Bars: newHBars(bars, vals, zeros), DoubleCounted: lt.DoubleCounted})
+	}
+	return out
+}
+
+// clipLabel keeps a label within the chart's label column.
+func clipLabel(s string) string {
+	if r := []rune(s); len(r) > 32 {
+		return string(r[:31]) + "…"
+	}
+	return s
 }
 
 // handleTracePage is the trace view: the upload form (GET) and the report
@@ -310,7 +399,7 @@ func (s *Server) handleTracePage(w http.ResponseWriter, r *http.Request) {
 			v.Problem = badParam("", "the trace view takes an upload, not parameters")
 		}
 	case http.MethodPost:
-		rep, fields, pr := s.readTraceUpload(w, r)
+		rep, hists, fields, pr := s.readTraceUpload(w, r)
 		if sp, ok := fields["speedup"]; ok && pr == nil {
 			f, err := strconv.ParseFloat(sp, 64)
 			if err != nil || !validSpeedup(f) {
@@ -323,7 +412,9 @@ func (s *Server) handleTracePage(w http.ResponseWriter, r *http.Request) {
 		if pr == nil {
 			v.Report = rep
 			for _, d := range rep.Devices {
-				v.Devices = append(v.Devices, newDeviceView(d, rep))
+				dv := newDeviceView(d, rep, v.Speedup)
+				dv.Hist = newHistChart(hists[d.Device])
+				v.Devices = append(v.Devices, dv)
 			}
 		}
 	default:

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,6 +22,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/gpu/probe"
 	"github.com/canifinetune/canifinetune/internal/cli"
+	"github.com/canifinetune/canifinetune/internal/report"
 	"github.com/canifinetune/canifinetune/web"
 )
 
@@ -327,15 +331,31 @@ func TestTracePage(t *testing.T) {
 				Name string
 				Ops  int
 			}
-			Steps struct{ Steps []any }
+			Steps  struct{ Steps []any }
+			Gaps   struct{ Count int }
+			Labels []struct {
+				Rows []struct {
+					ExclusiveNS int64 `json:"exclusive_ns"`
+				}
+			}
 		}
 	}
 	out, _ := cliRun(t, "trace", "--json", f)
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatal(err)
 	}
-	cats, steps := 0, 0
+	cats, steps, labels, gaps := 0, 0, 0, 0
 	for _, d := range rep.Devices {
+		gaps += d.Gaps.Count
+		for _, lt := range d.Labels {
+			n := 0
+			for _, r := range lt.Rows {
+				if r.ExclusiveNS > 0 {
+					n++
+				}
+			}
+			labels += min(n, 13) // 12 bars and one for the rest
+		}
 		for _, c := range d.Categories {
 			if c.Ops > 0 {
 				cats++
@@ -343,20 +363,46 @@ func TestTracePage(t *testing.T) {
 		}
 		steps += len(d.Steps.Steps)
 	}
+	histGaps := 0
+	for _, m := range regexp.MustCompile(`<text class="count"[^>]*>(\d+)</text>`).FindAllStringSubmatch(page, -1) {
+		n, _ := strconv.Atoi(m[1])
+		histGaps += n
+	}
 	for _, c := range []struct {
 		what      string
 		got, want int
 	}{
 		{"category bars", strings.Count(page, "<g data-category="), cats},
 		{"step bars", strings.Count(page, "<g data-step="), steps},
-		{"what-if tables showing 3×", strings.Count(page, `<table class="whatif" data-show="3">`), len(rep.Devices)},
+		{"what-if rows showing 3×", strings.Count(page, `<output>3×</output>`), strings.Count(page, `<tr data-category=`)},
+		{"label bars", strings.Count(page, "<g data-label="), labels},
+		{"gaps in the histogram", histGaps, gaps},
 	} {
 		if c.got != c.want || c.want == 0 {
 			t.Errorf("%s: %d, want %d (> 0)", c.what, c.got, c.want)
 		}
 	}
-	if strings.Count(page, `<tr data-speedup="10">`) == 0 || !strings.Contains(page, `<h2 id="source">hta_ns_resolution_rank0_5steps.json.gz</h2>`) {
-		t.Error("no 10× rows, or no source")
+	if !strings.Contains(page, `<h2 id="source">hta_ns_resolution_rank0_5steps.json.gz</h2>`) {
+		t.Error("no source")
+	}
+	// A slider's last position (10×) shows what trace --what-if shows.
+	out, _ = cliRun(t, "trace", "--json", "--what-if", "gemm=10x", f)
+	var wi struct {
+		WhatIf []struct {
+			Device  int   `json:"device"`
+			SavedNS int64 `json:"saved_ns"`
+		} `json:"what_if"`
+	}
+	if err := json.Unmarshal(out, &wi); err != nil || len(wi.WhatIf) == 0 {
+		t.Fatalf("trace --what-if: %v %s", err, out)
+	}
+	m := regexp.MustCompile(`<tr data-category="gemm">.*?<td class="num" data-v="([^"]*)">`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no gemm what-if row")
+	}
+	saved := strings.Split(html.UnescapeString(m[1]), "|")
+	if want := report.Duration(wi.WhatIf[0].SavedNS); len(saved) != 6 || saved[5] != want {
+		t.Errorf("gemm at 10×: the slider shows %q, trace --what-if %q", saved, want)
 	}
 	ct, body = upload(t, [2]string{"speedup", "7"}, [2]string{"trace", "@" + f})
 	if status, _ := get(t, ts, "POST", "/trace", ct, body); status != 400 {

@@ -26,7 +26,7 @@ var forbidden = []string{"os", "os/exec", "os/signal", "net", "net/http", "sysca
 // readers of what nvidia-smi, rocm-smi and the stack script print; the
 // programs themselves run in gpu/probe, so evidence and placement, which
 // read the table, stay pure.
-var pure = []string{"estimate", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest", "internal/checked", "internal/bytesize",
+var pure = []string{"estimate", "allocator", "hfconfig", "trace", "internal/safetensors", "catalog", "internal/suggest", "internal/checked", "internal/bytesize",
 	"gpu", "placement", "evidence", "plan"}
 
 // imports returns the non-test imports of the package in dir, as the go

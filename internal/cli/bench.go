@@ -170,8 +170,18 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, refuse("--fused-ce", string(*f.FusedCE), "transformers' own loss: none")
 	case f.Dynamic:
 		return cfg, refuse("--dynamic-padding", "", "fixed-length synthetic tokens of exactly --seq-len")
+	case f.SeqLenP50 != 0:
+		return cfg, refuse("--seq-len-p50", strconv.FormatInt(f.SeqLenP50, 10), "fixed-length synthetic tokens of exactly --seq-len")
+	case f.SeqLenFile != "":
+		return cfg, refuse("--seq-len-file", f.SeqLenFile, "fixed-length synthetic tokens of exactly --seq-len")
 	case f.Compile:
 		return cfg, refuse("--compile", "", "eager PyTorch, without torch.compile")
+	case len(f.Kernels) > 0:
+		return cfg, refuse("--kernels", joinKernels(f.Kernels), "eager PyTorch kernels")
+	case f.Task != nil && *f.Task != estimate.TaskCausalLM:
+		return cfg, refuse("--task", string(*f.Task), "causal-lm")
+	case f.OptInBwd:
+		return cfg, refuse("--optimizer-in-backward", "", "the optimizer stepping after the backward")
 	case f.OptimDtype != nil:
 		return cfg, refuse("--optimizer-state-dtype", string(*f.OptimDtype), "the optimizer's own state dtype (the parameters'); the receipt records what was allocated")
 	case len(f.Extra) > 0:
@@ -470,4 +480,12 @@ func (c *BenchCmd) toCase(env *Env) error {
 	}
 	_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
 	return err
+}
+
+func joinKernels(ks []estimate.Kernel) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ",")
 }

@@ -20,7 +20,13 @@ type CalibrateCmd struct {
 	JSON   bool   `help:"Print the calibration as JSON on stdout too."`
 	// CrossValidate refits once per source family with it held out.
 	CrossValidate bool `name:"cross-validate" help:"Also fit once per source family (the case id without its number) with that family left out, and score the held-out rows: how the fit generalises to a source it has not seen."`
+	// CrossValidationOutput stores the cross-validation for validate to show.
+	CrossValidationOutput string `name:"cross-validation-output" placeholder:"FILE" help:"Write the cross-validation (implies --cross-validate) to FILE as JSON (docs/calibration-json.md); 'validate' shows a file named crossval.json beside its cases file first."`
 }
+
+// referenceEstimators are the estimators that need no fit, set against each
+// left-out family.
+var referenceEstimators = []string{"seed000", "unsloth"}
 
 // Help implements kong's HelpProvider.
 func (c *CalibrateCmd) Help() string {
@@ -32,8 +38,10 @@ residuals and the domain of validity (model types, methods, stacks, GPU memory
 range). 'estimate' and 'validate' take it with --calibration and apply it only
 inside its domain.
 
-The embedded defaults are produced by:
-  canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json`
+The embedded defaults, and the leave-one-source-family-out figures that
+'validate evidence/dev.jsonl' shows first, are produced by:
+  canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json \
+    --cross-validation-output evidence/crossval.json`
 }
 
 // Run implements the command.
@@ -54,9 +62,26 @@ func (c *CalibrateCmd) Run(env *Env) error {
 		return err
 	}
 	var cv *evidence.CrossValidation
-	if c.CrossValidate {
-		if cv, err = evidence.CrossValidate(cases, cal); err != nil {
+	if c.CrossValidate || c.CrossValidationOutput != "" {
+		var refs []estimate.Estimator
+		for _, n := range referenceEstimators {
+			e, err := estimate.ByName(n)
+			if err != nil {
+				return err
+			}
+			refs = append(refs, e)
+		}
+		if cv, err = evidence.CrossValidate(cases, cal, refs...); err != nil {
 			return withCode(ExitError, fmt.Errorf("calibrate %s: cross-validation: %w", c.Cases, err))
+		}
+	}
+	if c.CrossValidationOutput != "" {
+		b, err := json.MarshalIndent(cv, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteOutput(c.CrossValidationOutput, append(b, '\n'), 0o644); err != nil {
+			return err
 		}
 	}
 	if c.JSON {

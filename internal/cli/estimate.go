@@ -188,6 +188,9 @@ func printEstimate(w io.Writer, o report.Estimate) {
 	}
 	if cfg.Dynamic {
 		line += ", padded to each batch's longest"
+		if cfg.SeqLenP50 > 0 {
+			line += fmt.Sprintf(" (median sample %d tokens)", cfg.SeqLenP50)
+		}
 	}
 	if cfg.Method != "full" {
 		line += fmt.Sprintf(", rank %d on %s", cfg.Rank, strings.Join(cfg.Targets, ","))

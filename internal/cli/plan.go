@@ -33,11 +33,14 @@ type PlanCmd struct {
 	Effective     int64    `name:"effective-batch" placeholder:"16" help:"Sequences per optimizer update over all GPUs, kept by every plan (micro-batch × accumulation × GPUs). Default: --batch × --grad-accum when above 1, else 16."`
 	Price         *float64 `name:"price-per-hour" placeholder:"USD" help:"Price of one GPU for an hour: plans get a cost."`
 	Interconnect  string   `help:"The link data-parallel traffic crosses: nvlink, pcie, infiniband or ethernet. On one node it links the GPUs (default: nvlink for SXM datacenter cards, else pcie); across nodes it links the nodes (default: infiniband)."`
-	MFU           *float64 `name:"mfu" placeholder:"0.35" help:"Model-FLOPs utilisation to assume instead of the default 0.35 (a labelled default from published training runs, unvalidated for fine-tuning)."`
+	MFU           *float64 `name:"mfu" placeholder:"MFU" help:"Model-FLOPs utilisation to assume instead of the GPU class's (0.59 workstation, 0.35 datacenter cards; fitted on measured training runs)."`
 	PeakTFLOPs    *float64 `name:"peak-tflops" placeholder:"TFLOPS" help:"The GPU's dense 16-bit peak, when the table has none (or to override it)."`
 	Maximize      string   `help:"Instead of ranking plans: the largest seq-len, batch or rank that fits with the request's own settings, by bisection on the estimator."`
 	Top           int      `default:"10" help:"Plans shown in the table (--json lists every plan)."`
 	JSON          bool     `help:"Print JSON (docs/plan-json.md) instead of a table."`
+	Emit          string   `placeholder:"DIR" help:"Write the files that launch the first plan into DIR: TRL and HF Trainer + PEFT scripts with their configs, the accelerate config, the DeepSpeed JSON under ZeRO, launch.sh and a README (docs/recipes.md). DIR must be new or empty unless --force."`
+	EmitPlan      int      `name:"emit-plan" placeholder:"N" help:"With --emit: write plan N of the ranking instead of the first."`
+	Force         bool     `help:"With --emit: write into a directory that holds files, replacing those of the same name."`
 }
 
 // Help implements kong's HelpProvider.
@@ -58,21 +61,40 @@ Examples:
   canifinetune plan Qwen/Qwen2.5-7B --gpu rtx-4080 --method qlora --maximize seq-len
 
 Time is a model, not a measurement: FLOPs per token from the model's shape
-(6N for trained weights, 4N for frozen ones, the attention's s² term, one more
-forward under checkpointing) divided by the GPU's dense 16-bit peak from its
-datasheet times a model-FLOPs utilisation (MFU), plus data-parallel
-communication over the interconnect, overlapped with compute. The MFU default
-(0.35) comes from published training runs, not from fine-tuning runs: until a
-throughput cohort exists the times are unvalidated. Sequences are assumed
-packed (no padding). The model: docs/plan-json.md.
+(6N for trained weights, 4N for frozen ones, the attention's s² term halved
+under the causal mask, one more forward under checkpointing) divided by the
+GPU's dense 16-bit peak from its datasheet times a model-FLOPs utilisation
+(MFU), plus QLoRA's dequantization at the card's memory bandwidth and
+data-parallel communication over the interconnect, overlapped with compute.
+The MFU per GPU class (0.59 workstation, 0.35 datacenter) is fitted on
+measured torchtune, torchtitan and fsdp_qlora runs (validate --throughput
+evidence/throughput.jsonl reports the error). Sequences are assumed packed
+(no padding). The model: docs/plan-json.md.
+
+--emit DIR writes the files that launch the chosen plan (the first, or
+--emit-plan N): train_trl.py with sft_config.json, train_hf.py with
+training_args.json, model.json and lora_config.json (the model loading and
+the adapters both scripts share), accelerate_config.yaml, ds_config.json
+under ZeRO, launch.sh (torchrun or accelerate launch over the plan's GPUs and
+nodes) and README.txt. Every memory-relevant setting in them is the one the
+estimate assumed; a plan with a setting the stacks cannot reproduce (pure
+bf16 under DeepSpeed, Unsloth's checkpointing, a chunked loss) is refused
+with the reason and the first plan that can be written. docs/recipes.md.
+  canifinetune plan Qwen/Qwen2.5-7B --gpu rtx-4090 --dataset-tokens 1e8 --emit recipe/
+  ./recipe/launch.sh trl torchrun data.jsonl
 
 Exit codes: 0 plans found, 4 no plan fits (the output says which constraint
-binds and how far off the nearest plan is), 1 error, 2 usage.`
+binds and how far off the nearest plan is), 1 error (a plan the stacks cannot
+run as estimated), 2 usage (a bad flag; --emit into a directory that holds
+files without --force).`
 }
 
 // Run implements the command.
 func (c *PlanCmd) Run(env *Env) error {
 	if err := c.checkGoalFlags(); err != nil {
+		return err
+	}
+	if err := c.checkEmitFlags(); err != nil {
 		return err
 	}
 	rm, err := resolveModel(context.Background(), env, c.Model, c.ModelFlags)
@@ -143,6 +165,14 @@ func (c *PlanCmd) Run(env *Env) error {
 	}
 	if out.NoPlan != nil {
 		return verdictExit(ExitNoFit)
+	}
+	if c.Emit != "" {
+		// With --json stdout is the document alone; the note goes to stderr.
+		tell := func(s string) { fmt.Fprintln(env.Stdout, s) }
+		if c.JSON {
+			tell = func(s string) { fmt.Fprintln(env.Stderr, s) }
+		}
+		return c.emit(res.Plans, rm, opts.Goal.Epochs, tell)
 	}
 	return nil
 }
@@ -233,6 +263,7 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 		SeqLen: f.SeqLen, Batch: f.Batch, GradAccum: f.GradAccum, DynamicShapes: f.Dynamic, LoRADropout: f.Dropout,
 		GradCkpt: flagValue(f.GradCkpt), Optimizer: flagValue(f.Optimizer),
 		OptimizerStateDtype: flagValue(f.OptimDtype), Attn: flagValue(f.Attn), FusedCE: flagValue(f.FusedCE), Compile: f.Compile,
+		Kernels: f.Kernels, OptimizerInBackward: f.OptInBwd, Task: flagValue(f.Task),
 	}
 	if f.Stack != nil {
 		st, err := estimate.StackByName(string(*f.Stack))
@@ -249,6 +280,11 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 	if f.GradAccum == 0 {
 		return req, requestUsageError(&estimate.FieldError{Field: "grad_accum", Value: "0", Want: fmt.Sprintf("an integer in 1..%d", estimate.MaxGradAccum)})
 	}
+	lengths, err := lengthsFromFlags(f)
+	if err != nil {
+		return req, err
+	}
+	req.Lengths = lengths
 	return req, nil
 }
 

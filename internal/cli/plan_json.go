@@ -5,11 +5,13 @@ import (
 	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/internal/report"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/plan"
+	"github.com/canifinetune/canifinetune/recipe"
 )
 
 // PlanJSON is the stable --json schema of plan (schema_version 1,
@@ -76,6 +78,7 @@ type planTimeJSON struct {
 	Why             string  `json:"why,omitempty"`
 	ComputeS        float64 `json:"compute_s"`
 	RecomputeS      float64 `json:"recompute_s"`
+	DequantS        float64 `json:"dequant_s"`
 	CommunicationS  float64 `json:"communication_s"`
 	CommExposedS    float64 `json:"communication_exposed_s"`
 	OffloadS        float64 `json:"offload_s"`
@@ -98,6 +101,8 @@ type planJSON struct {
 	GradCkpt      string       `json:"grad_ckpt"`
 	FusedCE       string       `json:"fused_ce"`
 	Optimizer     string       `json:"optimizer"`
+	Precision     string       `json:"precision"`
+	Attn          string       `json:"attn"`
 	Strategy      string       `json:"sharding"`
 	Offload       string       `json:"cpu_offload"`
 	Nodes         int64        `json:"nodes"`
@@ -113,6 +118,9 @@ type planJSON struct {
 	ChangesResult bool         `json:"changes_result"`
 	// Command is the estimate command line of this plan.
 	Command string `json:"command"`
+	// RecipeRefused says why --emit cannot write this plan (a setting the
+	// emitted stacks cannot reproduce); absent when it can.
+	RecipeRefused string `json:"recipe_refused,omitempty"`
 }
 
 type chosenJSON struct {
@@ -159,18 +167,19 @@ func (c *PlanCmd) gpuJSON(s *gpuSetup, perNode int64, hw plan.Hardware, req esti
 }
 
 func newTimeModelJSON(hw plan.Hardware) timeModelJSON {
-	mfu, src := plan.DefaultMFU, plan.MFUSource
-	if hw.MFU > 0 {
-		mfu, src = hw.MFU, "--mfu"
+	mfu, src := hw.MFU, hw.MFUSource
+	if mfu <= 0 {
+		mfu, src = plan.DefaultMFU, plan.MFUSource(plan.Datacenter)
 	}
 	lj := func(l plan.Link) linkJSON {
 		return linkJSON{string(l.Kind), bytesize.Round(l.BytesPerSec/1e9, 3), l.Source}
 	}
-	return timeModelJSON{MFU: mfu, MFUSource: src, Validated: false, Intra: lj(hw.Intra), Inter: lj(hw.Inter), Host: lj(hw.Host),
+	return timeModelJSON{MFU: mfu, MFUSource: src, Validated: true, Intra: lj(hw.Intra), Inter: lj(hw.Inter), Host: lj(hw.Host),
 		Overlap: "collectives overlap with compute (FSDP/ZeRO-3 prefetch, DDP bucketed all-reduce): only communication beyond the compute time is exposed; CPU-offload traffic is not overlapped",
 		Notes: []string{
-			"time is a model with an unvalidated MFU until a throughput cohort of measured fine-tuning runs exists",
-			"FLOPs per token from the model's shape: 6N for trained weights, 4N for frozen ones (no weight gradients), 12·s·d per layer for attention, one more forward of the layers under checkpointing; QLoRA's dequantization divides the MFU by 1.39",
+			"time is a model whose utilisation is fitted on a cohort of measured runs (torchtune, torchtitan, fsdp_qlora); validate --throughput reports its error there, with each source left out of the fit too; stacks outside the cohort (Hugging Face Trainer, TRL, axolotl) are not measured",
+			"FLOPs per token from the model's shape: 6N for trained weights, 4N for frozen ones (no weight gradients), 12·a·d per layer for attention with a the keys attended (half the sequence under a causal mask with flash or SDPA kernels), one more forward of the layers under checkpointing",
+			"QLoRA: the 4-bit base is dequantized to 16 bits before each matmul (forward, backward, recomputation): 2.5 bytes of memory traffic per weight each time at the card's datasheet bandwidth",
 			"sequences are assumed packed to seq_len: padding, dataloading, evaluation and checkpoint saving are not in the time",
 			"bandwidths are nominal; collectives reach less, so communication is a lower bound",
 		}}
@@ -181,15 +190,19 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 	e := p.Estimate
 	t := p.Time
 	pj := planJSON{Rank: rank, Method: string(q.Method), Quant: string(q.Quant), SeqLen: q.SeqLen, MicroBatch: p.MicroBatch, GradAccum: p.GradAccum,
-		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
+		GradCkpt: string(q.GradCkpt), FusedCE: string(q.FusedCE), Optimizer: string(q.Optimizer),
+		Precision: string(q.Precision), Attn: string(q.Attn), Strategy: string(q.Sharding.Strategy), Offload: string(q.Sharding.CPUOffload),
 		Nodes: p.Nodes, GPUsPerNode: p.GPUsPerNode, WorldSize: p.World,
 		TotalGB: bytesize.RoundedGiB(e.Total, 3), Ratio: bytesize.Round(e.Verdict.Ratio, 4), Fit: string(e.Verdict.Fit), HostOffloadGB: bytesize.RoundedGiB(e.HostOffload, 3),
-		Time: planTimeJSON{Known: t.Known, Why: t.Why, ComputeS: bytesize.Round(t.Compute, 4), RecomputeS: bytesize.Round(t.Recompute, 4),
+		Time: planTimeJSON{Known: t.Known, Why: t.Why, ComputeS: bytesize.Round(t.Compute, 4), RecomputeS: bytesize.Round(t.Recompute, 4), DequantS: bytesize.Round(t.Dequant, 4),
 			CommunicationS: bytesize.Round(t.Communication, 4), CommExposedS: bytesize.Round(t.CommExposed, 4), OffloadS: bytesize.Round(t.Offload, 4), StepS: bytesize.Round(t.Step, 4),
 			Updates: t.Updates, TotalHours: bytesize.Round(t.Total/3600, 3), TokensPerSecond: bytesize.Round(t.TokensPerSec, 0), MFU: bytesize.Round(t.MFU, 4)},
 		Cost: bytesize.Round(p.Cost, 2), Trades: append([]string{}, trades...), ChangesResult: p.ChangesResult, Command: planCommand(model, p)}
 	if q.Method != estimate.Full {
 		pj.LoRARank, pj.Targets = q.LoRARank, q.LoRATargets
+	}
+	if err := recipe.Check(recipe.Input{ModelID: model, Plan: p}); err != nil {
+		pj.RecipeRefused = err.Error()
 	}
 	return pj
 }
@@ -224,7 +237,7 @@ func (p planJSON) short() string {
 	if p.LoRARank > 0 {
 		s += fmt.Sprintf(" r%d", p.LoRARank)
 	}
-	s += fmt.Sprintf(", seq %d, %d×%d", p.SeqLen, p.MicroBatch, p.GradAccum)
+	s += fmt.Sprintf(", seq %d, batch %d×%d", p.SeqLen, p.MicroBatch, p.GradAccum)
 	if p.GradCkpt != "none" {
 		s += ", ckpt " + p.GradCkpt
 	}
@@ -264,7 +277,7 @@ func printPlans(w io.Writer, o PlanJSON, top int) {
 	if o.NoPlan != nil {
 		fmt.Fprintf(w, "no plan fits: %s\n", o.NoPlan.Binding)
 		if n := o.NoPlan.Nearest; n != nil {
-			fmt.Fprintf(w, "nearest: %s — %.2f GiB per GPU, ratio %.2f\n  %s\n", n.short(), n.TotalGB, n.Ratio, n.Command)
+			fmt.Fprintf(w, "nearest: %s — %.2f GiB per GPU, ratio %.2f\n  check it: %s\n", n.short(), n.TotalGB, n.Ratio, n.Command)
 		}
 		return
 	}
@@ -295,6 +308,7 @@ func printPlans(w io.Writer, o PlanJSON, top int) {
 		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\n", p.Rank, p.short(), p.TotalGB, p.Ratio, tps, tm, cost, strings.Join(p.Trades, "; "))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "batch m×a: micro-batches of m sequences per GPU, a of them accumulated per optimizer update")
 	if hidden > 0 {
 		fmt.Fprintf(w, "… and %d more: variants of these (micro-batch, loss kernel, optimizer) and lower-ranked plans (--json lists them all)\n", hidden)
 	}
@@ -328,7 +342,13 @@ func printPlanHeader(w io.Writer, o PlanJSON) {
 	if name == "" {
 		name = "GPU"
 	}
-	fmt.Fprintf(w, "GPUs: up to %d node(s) × %d %s (%s); links: %s in a node", g.Nodes, g.GPUsPerNode, name, peak, o.TimeModel.Intra.Kind)
+	if g.Nodes > 1 {
+		fmt.Fprintf(w, "GPUs: up to %d nodes × %d %s (%s); links: %s in a node", g.Nodes, g.GPUsPerNode, name, peak, o.TimeModel.Intra.Kind)
+	} else if g.GPUsPerNode > 1 {
+		fmt.Fprintf(w, "GPUs: up to %d × %s (%s); links: %s", g.GPUsPerNode, name, peak, o.TimeModel.Intra.Kind)
+	} else {
+		fmt.Fprintf(w, "GPU: %s (%s)", name, peak)
+	}
 	if g.Nodes > 1 {
 		fmt.Fprintf(w, ", %s between nodes", o.TimeModel.Inter.Kind)
 	}
@@ -338,7 +358,11 @@ func printPlanHeader(w io.Writer, o PlanJSON) {
 	}
 	if o.Maximum == nil {
 		gl := o.Goal
-		fmt.Fprintf(w, "goal: %.3g tokens × %g epoch(s), %d sequences of up to %d tokens per optimizer update\n", gl.DatasetTokens, gl.Epochs, gl.EffectiveBatch, gl.SeqLen)
+		epochs := "epochs"
+		if gl.Epochs == 1 {
+			epochs = "epoch"
+		}
+		fmt.Fprintf(w, "goal: %s tokens × %g %s, %d sequences of up to %d tokens per optimizer update\n", countWords(gl.DatasetTokens), gl.Epochs, epochs, gl.EffectiveBatch, gl.SeqLen)
 	}
 }
 
@@ -355,8 +379,23 @@ func printTimeSplit(w io.Writer, p planJSON) {
 		return 100 * x / t.StepS
 	}
 	fmt.Fprintf(w, "\nwhere the time goes (one optimizer update, %.3f s; %d updates, %s):\n", t.StepS, t.Updates, hoursWords(t.TotalHours))
-	fmt.Fprintf(w, "  compute %.3f s (%.0f %%), recompute %.3f s (%.0f %%), communication %.3f s of which %.3f s exposed (%.0f %%), offload %.3f s (%.0f %%)\n",
-		t.ComputeS, pct(t.ComputeS), t.RecomputeS, pct(t.RecomputeS), t.CommunicationS, t.CommExposedS, pct(t.CommExposedS), t.OffloadS, pct(t.OffloadS))
+	parts := []string{fmt.Sprintf("compute %.3f s (%.0f %%)", t.ComputeS, pct(t.ComputeS))}
+	if t.RecomputeS > 0 {
+		parts = append(parts, fmt.Sprintf("recompute %.3f s (%.0f %%)", t.RecomputeS, pct(t.RecomputeS)))
+	}
+	if t.DequantS > 0 {
+		parts = append(parts, fmt.Sprintf("4-bit dequantization %.3f s (%.0f %%)", t.DequantS, pct(t.DequantS)))
+	}
+	switch {
+	case t.CommExposedS > 0:
+		parts = append(parts, fmt.Sprintf("communication %.3f s, %.3f s of it not hidden by compute (%.0f %%)", t.CommunicationS, t.CommExposedS, pct(t.CommExposedS)))
+	case t.CommunicationS > 0:
+		parts = append(parts, fmt.Sprintf("communication %.3f s, hidden behind compute", t.CommunicationS))
+	}
+	if t.OffloadS > 0 {
+		parts = append(parts, fmt.Sprintf("CPU offload traffic %.3f s (%.0f %%)", t.OffloadS, pct(t.OffloadS)))
+	}
+	fmt.Fprintf(w, "  %s\n", strings.Join(parts, "; "))
 }
 
 func printTimeModel(w io.Writer, o PlanJSON) {
@@ -365,6 +404,19 @@ func printTimeModel(w io.Writer, o PlanJSON) {
 	for _, n := range tm.Notes {
 		fmt.Fprintf(w, "  - %s\n", n)
 	}
+}
+
+// countWords writes a large count with a suffix: 1e8 → "100M".
+func countWords(n float64) string {
+	for _, u := range []struct {
+		div    float64
+		suffix string
+	}{{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "k"}} {
+		if n >= u.div {
+			return strconv.FormatFloat(n/u.div, 'g', 4, 64) + u.suffix
+		}
+	}
+	return strconv.FormatFloat(n, 'g', 4, 64)
 }
 
 func printMaximum(w io.Writer, o PlanJSON) {
@@ -381,6 +433,13 @@ func printMaximum(w io.Writer, o PlanJSON) {
 		fmt.Fprintf(w, "  %d does not fit (verdict marginal or no)\n", m.Value+1)
 	} else {
 		fmt.Fprintf(w, "  that is the largest value searched\n")
+	}
+	if p.Time.Known {
+		gpus := "1 GPU"
+		if p.WorldSize > 1 {
+			gpus = fmt.Sprintf("%d GPUs", p.WorldSize)
+		}
+		fmt.Fprintf(w, "  modelled speed: %s tokens/s on %s (%.2f s per optimizer update)\n", groupDigits(int64(p.Time.TokensPerSecond)), gpus, p.Time.StepS)
 	}
 	fmt.Fprintf(w, "  check it: %s\n", p.Command)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/canifinetune/canifinetune/hfconfig"
 	"github.com/canifinetune/canifinetune/internal/hub"
 	"github.com/canifinetune/canifinetune/modelsource"
 )
@@ -18,6 +19,7 @@ type ModelFlags struct {
 	Revision string `help:"Hub branch, tag or commit of the model (or write the id as org/name@revision)."`
 	Offline  bool   `help:"Use only the embedded catalog and the Hugging Face cache; never the network (also HF_HUB_OFFLINE=1)."`
 	Hub      bool   `help:"Read config.json and safetensors headers from the Hub (or its cache) even for a catalog model, for exact parameter counts."`
+	Vocab    int64  `name:"vocab-size" placeholder:"N" help:"Vocabulary size, for a config.json without vocab_size (or to override it)."`
 }
 
 // hubOptions is what a command decides about Hub access; the source reads
@@ -66,6 +68,10 @@ func envOffline(getenv func(string) string) bool {
 	return false
 }
 
+// maxVocab bounds --vocab-size: far above any tokenizer (Gemma's 262,144),
+// low enough that tokens × vocabulary × bytes cannot wrap.
+const maxVocab = 1 << 24
+
 // resolveModel finds the model named on the command line through
 // modelsource.Resolve, with the Hub opened from env only when the model must
 // come from it, and renders what the library returns: warnings to stderr,
@@ -75,8 +81,11 @@ func resolveModel(ctx context.Context, env *Env, name string, f ModelFlags) (*mo
 	if env.ErrIsTerminal {
 		progress = env.Stderr
 	}
+	if f.Vocab < 0 || f.Vocab > maxVocab {
+		return nil, withHint(ExitUsage, fmt.Errorf("--vocab-size %d: want a vocabulary size from 1 to %d", f.Vocab, maxVocab), "--vocab-size 49152")
+	}
 	rm, err := modelsource.Resolve(ctx, name, modelsource.Options{
-		Revision: f.Revision, Hub: f.Hub, Offline: f.Offline || envOffline(env.Getenv),
+		Revision: f.Revision, Hub: f.Hub, Offline: f.Offline || envOffline(env.Getenv), Vocab: f.Vocab,
 		Open: func() (modelsource.Source, error) {
 			return env.hubSource(hubOptions{Offline: f.Offline, Progress: progress})
 		},
@@ -85,6 +94,9 @@ func resolveModel(ctx context.Context, env *Env, name string, f ModelFlags) (*mo
 		for _, w := range rm.Warnings {
 			fmt.Fprintf(env.Stderr, "canifinetune: warning: %s\n", w)
 		}
+	}
+	if errors.Is(err, hfconfig.ErrNoVocab) {
+		return nil, withHint(ExitUsage, err, "--vocab-size N (the tokenizer's vocabulary size, as the model's embedding matrix has it)")
 	}
 	var re *modelsource.Error
 	if errors.As(err, &re) {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/canifinetune/canifinetune/internal/hub"
+	"github.com/canifinetune/canifinetune/modelsource"
 	"github.com/canifinetune/canifinetune/web"
 )
 
@@ -21,6 +23,8 @@ type ServeCmd struct {
 	Addr        string `default:"127.0.0.1:0" help:"Address to listen on (host:port; port 0 picks a free one). Loopback only unless --allow-remote."`
 	Open        bool   `help:"Open the page in the default browser."`
 	AllowRemote bool   `name:"allow-remote" help:"Allow an address other machines can reach (and any Host header). The page has no authentication: anyone who reaches it can use it."`
+	Offline     bool   `help:"Read Hub models from the Hugging Face cache only; never the network (also HF_HUB_OFFLINE=1)."`
+	NoHub       bool   `name:"no-hub" help:"Serve the embedded catalog only: no Hub, no Hugging Face cache."`
 
 	// browse opens a URL in the user's browser; tests replace it.
 	browse func(url string) error `kong:"-"`
@@ -37,6 +41,11 @@ library calls as the command line:
                     a JSON object: the document of 'estimate --json'
   /api/models       the document of 'models --json'
   /api/gpus         the document of 'gpus --json'
+  /api/search       ?q=TEXT: model ids from the catalog, and from the Hub
+                    (online) or the Hugging Face cache (offline)
+  /config           upload a local config.json (form field "config", up to
+  /api/config       1 MiB): the page shows its estimate; the API answers the
+                    model name to estimate it by (config:HASH)
   /plan             the ranked plans of 'plan' for a configuration in the
                     query (a catalog model, GPUs from the table)
   /api/plan         GET with that query, or POST it as JSON: the document of
@@ -44,8 +53,9 @@ library calls as the command line:
   /doctor           this machine's GPUs, free against total, as doctor reads
   /api/doctor       them (nvidia-smi within 5 s; the Python stack is not
                     probed): the document of 'doctor --json'
-  /trace            upload a Kineto trace: category and step bars, the idle
-                    time's causes, reliability flags and what-if bounds
+  /trace            upload a Kineto trace: category, label and step bars,
+                    the idle gaps by length and cause, reliability flags
+                    and a what-if slider per category
   /api/trace        POST a trace as multipart/form-data in field "trace"
                     (what-if=CATEGORY=Sx in the query, repeatable): the
                     document of 'trace --json'
@@ -54,14 +64,20 @@ The parameters are the estimate command's flags without their dashes
 (model, method, rank, targets, seq-len, batch, grad-accum, grad-ckpt, attn,
 fused-ce, optimizer, stack, precision, quant, gpu, gpu-vram-gb,
 available-vram-gb, estimator). Errors are JSON {"error", "field", "hint"} in
-the command line's words: 400 bad input, 404 a model not in the catalog,
-405 wrong method, 413 a body over 64 KiB (a trace over 1 GiB), 502 or 504
-when nvidia-smi fails or hangs.
+the command line's words: 400 bad input, 403 a gated or private Hub model,
+404 a model not found (offline: not cached), 405 wrong method, 413 a body
+over 64 KiB (a trace over 1 GiB, a config over 1 MiB), 502 when the Hub or
+nvidia-smi fails, 504 when nvidia-smi hangs.
 
-The page serves the embedded catalog and GPU table only: it reads no local
-file, reaches no network and never reads a Hugging Face token; the only
-program it runs is nvidia-smi (rocm-smi), for /doctor. Uploaded traces are
-streamed through the analysis and not stored. It listens on loopback and
+A model id the catalog lacks (org/name) is read from the Hub as 'estimate
+org/name' reads it (config.json and safetensors headers, never the weights),
+into the Hugging Face cache; offline (--offline, HF_HUB_OFFLINE) from the
+cache only; with --no-hub not at all. The Hugging Face token (HF_TOKEN) is
+used for those reads and never sent to the page; with --allow-remote it is
+not used, so visitors cannot read gated models with it. The search is
+anonymous. The page reads no local file a request names; the only program
+it runs is nvidia-smi (rocm-smi), for /doctor. Uploaded traces are streamed
+through the analysis and not stored; uploaded configs are kept in memory. It listens on loopback and
 answers only requests whose Host is localhost, 127.0.0.1 or [::1] with its
 port (a guard against DNS rebinding); cross-site POSTs are refused.
 
@@ -102,7 +118,18 @@ func (c *ServeCmd) serve(ctx context.Context, env *Env) error {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	s, err := web.New(web.Options{Addr: addr, AllowRemote: c.AllowRemote, Backend: WebBackend(getenv)})
+	o := web.Options{Addr: addr, AllowRemote: c.AllowRemote, Backend: WebBackend(getenv)}
+	if !c.NoHub {
+		// A broken Hugging Face environment costs the page its Hub, not
+		// its catalog: say so and serve.
+		h, err := serveHub(env, getenv, c.Offline, c.AllowRemote)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "canifinetune: warning: serving the catalog only, no Hub: %v (fix HF_ENDPOINT, HF_HOME or HF_TOKEN_PATH)\n", err)
+		} else {
+			o.Hub, o.Offline = h, c.Offline || envOffline(getenv)
+		}
+	}
+	s, err := web.New(o)
 	if err != nil {
 		return err
 	}
@@ -137,6 +164,31 @@ func (c *ServeCmd) serve(ctx context.Context, env *Env) error {
 		return err
 	}
 	return nil
+}
+
+// serveHub is the page's Hub: the environment's client (HF_ENDPOINT,
+// HF_HOME, HF_HUB_OFFLINE, the token), or a test's fake through env.Hub.
+// Served to other machines (--allow-remote) it reads anonymously: the
+// owner's token must not open gated models to whoever reaches the page.
+func serveHub(env *Env, getenv func(string) string, offline, remote bool) (web.Hub, error) {
+	var src modelsource.Source
+	var err error
+	if env.Hub != nil {
+		src, err = env.Hub(hubOptions{Offline: offline})
+	} else {
+		src, err = newHubClient(getenv, hubOptions{Offline: offline})
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, ok := src.(web.Hub)
+	if !ok {
+		return nil, fmt.Errorf("the model source %T cannot search", src)
+	}
+	if c, ok := h.(*hub.Client); ok && remote {
+		c.Token = ""
+	}
+	return h, nil
 }
 
 // isLoopbackHost: localhost or a loopback IP; an empty host (":8080") is

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/canifinetune/canifinetune/gpu"
@@ -41,12 +44,15 @@ func WebBackend(getenv func(string) string) web.Backend {
 			code := Main(append([]string{"plan", "--json"}, args...), env)
 			return out.Bytes(), errb.Bytes(), code
 		},
+		Recipe: func(args []string, rank int) (map[string][]byte, []byte, int) {
+			return serveRecipe(args, rank)
+		},
 		Doctor: func(ctx context.Context) ([]byte, error) {
 			env := Env{Getenv: toolsOnly}
 			return serveDoctor(ctx, &env)
 		},
-		Trace: func(ctx context.Context, name string, r io.Reader) (*trace.Report, error) {
-			return analyzeTraceStream(ctx, name, r, trace.Options{}, "")
+		Trace: func(ctx context.Context, name string, r io.Reader, opts trace.Options) (*trace.Report, error) {
+			return analyzeTraceStream(ctx, name, r, opts, "")
 		},
 	}
 }
@@ -69,4 +75,37 @@ func serveDoctor(ctx context.Context, env *Env) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// serveRecipe runs plan --emit into a temporary directory, as a user
+// would, and reads the files back: the page's download is the command's
+// output, byte for byte.
+func serveRecipe(args []string, rank int) (map[string][]byte, []byte, int) {
+	var out, errb bytes.Buffer
+	tmp, err := os.MkdirTemp("", "canifinetune-recipe-")
+	if err != nil {
+		return nil, []byte("canifinetune: " + err.Error() + "\n"), ExitError
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "recipe")
+	env := Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
+		Hub: func(hubOptions) (modelsource.Source, error) { return nil, errServeNoHub }}
+	// The model stays last, after "--", as the page passes it.
+	flags := append([]string{"plan", "--json", "--emit=" + dir, "--emit-plan=" + strconv.Itoa(rank)}, args...)
+	if code := Main(flags, env); code != ExitOK {
+		return nil, errb.Bytes(), code
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, []byte("canifinetune: " + err.Error() + "\n"), ExitError
+	}
+	files := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, []byte("canifinetune: " + err.Error() + "\n"), ExitError
+		}
+		files[e.Name()] = b
+	}
+	return files, errb.Bytes(), ExitOK
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/canifinetune/canifinetune/internal/hub"
 	"github.com/canifinetune/canifinetune/web"
 )
 
@@ -175,5 +176,78 @@ func TestServeAddr(t *testing.T) {
 	}
 	if !strings.Contains(e2.String(), "which other machines may reach") || !strings.Contains(o2.String(), "serving on http://127.0.0.1:") {
 		t.Errorf("stdout %q stderr %q", o2.String(), e2.String())
+	}
+}
+
+// TestServeHub: the page says where models beyond the catalog come from,
+// as serve's flags and the Hugging Face environment decide: online, offline
+// (--offline or HF_HUB_OFFLINE), off (--no-hub, or an environment without a
+// cache, which serve warns about and serves anyway).
+func TestServeHub(t *testing.T) {
+	home := t.TempDir()
+	for _, tc := range []struct {
+		name     string
+		cmd      ServeCmd
+		env      map[string]string
+		mode     string
+		warnings string
+	}{
+		{"online", ServeCmd{}, map[string]string{"HOME": home}, "online", ""},
+		{"HF_HUB_OFFLINE", ServeCmd{}, map[string]string{"HOME": home, "HF_HUB_OFFLINE": "1"}, "offline", ""},
+		{"--offline", ServeCmd{Offline: true}, map[string]string{"HOME": home}, "offline", ""},
+		{"--no-hub", ServeCmd{NoHub: true}, map[string]string{"HOME": home}, "off", ""},
+		{"no cache", ServeCmd{}, nil, "off", "serving the catalog only, no Hub: cannot find the Hugging Face cache"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb syncBuffer
+			env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return tc.env[k] }}
+			c := tc.cmd
+			c.Addr = "127.0.0.1:0"
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.serve(ctx, env) }()
+			for i := 0; i < 300 && !strings.Contains(out.String(), "serving on"); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			u := strings.TrimSpace(strings.TrimPrefix(out.String(), "canifinetune: serving on "))
+			resp, err := http.Get(u + "api/search?q=")
+			if err != nil {
+				cancel()
+				t.Fatalf("%v (stdout %q)", err, out.String())
+			}
+			var r struct {
+				State struct{ Mode string } `json:"hub_state"`
+			}
+			json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if r.State.Mode != tc.mode || !strings.Contains(errb.String(), tc.warnings) || (tc.warnings == "" && errb.String() != "") {
+				t.Errorf("mode %q, stderr %q; want %q and %q", r.State.Mode, errb.String(), tc.mode, tc.warnings)
+			}
+		})
+	}
+}
+
+// TestServeHubRemote: served to other machines, the page's Hub client
+// reads anonymously, whatever token the environment holds.
+func TestServeHubRemote(t *testing.T) {
+	for _, remote := range []bool{false, true} {
+		env := &Env{Getenv: func(k string) string {
+			return map[string]string{"HOME": t.TempDir(), "HF_TOKEN": "hf_notARealTokenJustAMarker"}[k]
+		}}
+		h, err := serveHub(env, env.Getenv, false, remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := h.(*hub.Client)
+		if !ok {
+			t.Fatalf("%T", h)
+		}
+		if got := c.Token != ""; got == remote {
+			t.Errorf("remote %v: token kept %v", remote, got)
+		}
 	}
 }

@@ -43,6 +43,9 @@ func notSimulatedByFlags(c *EstimateCmd, cfg report.Config) string {
 	if c.Compile {
 		why = append(why, "--compile (torch.compile)")
 	}
+	if len(c.Kernels) > 0 || c.OptInBwd {
+		why = append(why, "--kernels / --optimizer-in-backward (Triton and CUDA kernels do not run on meta tensors)")
+	}
 	if cfg.Stack != "" && cfg.Stack != estimate.StackHFTrainer {
 		why = append(why, fmt.Sprintf("--stack %s (the oracle runs the HF Trainer + PEFT code path)", cfg.Stack))
 	}

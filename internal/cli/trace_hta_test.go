@@ -47,7 +47,8 @@ type htaMode struct {
 		MeanNS     float64  `json:"mean_ns"`
 		StdNS      *float64 `json:"std_ns"`
 	} `json:"kernels"`
-	Idle map[string]map[string]int64 `json:"idle"`
+	Idle     map[string]map[string]int64 `json:"idle"`
+	Idle30us map[string]map[string]int64 `json:"idle_30us"`
 }
 
 // htaType is HolisticTraceAnalysis 0.5.0's kernel type of a GPU op name
@@ -127,6 +128,32 @@ func TestTraceMatchesHTA(t *testing.T) {
 				t.Fatalf("%d devices; HTA treats a file as one rank, so the comparison needs one", len(rep.Devices))
 			}
 			compareHTA(t, &rep.Devices[0], &hta.Traces[i].SameOps, hta.Traces[i].Default)
+
+			// HTA as users run it compares consecutive_kernel_delay=30
+			// with intervals in µs: 30 µs. On the same ops, our split with
+			// that threshold is HTA's, so the default mode's kernel wait
+			// differs from ours by the threshold and by its op filter and
+			// rounding (docs/trace-vs-hta.md), nothing else.
+			out, errOut, code = runMain(t, "trace", f, "--json", "--kernel-wait-below", "30us")
+			if code != 0 {
+				t.Fatalf("trace --kernel-wait-below 30us: exit %d: %s", code, errOut)
+			}
+			var rep30 trace.Report
+			if err := json.Unmarshal([]byte(out), &rep30); err != nil {
+				t.Fatal(err)
+			}
+			compareIdle(t, "30 µs", &rep30.Devices[0], hta.Traces[i].SameOps.Idle30us, htaTolerance(&hta.Traces[i].SameOps, &rep30.Devices[0]))
+			for j, s := range rep30.Devices[0].Streams {
+				s0 := rep.Devices[0].Streams[j]
+				if s.IdleHostWaitNS != s0.IdleHostWaitNS || s.IdleKernelWaitNS+s.IdleOtherNS != s0.IdleKernelWaitNS+s0.IdleOtherNS {
+					t.Errorf("stream %d: the threshold moved time out of host wait or out of kernel+other wait: 30 ns %d/%d/%d, 30 µs %d/%d/%d",
+						s.Stream, s0.IdleHostWaitNS, s0.IdleKernelWaitNS, s0.IdleOtherNS, s.IdleHostWaitNS, s.IdleKernelWaitNS, s.IdleOtherNS)
+				}
+				hd := hta.Traces[i].Default.Idle[fmt.Sprint(s.Stream)]
+				t.Logf("  stream %3d idle host/kernel/other at 30 µs: ours %d/%d/%d  HTA same ops %v  HTA default %d/%d/%d", s.Stream,
+					s.IdleHostWaitNS, s.IdleKernelWaitNS, s.IdleOtherNS, hta.Traces[i].SameOps.Idle30us[fmt.Sprint(s.Stream)],
+					hd["host_wait_ns"], hd["kernel_wait_ns"], hd["other_ns"])
+			}
 		})
 	}
 }
@@ -155,10 +182,7 @@ func compareHTA(t *testing.T, d *trace.Device, h *htaMode, def htaMode) {
 	// figure built from n intervals is within 2·n·e. tol is that bound; 0
 	// when HTA read whole-µs integers (exact) or float64 holds the times to
 	// well under a ns, so round(µs × 1000) is exact.
-	tol := tsTolerance(h.FirstTSUS, d.SpanNS)
-	if h.TSInteger {
-		tol = func(int64) int64 { return 0 }
-	}
+	tol := htaTolerance(h, d)
 	near := func(what string, ours, theirs, tol int64) {
 		t.Helper()
 		if diff := ours - theirs; diff > tol || -diff > tol {
@@ -286,20 +310,7 @@ func compareHTA(t *testing.T, d *trace.Device, h *htaMode, def htaMode) {
 	// exact on both sides, and the previous end: a float error can move an
 	// interval across the host-wait line only where the two are within it,
 	// so with a tolerance each category gets the whole stream's bound.
-	for _, s := range d.Streams {
-		hs := h.Idle[fmt.Sprint(s.Stream)]
-		if hs == nil {
-			t.Errorf("stream %d: not in HTA's idle time breakdown", s.Stream)
-			continue
-		}
-		st := tol(2 * int64(s.Ops))
-		near(fmt.Sprintf("stream %d idle host_wait", s.Stream), s.IdleHostWaitNS, hs["host_wait_ns"], st)
-		near(fmt.Sprintf("stream %d idle kernel_wait", s.Stream), s.IdleKernelWaitNS, hs["kernel_wait_ns"], st)
-		near(fmt.Sprintf("stream %d idle other", s.Stream), s.IdleOtherNS, hs["other_ns"], st)
-	}
-	if len(h.Idle) != len(d.Streams) {
-		t.Errorf("streams: ours %d, HTA %d", len(d.Streams), len(h.Idle))
-	}
+	compareIdle(t, "30 ns", d, h.Idle, tol)
 
 	// HTA as a user runs it (last step dropped, times rounded inwards to
 	// whole µs): a subset of the ops, each no longer than ours, so its
@@ -328,8 +339,49 @@ func compareHTA(t *testing.T, d *trace.Device, h *htaMode, def htaMode) {
 	}
 }
 
+// compareIdle compares each stream's idle split with HTA's, at the
+// threshold named by what. Each interval's category depends on the launch
+// time, exact on both sides, and the previous end: a float error can move
+// an interval across the host-wait line only where the two are within it,
+// so with a tolerance each category gets the whole stream's bound.
+func compareIdle(t *testing.T, what string, d *trace.Device, idle map[string]map[string]int64, tol func(int64) int64) {
+	t.Helper()
+	for _, s := range d.Streams {
+		hs := idle[fmt.Sprint(s.Stream)]
+		if hs == nil {
+			t.Errorf("%s: stream %d: not in HTA's idle time breakdown", what, s.Stream)
+			continue
+		}
+		st := tol(2 * int64(s.Ops))
+		for _, c := range []struct {
+			name       string
+			ours, htas int64
+		}{
+			{"host_wait", s.IdleHostWaitNS, hs["host_wait_ns"]},
+			{"kernel_wait", s.IdleKernelWaitNS, hs["kernel_wait_ns"]},
+			{"other", s.IdleOtherNS, hs["other_ns"]},
+		} {
+			if d := c.ours - c.htas; d > st || -d > st {
+				t.Errorf("%s: stream %d idle %s: ours %d, HTA %d (tolerance %d ns)", what, s.Stream, c.name, c.ours, c.htas, st)
+			}
+		}
+	}
+	if len(idle) != len(d.Streams) {
+		t.Errorf("%s: streams: ours %d, HTA %d", what, len(d.Streams), len(idle))
+	}
+}
+
 func closeRel(a, b, rel float64) bool {
 	return math.Abs(a-b) <= rel*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+// htaTolerance is tsTolerance for HTA's same-ops reading of a trace: none
+// when HTA read whole-µs integers.
+func htaTolerance(h *htaMode, d *trace.Device) func(int64) int64 {
+	if h.TSInteger {
+		return func(int64) int64 { return 0 }
+	}
+	return tsTolerance(h.FirstTSUS, d.SpanNS)
 }
 
 // tsTolerance returns the bound, in ns, on a figure built from n intervals

@@ -74,7 +74,7 @@ func (c *TraceCmd) runRanks(env *Env) error {
 	rs := trace.NewRanks(trace.Options{Scratch: collScratch})
 	defer rs.Close()
 	for _, f := range files {
-		rep, err := analyzeTraceFile(ctx, f, nil, rs.Options(trace.Options{AllSteps: c.AllSteps}), "")
+		rep, err := analyzeTraceFile(ctx, f, nil, rs.Options(trace.Options{AllSteps: c.AllSteps, KernelWaitBelowNS: c.KernelWait.Nanoseconds()}), "")
 		if err != nil {
 			return err
 		}

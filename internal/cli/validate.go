@@ -17,14 +17,15 @@ type ValidateCmd struct {
 
 	Throughput string `placeholder:"FILE" help:"Score the plan time model's tokens/s against measured training speeds instead (format: docs/throughput-schema.md; JSON: docs/validate-throughput-json.md)."`
 
-	Estimator   string   `default:"" help:"Estimator to score (default: the default estimator; see 'canifinetune estimate --help')."`
-	Compare     []string `sep:"," placeholder:"NAME" help:"More estimators to score side by side with --estimator, on the rows all of them support."`
-	Calibration string   `placeholder:"FILE" help:"Score --estimator with the coefficients of a calibration written by 'canifinetune calibrate', on the cases inside its domain."`
-	Trust       []string `sep:"," placeholder:"LEVEL" help:"Score only cases of these trust levels (high,medium,low)."`
-	Method      []string `sep:"," placeholder:"METHOD" help:"Score only cases of these methods (full,lora,qlora)."`
-	By          []string `sep:"," placeholder:"FIELD" help:"Also break the error down by these case fields, one table each (model_type, model, method, precision, grad_ckpt, attn, optimizer, framework, seq_len, batch, grad_accum, measured_as); join fields with + to group on their combination (method+grad_ckpt)."`
-	Cases       bool     `help:"Print every case: measured and estimated peak, error, verdict, components, why a case is unsupported."`
-	JSON        bool     `help:"Print JSON (schema: docs/validate-json.md); it always holds every case."`
+	Estimator       string   `default:"" help:"Estimator to score (default: the default estimator; see 'canifinetune estimate --help')."`
+	Compare         []string `sep:"," placeholder:"NAME" help:"More estimators to score side by side with --estimator, on the rows all of them support."`
+	Calibration     string   `placeholder:"FILE" help:"Score --estimator with the coefficients of a calibration written by 'canifinetune calibrate', on the cases inside its domain."`
+	Trust           []string `sep:"," placeholder:"LEVEL" help:"Score only cases of these trust levels (high,medium,low)."`
+	Method          []string `sep:"," placeholder:"METHOD" help:"Score only cases of these methods (full,lora,qlora)."`
+	CrossValidation string   `name:"cross-validation" placeholder:"FILE" help:"Show the leave-one-source-family-out figures stored in FILE by 'calibrate --cross-validation-output' first (default: crossval.json beside the cases file, when its cohort is that file)."`
+	By              []string `sep:"," placeholder:"FIELD" help:"Also break the error down by these case fields, one table each (model_type, model, method, precision, grad_ckpt, attn, optimizer, framework, seq_len, batch, grad_accum, measured_as); join fields with + to group on their combination (method+grad_ckpt)."`
+	Cases           bool     `help:"Print every case: measured and estimated peak, error, verdict, components, why a case is unsupported."`
+	JSON            bool     `help:"Print JSON (schema: docs/validate-json.md); it always holds every case."`
 }
 
 // Help implements kong's HelpProvider.
@@ -34,6 +35,15 @@ estimate with the measured peak of the same kind (allocated, active, reserved
 or process). Prints the error overall and by method, source (framework) and
 trust; the verdicts against the outcomes with matched yes/no denominators; and
 every case that could not be estimated, grouped by reason.
+
+On the development cohort it first shows how the fit generalises: each
+source family (the case id without its number) scored with coefficients
+fitted without it, beside the fitted figures and the best reference
+estimator on the same rows, and which targets each family misses. Those
+figures come from crossval.json beside the cases file (or --cross-validation
+FILE), written by:
+  canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json \
+    --cross-validation-output evidence/crossval.json
 
 Examples:
   canifinetune validate evidence/dev.jsonl --trust high,medium
@@ -118,6 +128,17 @@ func (c *ValidateCmd) Run(env *Env) error {
 	}
 	if cal != nil {
 		out.Calibration = newCalibrationJSON(c.Calibration, cal, cases)
+	}
+	// The stored cross-validation describes the default estimator with its
+	// embedded coefficients, so it is shown only when that one is scored.
+	if cal == nil && ests[0].Name() == estimate.Default {
+		cv, path, err := findCrossValidation(c.File, c.CrossValidation)
+		if err != nil {
+			return err
+		}
+		if cv != nil {
+			out.CrossValidation = newCrossValidationJSON(path, cv)
+		}
 	}
 	if c.JSON {
 		return writeJSON(env.Stdout, out)

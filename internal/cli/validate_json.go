@@ -23,6 +23,9 @@ type ValidateJSON struct {
 	Calibration *calibrationJSON `json:"calibration,omitempty"`
 	// Comparison is present when more than one estimator is scored.
 	Comparison *comparisonJSON `json:"comparison,omitempty"`
+	// CrossValidation is the stored leave-one-source-family-out check of the
+	// default estimator on this cohort, present when one is found.
+	CrossValidation *CrossValidationJSON `json:"cross_validation,omitempty"`
 	// Cases holds one entry per selected case and estimator: case order, then
 	// estimator order.
 	Cases []validateCaseJSON `json:"cases"`

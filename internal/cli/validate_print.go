@@ -31,6 +31,9 @@ func printValidate(w io.Writer, o ValidateJSON, filters string, perCase bool) {
 		fmt.Fprintf(w, "estimators: %s\n", strings.Join(names, ", "))
 	}
 	fmt.Fprintln(w, "error = (estimated − measured) / measured, against the measured kind; negative = under-estimate")
+	if o.CrossValidation != nil {
+		printCrossValidationFirst(w, o.CrossValidation)
+	}
 	if o.Calibration != nil {
 		printCalibration(w, o.Calibration)
 	}

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/evidence"
@@ -59,7 +62,11 @@ func (c *ValidateCmd) runThroughput(env *Env) error {
 }
 
 func printThroughput(w io.Writer, o ValidateThroughputJSON, all bool) {
-	fmt.Fprintf(w, "plan's time model at MFU %.2f against %s: %d cases, %d scored, %d not\n", o.MFU, o.File, o.Cases, o.Overall.N, o.Unsupported)
+	classes := make([]string, 0, len(o.MFUByClass))
+	for _, c := range slices.Sorted(maps.Keys(o.MFUByClass)) {
+		classes = append(classes, fmt.Sprintf("%s %.2f", c, o.MFUByClass[c]))
+	}
+	fmt.Fprintf(w, "plan's time model (MFU per GPU class: %s) against %s: %d cases, %d scored, %d not\n", strings.Join(classes, ", "), o.File, o.Cases, o.Overall.N, o.Unsupported)
 	fmt.Fprintln(w, "error = (predicted − measured) / measured tokens/s; fitted MFU centres a group's errors on zero")
 	fmt.Fprintln(w)
 	row := func(name string, s evidence.ThroughputSummary) {
@@ -67,10 +74,11 @@ func printThroughput(w io.Writer, o ValidateThroughputJSON, all bool) {
 	}
 	fmt.Fprintf(w, "  %-44s %3s  %8s  %8s  %9s  %5s\n", "", "n", "median|e|", "p90|e|", "median e", "MFU")
 	row("overall", o.Overall)
+	row("overall, each source left out of the MFU fit", o.LeaveOneSourceOut)
 	for _, g := range []struct {
 		title string
 		m     map[string]evidence.ThroughputSummary
-	}{{"by framework", o.ByFramework}, {"by GPU", o.ByGPU}, {"by framework on GPU", o.ByStackGPU}} {
+	}{{"by method", o.ByMethod}, {"by framework", o.ByFramework}, {"by source", o.BySource}, {"by GPU", o.ByGPU}, {"by framework on GPU", o.ByStackGPU}} {
 		fmt.Fprintln(w, g.title)
 		for _, k := range evidence.GroupNames(g.m) {
 			row(k, g.m[k])

@@ -133,6 +133,7 @@ func TestDocsListEveryValue(t *testing.T) {
 		{"../../docs/estimate-json.md", map[string]string{
 			"`method`": "method", "`precision`": "precision", "`quant`": "quant",
 			"`grad_ckpt`": "grad_ckpt", "`fused_ce`": "fused_ce", "`cpu_offload`": "cpu_offload",
+			"`kernels`": "kernels", "`task`": "task",
 		}},
 		{"../../docs/measurements-schema.md", map[string]string{
 			"`method`": "method", "`precision`": "precision", "`grad_ckpt`": "grad_ckpt",

@@ -79,11 +79,16 @@ type Config struct {
 	Batch     int64                  `json:"batch"`
 	GradAccum int64                  `json:"grad_accum"`
 	Dynamic   bool                   `json:"dynamic_padding"`
+	SeqLenP50 int64                  `json:"seq_len_p50,omitempty"`
 	Dropout   float64                `json:"lora_dropout"`
 	GradCkpt  estimate.Checkpointing `json:"grad_ckpt"`
 	Optimizer estimate.Optimizer     `json:"optimizer"`
 	Attn      estimate.Attention     `json:"attn"`
 	FusedCE   estimate.LossKernel    `json:"fused_ce"`
+	Kernels   []estimate.Kernel      `json:"kernels,omitempty"`
+	Compile   bool                   `json:"compile,omitempty"`
+	OptInBwd  bool                   `json:"optimizer_in_backward,omitempty"`
+	Task      estimate.Task          `json:"task"`
 	Stack     estimate.StackName     `json:"stack,omitempty"`
 	Strategy  estimate.Strategy      `json:"sharding"`
 	NumGPUs   int64                  `json:"num_gpus"`
@@ -179,8 +184,9 @@ func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request,
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
 		Config: Config{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, Batch: n.Batch,
-			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, Dropout: dropoutOf(n),
+			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, SeqLenP50: seqLenP50(n), Dropout: dropoutOf(n),
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
+			Kernels: n.Kernels, Compile: n.Compile, OptInBwd: n.OptimizerInBackward, Task: n.Task,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
 		TotalBytes: e.Total, TotalGB: bytesize.Round(bytesize.InGiB(e.Total), 3),
 		ProxyBytes: e.PlanningProxy, ProxyGB: bytesize.Round(bytesize.InGiB(e.PlanningProxy), 3),
@@ -341,4 +347,12 @@ func joinIndex(xs []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// seqLenP50 is the median of the request's length distribution (0: none).
+func seqLenP50(r estimate.Request) int64 {
+	if r.Lengths == nil {
+		return 0
+	}
+	return r.Lengths.Median()
 }

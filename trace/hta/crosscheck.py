@@ -27,8 +27,10 @@ type and per kernel name) and idle time breakdown, twice:
 Output (stdout): {"hta_version", "pandas_version", "traces": [{"file", "same_ops",
 "default"}]} where each mode holds "gpu_events" (events by category that HTA's
 analyses take as GPU ops), "temporal", "kernel_types", "kernels" and "idle", and
-"same_ops" also "first_ts_us" (the earliest timestamp as HTA read it) and
-"ts_integer" (HTA read every timestamp as an integer, so exactly).
+"same_ops" also "idle_30us" (the idle breakdown with consecutive_kernel_delay
+30,000 ns: the threshold the default mode applies, on the same ops),
+"first_ts_us" (the earliest timestamp as HTA read it) and "ts_integer" (HTA
+read every timestamp as an integer, so exactly).
 HTA's log goes to stderr. No figure is computed here: only HTA's output is
 reshaped. Needs the environment of trace/hta/requirements.lock.
 """
@@ -97,21 +99,36 @@ def _figures(t, scale):
         for _, r in kk.iterrows()
     ]
 
+    out = {
+        "gpu_events": {k: int(v) for k, v in cats.items()},
+        "temporal": temporal_out,
+        "kernel_types": kernel_types,
+        "kernels": kernels,
+        "idle": _idle(t, 30, scale),
+    }
+    if scale == 1:
+        # Same ops, in ns: HTA's default threshold as it acts on a trace
+        # in µs (30 µs), so the default mode's split can be told apart from
+        # its op filter and rounding.
+        out["idle_30us"] = _idle(t, 30_000, scale)
+    return out
+
+
+def _idle(t, consecutive_kernel_delay, scale):
+    """HTA's idle time breakdown per stream; times × scale → ns."""
+    from hta.analyzers.breakdown_analysis import BreakdownAnalysis as BA
+
     idle_df, _ = BA.get_idle_time_breakdown(
-        t, consecutive_kernel_delay=30, rank=0, visualize=False
+        t,
+        consecutive_kernel_delay=consecutive_kernel_delay,
+        rank=0,
+        visualize=False,
     )
     idle = {}
     for _, r in idle_df.iterrows():
         s = idle.setdefault(str(int(r["stream"])), {})
         s[r["idle_category"] + "_ns"] = _num(r["idle_time"] * scale)
-
-    return {
-        "gpu_events": {k: int(v) for k, v in cats.items()},
-        "temporal": temporal_out,
-        "kernel_types": kernel_types,
-        "kernels": kernels,
-        "idle": idle,
-    }
+    return idle
 
 
 def same_ops(path):

@@ -1,0 +1,179 @@
+package estimate
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+// Fused kernels, torch.compile and optimizer-in-backward: each changes what
+// the step saves by the amount its source says (kernels.go), and in the
+// direction it says.
+
+func kernelBase(t *testing.T) Request {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	return Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"all-linear"},
+		SeqLen: 1024, Batch: 2, GradCkpt: CkptNone, Stack: StackHFTrainer}
+}
+
+func allocated(t *testing.T, r Request) int64 { t.Helper(); return est(t, r).Levels.Allocated }
+
+func TestKernelSavings(t *testing.T) {
+	base := kernelBase(t)
+	m := base.Model
+	tokens := float64(base.SeqLen * base.Batch)
+	L := float64(m.NumLayers)
+	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
+	// bf16 residual stream, LoRA (norm weights frozen): eager RMSNorm saves
+	// an fp32 copy (4 B), Liger its 16-bit input (2 B): 2 B a norm, 2 norms.
+	norm := 2 * 2 * h * tokens * L
+	// SwiGLU: silu(gate) (2 B × ffn) is recomputed, not saved.
+	glu := 2 * ffn * tokens * L
+	b := allocated(t, base)
+	for _, c := range []struct {
+		name string
+		mod  func(*Request)
+		want float64
+	}{
+		{"liger-rmsnorm", func(r *Request) { r.Kernels = []Kernel{KernelLigerRMSNorm} }, norm},
+		{"liger-swiglu", func(r *Request) { r.Kernels = []Kernel{KernelLigerSwiGLU} }, glu},
+		{"liger-rope saves no stored activation", func(r *Request) { r.Kernels = []Kernel{KernelLigerRoPE} }, 0},
+		{"rmsnorm+swiglu+rope", func(r *Request) {
+			r.Kernels = []Kernel{KernelLigerRMSNorm, KernelLigerSwiGLU, KernelLigerRoPE}
+		}, norm + glu},
+		{"torch.compile recomputes the same pointwise ops", func(r *Request) { r.Compile = true }, norm + glu},
+		// foak on an unquantized base: fused LoRA is not installed, its
+		// RMSNorm is; its fast cross-entropy drops 8 B a logit.
+		{"foak on lora", func(r *Request) { r.Kernels = []Kernel{KernelFOAK} }, norm + fastCELogitBytes*tokens*float64(m.Vocab)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := base
+			c.mod(&r)
+			got := float64(b - allocated(t, r))
+			if math.Abs(got-c.want) > 1e-6*float64(b)+2 {
+				t.Errorf("saving %.4g B, want %.4g B", got, c.want)
+			}
+		})
+	}
+}
+
+// fms-acceleration's fused LoRA is installed on quantized bases only; there
+// Unsloth's LoRA_MLP saves neither act(gate) nor act(gate)·up.
+func TestFOAKFusedLoRAOnQuantizedBase(t *testing.T) {
+	base := kernelBase(t)
+	base.Method = QLoRA
+	base.Precision = BF16Mixed
+	withNorm := base
+	withNorm.Kernels = []Kernel{KernelLigerRMSNorm}
+	foak := base
+	foak.Kernels = []Kernel{KernelFOAK}
+	tn, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(withNorm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(foak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := base.Model
+	// act(gate) and act(gate)·up are not kept, at the eager MLP dtype.
+	want := 2 * refQLoRAMLPBytes * float64(m.ActiveFFN()) * float64(base.SeqLen*base.Batch)
+	if got := tf.KernelSavedLayer - tn.KernelSavedLayer; math.Abs(got-want) > 1 {
+		t.Errorf("fused LoRA MLP saves %.4g B a layer beyond the norm, want %.4g B", got, want)
+	}
+	// Adapters on attention only: the MLP op is not installed.
+	attnOnly := foak
+	attnOnly.LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj"}
+	ta, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(attnOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ta.KernelSavedLayer != tn.KernelSavedLayer {
+		t.Errorf("foak with attention-only adapters saves %.4g B a layer, want the norm's alone %.4g B", ta.KernelSavedLayer, tn.KernelSavedLayer)
+	}
+	if allocated(t, foak) >= allocated(t, withNorm) {
+		t.Error("foak on a QLoRA base does not estimate less than its RMSNorm alone")
+	}
+}
+
+// Liger's fused linear cross-entropy: the chunk is next_pow2(⌈BT/⌈V/H⌉⌉) rows
+// (its source's example: BT 16384, V 32000, H 4096 gives 2048), grad_input is
+// saved, and the whole logits chain is gone.
+func TestLigerFusedLinearCrossEntropy(t *testing.T) {
+	r := kernelBase(t) // Llama 2: V 32000, H 4096
+	r.SeqLen, r.Batch = 4096, 4
+	r.FusedCE = LossLiger
+	nr, _ := r.Normalize()
+	saved, transient := fusedLossBytes(nr, 2, false, 2)
+	bt := float64(r.SeqLen * r.Batch)
+	if want := 2048*32000*2 + 4*bt; transient != want {
+		t.Errorf("transient %.0f B, want a 2048-row bf16 chunk and the fp32 loss: %.0f", transient, want)
+	}
+	if want := bt * 4096 * 2; saved != want {
+		t.Errorf("saved %.0f B, want grad_input %.0f", saved, want)
+	}
+	full := r
+	full.Method, full.LoRARank, full.LoRATargets = Full, 0, nil
+	nf, _ := full.Normalize()
+	savedFull, _ := fusedLossBytes(nf, 2, true, 2)
+	if want := saved + 32000*4096*2; savedFull != want {
+		t.Errorf("full fine-tune saved %.0f B, want grad_input + the output layer's grad_weight %.0f", savedFull, want)
+	}
+	stock := r
+	stock.FusedCE = LossNone
+	if allocated(t, r) >= allocated(t, stock) {
+		t.Error("Liger's fused loss does not estimate less than the stock loss chain")
+	}
+	cce := r
+	cce.FusedCE = LossCutCrossEntropy
+	if allocated(t, cce) >= allocated(t, r) {
+		t.Error("Cut Cross-Entropy (log-sum-exp only) does not estimate less than Liger (grad_input + chunk)")
+	}
+}
+
+// Optimizer-in-backward frees each gradient after its step: the step phase
+// holds one parameter's gradient, not all of them.
+func TestOptimizerInBackward(t *testing.T) {
+	r := kernelBase(t)
+	r.Method, r.LoRARank, r.LoRATargets = Full, 0, nil
+	r.GradCkpt = CkptFull
+	r.Optimizer = AdamWTorchFused
+	in := r
+	in.OptimizerInBackward = true
+	te, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Model
+	if want := m.Vocab * m.Hidden * 2; te.Grads != want {
+		t.Errorf("gradients %d B, want the largest parameter's (the embedding) %d B", te.Grads, want)
+	}
+	if got, plain := est(t, in).Phases.Step, est(t, r).Phases.Step; got >= plain/2 {
+		t.Errorf("step phase %d with optimizer-in-backward, %d without: not freed", got, plain)
+	}
+	for _, bad := range []func(*Request){
+		func(r *Request) { r.GradAccum = 4 },
+		func(r *Request) { r.Method, r.LoRARank = LoRA, 8 },
+	} {
+		x := in
+		bad(&x)
+		var fe *FieldError
+		if _, err := x.Normalize(); !errors.As(err, &fe) || fe.Field != "optimizer_in_backward" {
+			t.Errorf("want a field error on optimizer_in_backward, got %v", err)
+		}
+	}
+}
+
+func TestUnknownKernelRefused(t *testing.T) {
+	r := kernelBase(t)
+	r.Kernels = []Kernel{"liger-everything"}
+	var ue *UnknownValueError
+	if _, err := r.Normalize(); !errors.As(err, &ue) || ue.Option != "kernel" {
+		t.Errorf("want an unknown kernel error, got %v", err)
+	}
+	r.Kernels = []Kernel{"fused-ops-and-kernels"}
+	n, err := r.Normalize()
+	if err != nil || n.Kernels[0] != KernelFOAK {
+		t.Errorf("alias: %v %v", n.Kernels, err)
+	}
+}

@@ -1,0 +1,253 @@
+package estimate
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// lengthQuantiles is how many quantiles a LengthDist keeps: enough to place
+// every batch of the allocator replay, few enough to be a map key.
+const lengthQuantiles = 33
+
+// LengthDist is the distribution of sample lengths (tokens) a run draws its
+// batches from when each batch is padded to its longest sample: Request.SeqLen
+// is then only the bound. It is kept as quantiles (Q[i] is the length at
+// quantile i/32; Q[32] the longest), so it is comparable and cheap to sample.
+type LengthDist struct {
+	Q [lengthQuantiles]int64
+}
+
+// Longest is the longest sample length.
+func (d LengthDist) Longest() int64 { return d.Q[lengthQuantiles-1] }
+
+// Median is the 50th-percentile length.
+func (d LengthDist) Median() int64 { return d.Q[(lengthQuantiles-1)/2] }
+
+// Quantile is the length at quantile u in [0, 1], interpolated.
+func (d LengthDist) Quantile(u float64) int64 {
+	x := math.Max(0, math.Min(1, u)) * float64(lengthQuantiles-1)
+	i := int(x)
+	if i >= lengthQuantiles-1 {
+		return d.Longest()
+	}
+	f := x - float64(i)
+	return int64(math.Round(float64(d.Q[i]) + f*float64(d.Q[i+1]-d.Q[i])))
+}
+
+// Truncate drops the samples longer than max (a trainer that deletes or
+// filters over-long samples), or clips them to max (truncation), and
+// returns the distribution of what trains.
+func (d LengthDist) Truncate(max int64, drop bool) LengthDist {
+	if d.Longest() <= max {
+		return d
+	}
+	if !drop {
+		var out LengthDist
+		for i, q := range d.Q {
+			out.Q[i] = min(q, max)
+		}
+		return out
+	}
+	// Keep the quantiles below max and spread them over [0, 1] again.
+	keep := sort.Search(lengthQuantiles, func(i int) bool { return d.Q[i] > max })
+	if keep == 0 {
+		return uniformLengths(max, max)
+	}
+	frac := float64(keep-1) / float64(lengthQuantiles-1)
+	// Where inside the last kept interval max falls.
+	if keep < lengthQuantiles {
+		lo, hi := d.Q[keep-1], d.Q[keep]
+		if hi > lo {
+			frac += float64(max-lo) / float64(hi-lo) / float64(lengthQuantiles-1)
+		}
+	}
+	var out LengthDist
+	for i := range out.Q {
+		out.Q[i] = min(max, d.Quantile(frac*float64(i)/float64(lengthQuantiles-1)))
+	}
+	out.Q[lengthQuantiles-1] = max
+	return out
+}
+
+// LengthsFromSamples is the distribution of the given sample lengths (each
+// weighted by count; nil counts: one each).
+func LengthsFromSamples(lengths []int64, counts []float64) (LengthDist, error) {
+	if len(lengths) == 0 {
+		return LengthDist{}, fmt.Errorf("%w: no lengths", ErrInvalidRequest)
+	}
+	if counts != nil && len(counts) != len(lengths) {
+		return LengthDist{}, fmt.Errorf("%w: %d lengths but %d counts", ErrInvalidRequest, len(lengths), len(counts))
+	}
+	type lw struct {
+		l int64
+		w float64
+	}
+	xs := make([]lw, len(lengths))
+	var total float64
+	for i, l := range lengths {
+		w := 1.0
+		if counts != nil {
+			w = counts[i]
+		}
+		if l < 1 || w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+			return LengthDist{}, fmt.Errorf("%w: length %d with count %v (want length ≥ 1, count ≥ 0)", ErrInvalidRequest, l, w)
+		}
+		xs[i] = lw{l, w}
+		total += w
+	}
+	if total <= 0 {
+		return LengthDist{}, fmt.Errorf("%w: every count is zero", ErrInvalidRequest)
+	}
+	sort.Slice(xs, func(i, j int) bool { return xs[i].l < xs[j].l })
+	var d LengthDist
+	var cum float64
+	j := 0
+	for i := range d.Q {
+		target := total * float64(i) / float64(lengthQuantiles-1)
+		for j < len(xs)-1 && cum+xs[j].w < target {
+			cum += xs[j].w
+			j++
+		}
+		d.Q[i] = xs[j].l
+	}
+	d.Q[0] = xs[0].l
+	d.Q[lengthQuantiles-1] = xs[len(xs)-1].l
+	return d, nil
+}
+
+// LengthsMedianMax is the distribution known only by its median and its
+// longest sample: a log-normal with that median whose 99th percentile is the
+// longest (sample lengths of instruction and chat data are right-skewed),
+// clipped at the longest.
+func LengthsMedianMax(p50, longest int64) (LengthDist, error) {
+	if p50 < 1 || longest < p50 {
+		return LengthDist{}, fmt.Errorf("%w: median length %d with longest %d (want 1 ≤ median ≤ longest)", ErrInvalidRequest, p50, longest)
+	}
+	sigma := math.Log(float64(longest)/float64(p50)) / 2.326 // z(0.99)
+	return logNormalLengths(math.Log(float64(p50)), sigma, 1, longest), nil
+}
+
+// LengthsMeanStd is the distribution known by its mean, standard deviation
+// and range (as dataset cards state it): the log-normal with that mean and
+// deviation, restricted to [min, max].
+func LengthsMeanStd(mean, std float64, lo, hi int64) (LengthDist, error) {
+	if mean <= 0 || std < 0 || lo < 1 || hi < lo || math.IsNaN(mean) || math.IsNaN(std) {
+		return LengthDist{}, fmt.Errorf("%w: length mean %v std %v range [%d, %d]", ErrInvalidRequest, mean, std, lo, hi)
+	}
+	s2 := math.Log(1 + std*std/(mean*mean))
+	return logNormalLengths(math.Log(mean)-s2/2, math.Sqrt(s2), lo, hi), nil
+}
+
+// logNormalLengths is a log-normal(mu, sigma) conditioned on [lo, hi].
+func logNormalLengths(mu, sigma float64, lo, hi int64) LengthDist {
+	cdf := func(x float64) float64 {
+		if sigma == 0 {
+			if math.Log(x) < mu {
+				return 0
+			}
+			return 1
+		}
+		return 0.5 * math.Erfc(-(math.Log(x)-mu)/(sigma*math.Sqrt2))
+	}
+	a, b := cdf(float64(lo)), cdf(float64(hi))
+	var d LengthDist
+	for i := range d.Q {
+		p := a + (b-a)*float64(i)/float64(lengthQuantiles-1)
+		var l float64
+		switch {
+		case sigma == 0 || b-a < 1e-12:
+			l = math.Exp(mu)
+		default:
+			l = math.Exp(mu + sigma*math.Sqrt2*math.Erfinv(2*p-1))
+		}
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			l = float64(hi)
+		}
+		d.Q[i] = max(lo, min(hi, int64(math.Round(l))))
+	}
+	d.Q[0], d.Q[lengthQuantiles-1] = max(lo, d.Q[0]), hi
+	return d
+}
+
+// uniformLengths spreads lengths evenly over [lo, hi].
+func uniformLengths(lo, hi int64) LengthDist {
+	var d LengthDist
+	for i := range d.Q {
+		d.Q[i] = lo + (hi-lo)*int64(i)/int64(lengthQuantiles-1)
+	}
+	return d
+}
+
+// normalizeLengths makes a request with a length distribution one with
+// dynamic shapes whose SeqLen is the longest batch: samples longer than
+// SeqLen are truncated to it, and a distribution whose longest sample is
+// shorter than SeqLen lowers the longest batch to it.
+func normalizeLengths(r *Request) {
+	if r.Lengths == nil {
+		return
+	}
+	r.DynamicShapes = true
+	d := *r.Lengths
+	if r.SeqLen > 0 {
+		d = d.Truncate(r.SeqLen, false)
+		r.SeqLen = min(r.SeqLen, d.Longest())
+	}
+	r.Lengths = &d
+}
+
+// maxLengthLines bounds a lengths file: a precomputed length per sample of a
+// large dataset fits; a runaway file does not exhaust memory.
+const maxLengthLines = 10_000_000
+
+// ParseLengths reads a file of sample token lengths (docs/memory-model.md,
+// "Length distributions"): one entry a line, either a length ("512") or a
+// histogram bin "LENGTH COUNT" (COUNT samples of at most LENGTH tokens);
+// blank lines and lines starting with # are skipped. name is the file's
+// name for errors, which give its line and value.
+func ParseLengths(r io.Reader, name string) (LengthDist, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<16)
+	var lengths []int64
+	var counts []float64
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		if len(lengths) >= maxLengthLines {
+			return LengthDist{}, fmt.Errorf("%s: more than %d entries", name, maxLengthLines)
+		}
+		fields := strings.Fields(text)
+		if len(fields) > 2 {
+			return LengthDist{}, fmt.Errorf("%s:%d: %q: want LENGTH or LENGTH COUNT", name, line, text)
+		}
+		l, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || l < 1 || l > MaxSeqLen {
+			return LengthDist{}, fmt.Errorf("%s:%d: length %q: want an integer in 1..%d", name, line, fields[0], MaxSeqLen)
+		}
+		c := 1.0
+		if len(fields) == 2 {
+			c, err = strconv.ParseFloat(fields[1], 64)
+			if err != nil || c < 0 || math.IsNaN(c) || math.IsInf(c, 0) {
+				return LengthDist{}, fmt.Errorf("%s:%d: count %q: want a number ≥ 0", name, line, fields[1])
+			}
+		}
+		lengths = append(lengths, l)
+		counts = append(counts, c)
+	}
+	if err := sc.Err(); err != nil {
+		return LengthDist{}, fmt.Errorf("%s:%d: %w", name, line+1, err)
+	}
+	d, err := LengthsFromSamples(lengths, counts)
+	if err != nil {
+		return LengthDist{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,89 @@
+package evidence
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/estimate"
+)
+
+// Lengths is the estimator's length distribution for the case: the stated
+// median (log-normal up to the longest sample), or mean and standard
+// deviation (log-normal over the stated range), cut at seq_len the way
+// OverMax says.
+func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
+	lo, hi := int64(1), int64(0)
+	if d.Min != nil {
+		lo = int64(*d.Min)
+	}
+	if d.Max != nil {
+		hi = int64(*d.Max)
+	}
+	if seqLen != nil && (hi == 0 || d.OverMax == "") {
+		hi = max(hi, int64(*seqLen))
+	}
+	var dist estimate.LengthDist
+	var err error
+	finite := func(p *float64) bool { return p != nil && !math.IsNaN(*p) && !math.IsInf(*p, 0) }
+	switch {
+	case d.OverMax != "" && d.OverMax != "drop" && d.OverMax != "truncate":
+		return dist, fmt.Errorf("over_max %q (want drop or truncate)", d.OverMax)
+	case hi < 1:
+		return dist, errors.New("no max and no seq_len: the longest sample is unknown")
+	case finite(d.Mean) && finite(d.Std):
+		dist, err = estimate.LengthsMeanStd(*d.Mean, *d.Std, lo, hi)
+	case finite(d.P50):
+		dist, err = estimate.LengthsMedianMax(int64(math.Round(*d.P50)), hi)
+	default:
+		return dist, errors.New("neither p50 nor mean with std")
+	}
+	if err != nil {
+		return dist, err
+	}
+	if seqLen != nil {
+		dist = dist.Truncate(int64(*seqLen), d.OverMax == "drop")
+	}
+	return dist, nil
+}
+
+// statedLengths are length distributions that cases state only in their
+// notes (the shared cohort is kept byte for byte): each entry applies to a
+// case without seq_len_dist whose notes contain every one of its strings.
+//
+//go:embed lengths.json
+var statedLengthsJSON []byte
+
+type statedLength struct {
+	NotesContain []string   `json:"notes_contain"`
+	Dist         SeqLenDist `json:"seq_len_dist"`
+}
+
+var statedLengths = func() []statedLength {
+	var xs []statedLength
+	if err := json.Unmarshal(statedLengthsJSON, &xs); err != nil {
+		panic("evidence/lengths.json: " + err.Error()) // embedded; a test reads it
+	}
+	return xs
+}()
+
+// lengthDistOf is the case's own seq_len_dist, else one its notes state.
+func lengthDistOf(c Case) *SeqLenDist {
+	if c.SeqLenDist != nil {
+		return c.SeqLenDist
+	}
+	for _, s := range statedLengths {
+		all := len(s.NotesContain) > 0
+		for _, sub := range s.NotesContain {
+			all = all && strings.Contains(c.Notes, sub)
+		}
+		if all {
+			d := s.Dist
+			return &d
+		}
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package evidence
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Rows whose notes state their dataset's length statistics are estimated
+// over that distribution; rows that state none keep only the bound.
+func TestStatedLengths(t *testing.T) {
+	byID := map[string]Case{}
+	for _, c := range readDev(t) {
+		byID[c.ID] = c
+	}
+	for id, want := range map[string]bool{"swift-001": true, "swift-049": true, "litgpt-hub-001": false, "torchtune-docs-001": false} {
+		c, ok := byID[id]
+		if !ok {
+			t.Fatalf("%s not in the cohort", id)
+		}
+		r, _, why := RequestFor(c)
+		if why != "" {
+			t.Fatalf("%s: %s", id, why)
+		}
+		if got := r.Lengths != nil; got != want {
+			t.Errorf("%s: length distribution %v, want %v", id, got, want)
+			continue
+		}
+		if want && (r.Lengths.Longest() != int64(*c.SeqLen) || r.Lengths.Median() >= int64(*c.SeqLen)) {
+			t.Errorf("%s: longest %d, median %d (seq_len %d): want the longest at seq_len, the median below", id, r.Lengths.Longest(), r.Lengths.Median(), *c.SeqLen)
+		}
+	}
+}
+
+func TestSeqLenDistValidated(t *testing.T) {
+	line := `{"id":"x-1","source":"s","trust":"high","model":"Qwen/Qwen2.5-0.5B","arch":"qwen2","method":"full","precision":"bf16-true","quant":null,"lora":null,"seq_len":1024,"seq_len_kind":"max","batch":1,"grad_accum":1,"grad_ckpt":"none","optimizer":"adamw_torch","optimizer_state_dtype":null,"attn":"sdpa","fused_ce":"none","other_kernels":[],"framework":"hf-trainer","gpu":{"name":null,"count":1,"vram_gib":24},"sharding":{"strategy":"none","cpu_offload":"none"},"measured":{"kind":"reserved","gib":6,"oom":false,"original":"6 GiB"},"notes":"","seq_len_dist":DIST}`
+	good := strings.Replace(line, "DIST", `{"p50":300,"over_max":"truncate"}`, 1)
+	cases, err := ReadCases(strings.NewReader(good), "good.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, why := RequestFor(cases[0])
+	if why != "" || r.Lengths == nil || r.Lengths.Median() < 280 || r.Lengths.Median() > 320 {
+		t.Fatalf("p50 300: why %q, lengths %v", why, r.Lengths)
+	}
+	for _, dist := range []string{`{"p50":300,"over_max":"cut"}`, `{"over_max":"drop"}`, `{"p50":5000}`} {
+		_, err := ReadCases(strings.NewReader(strings.Replace(line, "DIST", dist, 1)), "bad.jsonl")
+		if !errors.Is(err, ErrInvalidCase) || !strings.Contains(err.Error(), "seq_len_dist") {
+			t.Errorf("seq_len_dist %s: err = %v, want an invalid case naming seq_len_dist", dist, err)
+		}
+	}
+}
