@@ -27,9 +27,13 @@ The CUDA path is imitated where it differs from what meta tensors would do:
 * Any other data-dependent operation (``.item()`` on a device tensor) stops
   the run with an error instead of guessing.
 
+MoE models run transformers' ``grouped_mm`` experts implementation (its
+default on a GPU, pinned here), whose tensor sizes do not depend on the
+routing, so no routing assumption is made.
+
 Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
 4-bit layers are not faked), bf16-mixed/fp16-mixed (autocast does not apply
-to meta tensors), MoE routing, fused cross-entropy kernels, 8-bit/paged
+to meta tensors), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
 
@@ -211,9 +215,9 @@ class LiveBytes(TorchDispatchMode):
             raise DataDependent(
                 "the training code read a device tensor's value (.item()); the oracle does not guess data-dependent results"
             )
-        out = func(*args, **(kwargs or {}))
         if self.origin is not None:
             self._op = func.__name__.removesuffix(".default")
+        out = _meta_call(func, args, kwargs or {}) if META_CACHE else func(*args, **(kwargs or {}))
         if type(out) is torch.Tensor:
             self.track(out)
         elif isinstance(out, (tuple, list)):
@@ -228,6 +232,115 @@ class LiveBytes(TorchDispatchMode):
 
 
 _LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
+
+# Meta kernels (most of them torch's Python reference implementations) take
+# about three quarters of a run's CPU time, and a model runs the same few
+# hundred (operator, input layout) pairs over and over, layer after layer and
+# step after step. On meta tensors an operator's outputs are a function of
+# its inputs' metadata and its other arguments alone, so for an operator that
+# returns fresh tensors (no alias in its schema, writes to no argument) and
+# takes and returns only meta tensors, the first call's output layouts
+# (sizes, strides, dtype, storage offset and storage size) are remembered and
+# later calls get new, empty storages of the same layouts. Any call that
+# would need more (an output aliasing an input or another output, a CPU
+# tensor, an argument type not listed) runs the kernel every time.
+# TestMetaCache checks that the cache changes no figure.
+META_CACHE = True
+_uncacheable = object()
+_cache: dict = {}
+_fresh_op: dict = {}
+
+
+def _op_fresh(func) -> bool:
+    ok = _fresh_op.get(func)
+    if ok is None:
+        sch = func._schema
+        ok = not any(r.alias_info is not None for r in sch.returns) and not any(
+            a.alias_info is not None and a.alias_info.is_write for a in sch.arguments
+        )
+        _fresh_op[func] = ok
+    return ok
+
+
+_SCALARS = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+def _key(x):
+    if type(x) is torch.Tensor:
+        if x.device.type != "meta" or x.is_conj() or x.is_neg():
+            raise KeyError
+        return (tuple(x.shape), x.stride(), x.dtype, x.storage_offset(), x.untyped_storage().nbytes())
+    if isinstance(x, (list, tuple)):
+        return (type(x), tuple(_key(v) for v in x))
+    if isinstance(x, _SCALARS):
+        return (type(x), x)
+    raise KeyError
+
+
+def _layout(t: torch.Tensor):
+    return (tuple(t.shape), t.stride(), t.dtype, t.storage_offset(), t.untyped_storage().nbytes())
+
+
+def _fresh(lay) -> torch.Tensor:
+    size, stride, dtype, offset, nbytes = lay
+    t = torch.empty(0, dtype=dtype, device="meta")
+    t.set_(torch.UntypedStorage(nbytes, device="meta"), offset, size, stride)
+    return t
+
+
+def _meta_call(func, args, kwargs):
+    if not _op_fresh(func):
+        return func(*args, **kwargs)
+    try:
+        key = (func, _key(args), _key(tuple(sorted(kwargs.items()))))
+    except (KeyError, TypeError):
+        return func(*args, **kwargs)
+    hit = _cache.get(key)
+    if hit is _uncacheable:
+        return func(*args, **kwargs)
+    if hit is not None:
+        kind, lay = hit
+        if kind == "t":
+            return _fresh(lay)
+        return type(lay)(_fresh(x[1]) if type(x) is tuple and x and x[0] == "t" else x for x in lay)
+    out = func(*args, **kwargs)
+    _cache[key] = _remember(out, args, kwargs)
+    return out
+
+
+def _remember(out, args, kwargs):
+    """The layouts of out to replay, or _uncacheable."""
+    seen = set()
+    for a in list(args) + list(kwargs.values()):
+        for t in a if isinstance(a, (list, tuple)) else [a]:
+            if type(t) is torch.Tensor:
+                seen.add(t.untyped_storage()._cdata)
+
+    def one(t):
+        if t.device.type != "meta" or t.is_conj() or t.is_neg():
+            raise KeyError
+        k = t.untyped_storage()._cdata
+        if k in seen:
+            raise KeyError  # aliases an input or another output
+        seen.add(k)
+        return ("t", _layout(t))
+
+    try:
+        if type(out) is torch.Tensor:
+            return ("t", one(out)[1])
+        if isinstance(out, (tuple, list)):
+            items = []
+            for o in out:
+                if type(o) is torch.Tensor:
+                    items.append(one(o))
+                elif isinstance(o, (int, float, bool, type(None))):
+                    items.append(o)
+                else:
+                    raise KeyError
+            return ("s", type(out)(items))
+    except KeyError:
+        pass
+    return _uncacheable
 _real_sdpa = torch.nn.functional.scaled_dot_product_attention
 
 
@@ -287,13 +400,23 @@ def _patched():
 
 def lora_targets(model: torch.nn.Module, spec: list[str]) -> list[str]:
     """Resolves scope keywords (attention, mlp, all-linear) to module names."""
+    from transformers.pytorch_utils import Conv1D  # GPT-2's projections; PEFT adapts them too
+
     attn, mlp = [], []
     out_emb = model.get_output_embeddings()
+    scopes: dict[str, set[bool]] = {}
     for name, mod in model.named_modules():
-        if not isinstance(mod, torch.nn.Linear) or mod is out_emb:
+        if isinstance(mod, (torch.nn.Linear, Conv1D)) and mod is not out_emb:
+            parts = name.split(".")
+            scopes.setdefault(parts[-1], set()).add(any("attn" in p or "attention" in p for p in parts[:-1]))
+    shared = {k for k, v in scopes.items() if len(v) > 1}
+    for name, mod in model.named_modules():
+        if not isinstance(mod, (torch.nn.Linear, Conv1D)) or mod is out_emb:
             continue
         parts = name.split(".")
-        leaf = parts[-1]
+        # The leaf name, or parent.leaf where the leaf is in both scopes
+        # (GPT-2's attn.c_proj and mlp.c_proj): PEFT matches name suffixes.
+        leaf = ".".join(parts[-2:]) if parts[-1] in shared else parts[-1]
         if any("attn" in p or "attention" in p for p in parts[:-1]):
             if leaf not in attn:
                 attn.append(leaf)
@@ -328,6 +451,14 @@ class Result:
     # when the last backward started — the tensors autograd saved and the
     # loss chain — in bytes by creating operator and dtype.
     saved_by_op: dict[str, int] | None = None
+    experts: str | None = None
+
+
+EXPERTS = "grouped_mm"  # the MoE experts implementation the oracle pins
+
+
+def is_moe(cfg) -> bool:
+    return bool(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None))
 
 
 def build(config_dir: str, req: Request):
@@ -335,11 +466,19 @@ def build(config_dir: str, req: Request):
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = AutoConfig.from_pretrained(config_dir)
-    if getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None):
-        raise NotSimulated(f"{cfg.model_type}: MoE routing is data-dependent; not simulated yet")
     dtype = DTYPES[req.precision]
+    kw = {}
+    if is_moe(cfg):
+        # transformers' default experts implementation on a GPU. Its tensors
+        # are tokens x top_k rows or whole expert weights whatever the routing
+        # (tokens per expert only set grouped_mm's offsets), so the allocated
+        # bytes assume nothing about how tokens spread over experts. The eager
+        # loop over the experts hit is data-dependent and not simulated.
+        kw["experts_implementation"] = EXPERTS
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=req.attn)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=req.attn, **kw)
+    if kw and model.config._experts_implementation != EXPERTS:
+        raise NotSimulated(f"{cfg.model_type}: experts implementation {model.config._experts_implementation!r}, not {EXPERTS}")
     targets: list[str] = []
     if req.method == "lora":
         from peft import LoraConfig, get_peft_model
@@ -454,6 +593,7 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
         run_s=time.perf_counter() - t1,
         cpu_s=time.process_time() - c0,
         saved_by_op=saved,
+        experts=getattr(model.config, "_experts_implementation", None) if is_moe(model.config) else None,
     )
 
 
@@ -477,21 +617,34 @@ def model_id(config_dir: str) -> str:
     return parts[-1]
 
 
+def case_id(model: str, req: Request) -> str:
+    """The row id of a request on a model: readable fields and a hash of the whole request."""
+    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
+    slug = model.replace("/", "-").lower()
+    return f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
 def case(config_dir: str, req: Request, res: Result, model: str | None = None) -> dict[str, Any]:
     """The result as a row of the measurements schema, marked simulated."""
     from transformers import AutoConfig
 
     model = model or model_id(config_dir)
     arch = AutoConfig.from_pretrained(config_dir).model_type
-    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
-    slug = model.replace("/", "-").lower()
-    rid = f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    rid = case_id(model, req)
     gib = res.peak_bytes / 2**30
     state_dtype = None
     if req.optimizer == "adamw_torch":
         state_dtype = (res.adapter_dtype if req.method == "lora" else str(DTYPES[req.precision]).removeprefix("torch."))
         state_dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(state_dtype, state_dtype)
     phases = ", ".join(f"{k} {v / 2**30:.3f}" for k, v in res.phase_peak_bytes.items())
+    moe = f"MoE experts {EXPERTS} (sizes independent of routing); " if res.experts else ""
+    # Module names the schema's target list cannot say (a leaf in two scopes,
+    # named parent.leaf for PEFT) are written as the request's scope keywords;
+    # the notes keep the names PEFT was given.
+    row_targets = res.lora_targets
+    if any("." in t for t in res.lora_targets):
+        row_targets = list(req.lora_targets)
+        moe += f"LoRA modules {', '.join(res.lora_targets)}; "
     return {
         "id": rid,
         "source": f"canifinetune fake-tensor oracle (oracle/fakestep.py; {versions()}): two training steps on meta tensors, live storages rounded to 512 B",
@@ -503,7 +656,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
         "precision": req.precision,
         "quant": None,
         "lora": (
-            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": res.lora_targets, "extra_trainable": [], "dropout": req.lora_dropout}
+            {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": row_targets, "extra_trainable": [], "dropout": req.lora_dropout}
             if req.method == "lora"
             else None
         ),
@@ -525,7 +678,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
-            "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
+            f"{moe}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }

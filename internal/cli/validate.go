@@ -23,6 +23,7 @@ type ValidateCmd struct {
 	Trust           []string `sep:"," placeholder:"LEVEL" help:"Score only cases of these trust levels (high,medium,low)."`
 	Method          []string `sep:"," placeholder:"METHOD" help:"Score only cases of these methods (full,lora,qlora)."`
 	CrossValidation string   `name:"cross-validation" placeholder:"FILE" help:"Show the leave-one-source-family-out figures stored in FILE by 'calibrate --cross-validation-output' first (default: crossval.json beside the cases file, when its cohort is that file)."`
+	By              []string `sep:"," placeholder:"FIELD" help:"Also break the error down by these case fields, one table each (model_type, model, method, precision, grad_ckpt, attn, optimizer, framework, seq_len, batch, grad_accum, measured_as); join fields with + to group on their combination (method+grad_ckpt)."`
 	Cases           bool     `help:"Print every case: measured and estimated peak, error, verdict, components, why a case is unsupported."`
 	JSON            bool     `help:"Print JSON (schema: docs/validate-json.md); it always holds every case."`
 }
@@ -48,6 +49,7 @@ Examples:
   canifinetune validate evidence/dev.jsonl --trust high,medium
   canifinetune validate dev.jsonl --compare seed000,unsloth --cases
   canifinetune validate dev.jsonl --estimator seed000 --json
+  canifinetune validate evidence/oracle.jsonl --by model_type,method,grad_ckpt,attn,precision
 
 Errors are signed: (estimated − measured) / measured; negative is an
 under-estimate, the direction that ends in an OOM. Fields a case leaves null
@@ -80,6 +82,10 @@ func (c *ValidateCmd) Run(env *Env) error {
 		return c.runThroughput(env)
 	}
 	filter, err := c.filter()
+	if err != nil {
+		return err
+	}
+	by, err := byGroupings(c.By)
 	if err != nil {
 		return err
 	}
@@ -117,6 +123,9 @@ func (c *ValidateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	for i, r := range reps {
+		out.Estimators[i].By = byJSON(by, cases, r)
+	}
 	if cal != nil {
 		out.Calibration = newCalibrationJSON(c.Calibration, cal, cases)
 	}
@@ -135,6 +144,9 @@ func (c *ValidateCmd) Run(env *Env) error {
 		return writeJSON(env.Stdout, out)
 	}
 	printValidate(env.Stdout, out, c.filterFlags(), c.Cases)
+	for _, r := range out.Estimators {
+		printBy(env.Stdout, by, r)
+	}
 	return nil
 }
 

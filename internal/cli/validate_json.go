@@ -40,14 +40,16 @@ type validateInputJSON struct {
 }
 
 type reportJSON struct {
-	Name               string                 `json:"name"`
-	Version            string                 `json:"version"`
-	Summary            summaryJSON            `json:"summary"`
-	ByMethod           map[string]summaryJSON `json:"by_method"`
-	BySource           map[string]summaryJSON `json:"by_source"`
-	ByTrust            map[string]summaryJSON `json:"by_trust"`
-	Classification     classificationJSON     `json:"classification"`
-	UnsupportedReasons []evidence.ReasonCount `json:"unsupported_reasons"`
+	Name     string                 `json:"name"`
+	Version  string                 `json:"version"`
+	Summary  summaryJSON            `json:"summary"`
+	ByMethod map[string]summaryJSON `json:"by_method"`
+	BySource map[string]summaryJSON `json:"by_source"`
+	ByTrust  map[string]summaryJSON `json:"by_trust"`
+	// By holds the --by groupings (absent without --by, and inside comparison).
+	By                 map[string]map[string]groupSummaryJSON `json:"by,omitempty"`
+	Classification     classificationJSON                     `json:"classification"`
+	UnsupportedReasons []evidence.ReasonCount                 `json:"unsupported_reasons"`
 }
 
 // summaryJSON leaves out every statistic of an empty set: unknown is absent,
