@@ -31,7 +31,7 @@ const oracleName = "fake-tensor oracle: two training steps on meta tensors, live
 
 // notSimulatedByFlags are the requests the oracle would not see: flags its
 // request vocabulary does not carry. It refuses everything else it does not
-// imitate itself (QLoRA, mixed precision, MoE, sharding, fused kernels, …).
+// imitate itself (QLoRA, mixed precision, sharding, fused kernels, …).
 func notSimulatedByFlags(c *EstimateCmd, cfg report.Config) string {
 	var why []string
 	if len(c.Extra) > 0 {
@@ -111,7 +111,7 @@ func simulationError(err error, py oracle.Interpreter) error {
 			hint: oracle.InstallHint}
 	case oracle.NotSimulated:
 		return &exitError{code: ExitError, err: err,
-			hint: "drop --simulate for the estimate alone; the oracle simulates full and LoRA in bf16-true, fp16-true or fp32, adamw_torch or sgd, on one GPU, for dense models transformers implements"}
+			hint: "drop --simulate for the estimate alone; the oracle simulates full and LoRA in bf16-true, fp16-true or fp32, adamw_torch or sgd, on one GPU, for dense and MoE models transformers implements"}
 	case oracle.Timeout:
 		return &exitError{code: ExitError, err: err, hint: "raise --simulate-timeout"}
 	}
