@@ -33,6 +33,11 @@ type hfSaved struct {
 	// mask (1 B), or eager's additive causal mask (the activation dtype),
 	// which only checkpointed blocks keep (as an input).
 	Mask float64
+	// FirstPass and FirstPassScores are, under checkpointing, what one
+	// block's first forward (which saves nothing) holds at its peak beyond
+	// the blocks' inputs, per token and per token per unit of sequence
+	// length; zero where the recomputation's backward is the larger.
+	FirstPass, FirstPassScores float64
 }
 
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
@@ -45,7 +50,7 @@ type hfSaved struct {
 // rotary, a gated MLP, and GPT-NeoX's and Phi's parallel blocks. Others with a
 // classic MLP keep the fitted per-layer shape until their layer code is read
 // the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true}
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k with
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
@@ -55,7 +60,7 @@ var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
 // passed parts into a new q and k, which SDPA saves as Llama's are.
-var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi": true}
+var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi": true, "falcon": true}
 
 // hfParallelTypes are the model types whose attention and MLP read the same
 // block input, with a two-matmul MLP and partial rotary (a concatenated q
@@ -64,8 +69,10 @@ var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi"
 // fused query_key_value whose output q, k and v are chunks of; Phi through
 // one LayerNorm whose output both read, with gelu_new (NewGELUActivation in
 // Python ops: pow saves its input, tanh its output, and the final multiply
-// 0.5·x and 1 + tanh: four tensors of the MLP width).
-var hfParallelTypes = map[string]bool{"gpt_neox": true, "phi": true}
+// 0.5·x and 1 + tanh: four tensors of the MLP width); Falcon (7B's layout:
+// parallel_attn, one input_layernorm whose output both read) with an exact
+// GELU (FalconMLP's get_activation("gelu")) like GPT-NeoX's.
+var hfParallelTypes = map[string]bool{"gpt_neox": true, "phi": true, "falcon": true}
 
 // hfFusedQKVTypes are the model types whose attention projects q, k and v
 // with one qkv_proj and slices views of its output (Phi3Attention): the
@@ -89,12 +96,25 @@ func hfExact(r Request) bool {
 	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType]) {
 		return false
 	}
+	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
+		return false
+	}
 	if r.Attn != SDPA && r.Attn != Eager {
 		// The flash-attn package's path (transformers' _flash_attention_forward)
 		// is not imitated by the oracle: its saved tensors are not read yet.
 		return false
 	}
 	return true
+}
+
+// hfFalcon7BLayout reports whether a Falcon model has the layer hfLayerSaved
+// spells out: multi-query attention (one key/value head, which _split_heads
+// indexes out of the fused output as copies) and parallel attention through
+// one LayerNorm. new_decoder_architecture (40B, 180B: ln_attn and ln_mlp,
+// grouped key/value heads broadcast to every query head) and the ALiBi
+// layouts are not read yet.
+func hfFalcon7BLayout(m *hfconfig.Model) bool {
+	return m.KVHeads == 1 && len(m.Layers) > 0 && m.Layers[0].NormParams == 2*m.Hidden
 }
 
 // hfWindowed reports whether the model's sliding window is shorter than the
@@ -192,6 +212,7 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	parallel := hfParallelTypes[m.ModelType]
 	phi := m.ModelType == "phi"
+	falcon := m.ModelType == "falcon"
 	if parallel {
 		// The LayerNorms save the one block input; trained, the projections
 		// save their norm's output (Phi: one, read by q/k/v and fc1).
@@ -199,7 +220,7 @@ func hfLayerSaved(r Request) hfSaved {
 		pre = A * h
 		if full {
 			pre += 2 * A * h
-			if phi {
+			if phi || falcon {
 				pre -= A * h
 			}
 		}
@@ -255,7 +276,11 @@ func hfLayerSaved(r Request) hfSaved {
 	if r.Attn.Spec().KeepsScores {
 		kv := hkv
 		if hkv < hq {
-			kv = hq // repeat_kv copies key and value per query head
+			// repeat_kv copies key and value per query head; Falcon's
+			// query @ key and probs @ value broadcast the one key/value
+			// head, and torch.matmul expands and reshapes it into a copy
+			// per query head, which bmm saves.
+			kv = hq
 		}
 		layer += A * (hq + 2*kv)
 		if full {
@@ -265,6 +290,12 @@ func hfLayerSaved(r Request) hfSaved {
 		if A != 4 {
 			probs += A // its cast to the query dtype, read by the value matmul
 		}
+		if falcon {
+			// FalconAttention: F.softmax(..., dtype=hidden_states.dtype)
+			// saves its output in the activation dtype, which the value
+			// matmul reads.
+			probs = A
+		}
 		capped := 0.0
 		if m.AttnSoftcap > 0 {
 			capped = A // tanh(scores/cap) keeps its output for the backward
@@ -273,6 +304,23 @@ func hfLayerSaved(r Request) hfSaved {
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
+		if falcon {
+			// The softmax backward in the activation dtype: its gradient
+			// input and output.
+			s.ScoresBackward = heads * 2 * A
+		}
+		if ckptOn(r) && falcon {
+			// FalconDecoderLayer returns its attention probabilities
+			// (attn_weights), and FalconModel's loop keeps the returned
+			// tuple (outputs) until the next block returns: through a
+			// block's first forward, which saves nothing, the previous
+			// block's probabilities stay alive beside the softmax's own
+			// scores (query @ key, scaled in place), their sum with the
+			// mask and its output; with them the norm's output (read by
+			// the MLP after the attention), q and k after rotary and v.
+			s.FirstPass = A*h + A*hq + 2*A*hkv
+			s.FirstPassScores = heads * 4 * A
+		}
 		if ckptOn(r) {
 			s.Mask = A
 			if hfWindowed(r) && m.ModelType == "gemma2" {
@@ -282,8 +330,12 @@ func hfLayerSaved(r Request) hfSaved {
 			}
 		}
 	} else {
+		// FalconModel builds its causal mask with allow_is_causal_skip=False
+		// ("Always materialize the mask so alibi can be added onto it"), so
+		// its SDPA always gets a mask, as a windowed model's does.
+		masked := hfWindowed(r) || falcon
 		kv := hkv
-		if (A == 4 || hfWindowed(r)) && hkv < hq {
+		if (A == 4 || masked) && hkv < hq {
 			// No flash kernel for fp32 or under a mask: the
 			// memory-efficient one, fed key/value repeated per query head
 			// (transformers' repeat_kv when a mask is passed; the oracle
@@ -291,14 +343,14 @@ func hfLayerSaved(r Request) hfSaved {
 			kv = hq
 		}
 		layer += A*(hq+2*kv) + A*hq + 4*heads
-		if hfWindowed(r) {
+		if masked {
 			s.Mask = 1
 		}
 	}
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
 	post := pre/2 + sandwich + mlp
-	if full && parallel && !r.Attn.Spec().KeepsScores && A != 4 && !hfWindowed(r) {
+	if full && parallel && !r.Attn.Spec().KeepsScores && A != 4 && !hfWindowed(r) && !falcon {
 		// GPT-NeoX's and Phi's q is a new (concatenated) tensor in
 		// heads-first layout, and so is the flash kernel's output:
 		// reshape(...).contiguous() copies it for the trained dense.
@@ -403,6 +455,16 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
 	}
 	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+}
+
+// hfFirstPass is, under checkpointing, the transient of a block's first
+// forward (hfSaved.FirstPass), to set beside the recomputation's.
+func hfFirstPass(r Request, hs hfSaved) float64 {
+	if !ckptOn(r) {
+		return 0
+	}
+	s := float64(r.SeqLen)
+	return s * float64(r.Batch) * (hs.FirstPass + hs.FirstPassScores*s)
 }
 
 // hfGradsDuringRecompute is what a full fine-tune's gradients add, beside

@@ -381,6 +381,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 && r.Sharding.GPUs <= 1 {
 			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
+		recompute = max(recompute, hfFirstPass(r, *t.HF))
 	}
 	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
