@@ -50,7 +50,14 @@ type hfSaved struct {
 // rotary, a gated MLP, and GPT-NeoX's and Phi's parallel blocks. Others with a
 // classic MLP keep the fitted per-layer shape until their layer code is read
 // the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true}
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true, "gpt_bigcode": true, "gpt2": true}
+
+// hfClassicMLPTypes are the model types whose sequential block (ln_1,
+// attention, ln_2, MLP, LayerNorms) has a two-matmul MLP: GPTBigCodeMLP (c_fc,
+// gelu_pytorch_tanh, c_proj) and GPT2MLP (Conv1D c_fc, gelu_new, c_proj).
+// Their q, k and v are views of c_attn's output, which SDPA's saved q, k
+// and v keep whole (as many bytes as the three).
+var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k with
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
@@ -60,7 +67,7 @@ var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
 // passed parts into a new q and k, which SDPA saves as Llama's are.
-var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi": true, "falcon": true}
+var hfLayerNormTypes = map[string]bool{"stablelm": true, "gpt_neox": true, "phi": true, "falcon": true, "gpt_bigcode": true, "gpt2": true}
 
 // hfParallelTypes are the model types whose attention and MLP read the same
 // block input, with a two-matmul MLP and partial rotary (a concatenated q
@@ -93,7 +100,7 @@ func hfExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType]) {
+	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
 		return false
 	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
@@ -233,6 +240,21 @@ func hfLayerSaved(r Request) hfSaved {
 	if full {
 		mlp += A * f
 	}
+	if hfClassicMLPTypes[m.ModelType] {
+		mlp = A * f // F.gelu(approximate="tanh") saves its input only
+		if m.ModelType == "gpt2" {
+			mlp = 4 * A * f // gelu_new, as Phi's
+		}
+		if full {
+			mlp += A * f
+		}
+		if m.ResidDropout > 0 {
+			// resid_dropout after c_proj in the attention and dropout
+			// after the MLP's c_proj: a bool mask each, both freed before
+			// the attention's backward.
+			mlp += 2 * h
+		}
+	}
 	if parallel {
 		mlp = A * f
 		if phi {
@@ -290,11 +312,26 @@ func hfLayerSaved(r Request) hfSaved {
 		if A != 4 {
 			probs += A // its cast to the query dtype, read by the value matmul
 		}
+		if hfClassicMLPTypes[m.ModelType] && m.AttnDropout > 0 {
+			// eager_attention_forward's dropout on the cast probabilities
+			// (attn_pdrop): CUDA's fused dropout keeps a bool mask, and the
+			// value matmul saves its output in place of the cast.
+			probs++
+		}
 		if falcon {
 			// FalconAttention: F.softmax(..., dtype=hidden_states.dtype)
 			// saves its output in the activation dtype, which the value
 			// matmul reads.
 			probs = A
+		}
+		if m.ModelType == "gpt2" {
+			// GPT-2's eager_attention_forward: softmax in the activation
+			// dtype saves its output; attn_dropout then keeps a bool mask,
+			// and the value matmul saves the dropped-out copy.
+			probs = A
+			if m.AttnDropout > 0 {
+				probs += 1 + A
+			}
 		}
 		capped := 0.0
 		if m.AttnSoftcap > 0 {
@@ -304,7 +341,7 @@ func hfLayerSaved(r Request) hfSaved {
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
-		if falcon {
+		if falcon || m.ModelType == "gpt2" {
 			// The softmax backward in the activation dtype: its gradient
 			// input and output.
 			s.ScoresBackward = heads * 2 * A

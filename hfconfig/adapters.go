@@ -10,6 +10,9 @@ import (
 // moduleAgg sums one module name's Linears over all layers.
 type moduleAgg struct {
 	name string
+	// role: a name two roles share (GPT-2's c_proj, in the attention and
+	// the MLP) has one sum per role, so a scope selects its own.
+	role Role
 	// inOut is Σ (in + out) · copies: a rank-r adapter on every such
 	// module has r · inOut parameters.
 	inOut int64
@@ -30,9 +33,9 @@ func (m *Model) index() {
 	m.aggs = m.aggs[:0]
 	for _, l := range m.Layers {
 		for _, lin := range l.Linears {
-			i := slices.IndexFunc(m.aggs, func(a moduleAgg) bool { return a.name == lin.Name })
+			i := slices.IndexFunc(m.aggs, func(a moduleAgg) bool { return a.name == lin.Name && a.role == lin.Role })
 			if i < 0 {
-				m.aggs = append(m.aggs, moduleAgg{name: lin.Name})
+				m.aggs = append(m.aggs, moduleAgg{name: lin.Name, role: lin.Role})
 				i = len(m.aggs) - 1
 			}
 			inOut, in := m.adapterTerms(lin)
@@ -159,26 +162,27 @@ func (m *Model) eachSelected(spec []string, f func(moduleAgg)) error {
 		return err
 	}
 	var chosen uint64
-	pick := func(name string) bool {
+	pick := func(name string, in func(Role) bool) bool {
+		ok := false
 		for i, a := range m.aggs {
-			if a.name == name {
+			if a.name == name && in(a.role) {
 				chosen |= 1 << i
-				return true
+				ok = true
 			}
 		}
-		return false
+		return ok
 	}
 	named := false
 	for _, s := range spec {
 		attn, mlp, name := m.scope(s)
 		for _, n := range attn {
-			pick(n)
+			pick(n, attentionScoped)
 		}
 		for _, n := range mlp {
-			pick(n)
+			pick(n, mlpScoped)
 		}
 		named = named || strings.TrimSpace(s) != ""
-		if name != "" && !pick(name) {
+		if name != "" && !pick(name, anyRole) {
 			_, err := m.Targets(spec) // the detailed error
 			if err == nil {
 				err = fmt.Errorf("LoRA target %s matches no module", name)

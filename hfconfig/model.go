@@ -88,6 +88,9 @@ type Model struct {
 	// ResidDropout is resid_pdrop (Phi, GPT-2): the dropout on each
 	// block's attention and MLP outputs while training (0: none).
 	ResidDropout float64
+	// AttnDropout is attn_pdrop (GPT-2, GPT-BigCode): the dropout on eager
+	// attention's probabilities while training (0: none).
+	AttnDropout float64
 	// MaxPositions is the context the checkpoint was built for
 	// (max_position_embeddings, n_positions or seq_length; 0: not stated).
 	// A longer sequence still costs what its shapes cost, but positions
@@ -243,29 +246,28 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 	// Scope keywords expand to the family's names that this model has (a
 	// DeepSeek without q_lora_rank has q_proj, not q_a_proj/q_b_proj);
 	// explicit names must all exist.
-	want := map[string]bool{}
+	wantAttn, wantMLP := map[string]bool{}, map[string]bool{}
 	explicit := map[string]bool{}
 	for _, s := range spec {
 		attn, mlp, name := m.scope(s)
 		for _, n := range attn {
-			want[n] = true
+			wantAttn[n] = true
 		}
 		for _, n := range mlp {
-			want[n] = true
+			wantMLP[n] = true
 		}
 		if name != "" {
-			want[name] = true
 			explicit[name] = true
 		}
 	}
-	if len(want) == 0 {
+	if len(wantAttn)+len(wantMLP)+len(explicit) == 0 {
 		return nil, fmt.Errorf("empty LoRA target list")
 	}
 	found := map[string]bool{}
 	var out []Linear
 	for _, l := range m.Layers {
 		for _, lin := range l.Linears {
-			if want[lin.Name] {
+			if explicit[lin.Name] || (wantAttn[lin.Name] && attentionScoped(lin.Role)) || (wantMLP[lin.Name] && mlpScoped(lin.Role)) {
 				found[lin.Name] = true
 				out = append(out, lin)
 			}
@@ -287,6 +289,19 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 	}
 	return out, nil
 }
+
+// attentionScoped and mlpScoped say whether a module of a role is one the
+// attention or the MLP scope selects by its name: a name both share (GPT-2's
+// and GPT-BigCode's c_proj, attn.c_proj and mlp.c_proj) is adapted where
+// its scope is, as PEFT's module paths (attn.c_proj) select it; an explicit
+// name selects every module of that name (anyRole), as a PEFT suffix does.
+func attentionScoped(r Role) bool {
+	return r != RoleMLP && r != RoleExpert && r != RoleSharedExpert
+}
+
+func mlpScoped(r Role) bool { return r != RoleAttention }
+
+func anyRole(Role) bool { return true }
 
 // scope expands one entry of a LoRA target list, as Targets and sumTargets
 // both read it: a scope keyword gives the family's attention and/or MLP names;

@@ -281,6 +281,9 @@ func common(r raw, m *Model) error {
 	if m.ResidDropout, err = r.floatField("resid_pdrop", 0); err != nil {
 		return err
 	}
+	if m.AttnDropout, err = r.floatField("attn_pdrop", 0); err != nil {
+		return err
+	}
 	return nil
 }
 
