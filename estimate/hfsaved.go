@@ -43,14 +43,16 @@ type hfSaved struct {
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
 // out: Llama-style RMSNorm (fp32 upcast inside the norm) and Gemma's
 // (1 + weight) RMSNorm, Gemma 2's sandwich norms and soft-capped eager
-// scores, Qwen3's per-head q/k norms, OLMo 2's post-norms and full-width
-// q/k norms, Phi-3's fused qkv_proj, Granite's
-// (Llama's layer with scalar multipliers, which save nothing), rotary
-// attention with grouped key/value heads, StableLM's LayerNorm and partial
-// rotary, a gated MLP, and GPT-NeoX's and Phi's parallel blocks. Others with a
-// classic MLP keep the fitted per-layer shape until their layer code is read
-// the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true, "gpt_bigcode": true, "gpt2": true}
+// scores, Qwen3's per-head q/k norms (Gemma 3's text model: Gemma 2's norms
+// with Qwen3's q/k norms), OLMo 2's post-norms and full-width q/k norms,
+// Phi-3's fused qkv_proj, Granite's (Llama's layer with scalar multipliers,
+// which save nothing), rotary attention with grouped key/value heads,
+// StableLM's LayerNorm and partial rotary, a gated MLP, GPT-NeoX's, Phi's and
+// Falcon 7B's parallel blocks (Falcon's multi-query attention always
+// masked), and GPT-2's and GPT-BigCode's sequential blocks with a two-matmul
+// MLP and dropouts. Others keep the fitted per-layer shape until their layer
+// code is read the same way.
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true, "gpt_bigcode": true, "gpt2": true, "gemma3_text": true}
 
 // hfClassicMLPTypes are the model types whose sequential block (ln_1,
 // attention, ln_2, MLP, LayerNorms) has a two-matmul MLP: GPTBigCodeMLP (c_fc,
@@ -60,9 +62,10 @@ var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true
 var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 
 // hfQKNormTypes are the model types whose attention normalises q and k with
-// an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm) or
+// an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm;
+// Gemma3Attention's, in fp32 with 1 + weight) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
-var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true}
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true}
 
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
@@ -171,9 +174,9 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	f := float64(m.ActiveFFN())
 	full := r.Method == Full
-	// Gemma's norms and OLMo 2's multiply by the weight in fp32, before
-	// the cast back; Llama's after it.
-	fp32Weight := m.ModelType == "gemma" || m.ModelType == "gemma2" || m.ModelType == "olmo2"
+	// Gemma's norms (Gemma 3's too) and OLMo 2's multiply by the weight in
+	// fp32, before the cast back; Llama's after it.
+	fp32Weight := m.ModelType == "gemma" || m.ModelType == "gemma2" || m.ModelType == "olmo2" || m.ModelType == "gemma3_text"
 	// OLMo 2 normalises after attention and after the MLP only (no norm
 	// before them): q/k/v and gate/up read the residual stream itself.
 	postNormOnly := m.ModelType == "olmo2"
@@ -212,7 +215,7 @@ func hfLayerSaved(r Request) hfSaved {
 		if full {
 			pre = 2 * A * h
 		}
-	case m.ModelType == "gemma2":
+	case m.ModelType == "gemma2" || m.ModelType == "gemma3_text":
 		sandwich *= 2 // beside the two pre-norms
 	default:
 		sandwich = 0
