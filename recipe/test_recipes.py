@@ -22,13 +22,12 @@ import json
 import os
 import py_compile
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 from unittest import mock
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from emitted import SCOPES, emit  # recipe/ is on sys.path under `unittest discover -s recipe`
 
 # name: (plan arguments, a predicate choosing the plan to emit from --json)
 PLANS = {
@@ -51,34 +50,6 @@ PLANS = {
     ),
 }
 
-# The family's LoRA scope keywords as module names (Llama and Qwen2 name
-# their projections alike).
-SCOPES = {
-    "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
-    "mlp": ["gate_proj", "up_proj", "down_proj"],
-}
-SCOPES["all-linear"] = SCOPES["attention"] + SCOPES["mlp"]
-
-_bin = None
-
-
-def binary():
-    global _bin
-    if _bin:
-        return _bin
-    _bin = os.environ.get("CANIFINETUNE_BIN")
-    if not _bin:
-        out = tempfile.mkdtemp(prefix="canifinetune-bin-")
-        _bin = os.path.join(out, "canifinetune")
-        subprocess.run(["go", "build", "-o", _bin, "./cmd/canifinetune"], cwd=ROOT, check=True)
-    return _bin
-
-
-def cli(*args):
-    r = subprocess.run([binary(), *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError(f"canifinetune {' '.join(args)}: exit {r.returncode}\n{r.stderr}")
-    return r.stdout
 
 
 def load_script(path, name):
@@ -104,16 +75,7 @@ class RecipeLoadBack(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="recipes-")
-        cls.recipes = {}
-        for name, (args, choose) in PLANS.items():
-            doc = json.loads(cli("plan", *args, "--json"))
-            plans = [p for p in doc["plans"] if choose(p)]
-            if not plans:
-                raise AssertionError(f"{name}: no plan of the wanted kind among {len(doc['plans'])}")
-            plan = plans[0]
-            out = os.path.join(cls.tmp, name)
-            cli("plan", *args, "--emit", out, "--emit-plan", str(plan["rank"]))
-            cls.recipes[name] = (plan, out)
+        cls.recipes = emit(PLANS, cls.tmp)
 
     @classmethod
     def tearDownClass(cls):
