@@ -17,12 +17,11 @@ func (s *Server) runDoctor(r *http.Request) ([]byte, *Problem) {
 	if s.opts.Backend.Doctor == nil {
 		return nil, &Problem{Status: http.StatusNotImplemented, Message: "this server has no doctor backend"}
 	}
-	select {
-	case s.doctorSem <- struct{}{}:
-		defer func() { <-s.doctorSem }()
-	case <-r.Context().Done():
-		return nil, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for another GPU probe"}
+	release, pr := acquire(r, s.doctorSem, "another GPU probe")
+	if pr != nil {
+		return nil, pr
 	}
+	defer release()
 	out, err := s.opts.Backend.Doctor(r.Context())
 	if err != nil {
 		pr := &Problem{Status: http.StatusBadGateway, Message: "read the GPUs: " + err.Error(), Hint: "canifinetune doctor  (run nvidia-smi yourself)"}

@@ -68,12 +68,11 @@ func (s *Server) runPlan(r *http.Request, p Params) ([]byte, *Problem) {
 	if pr != nil {
 		return nil, pr
 	}
-	select {
-	case s.planSem <- struct{}{}:
-		defer func() { <-s.planSem }()
-	case <-r.Context().Done():
-		return nil, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for another plan search"}
+	release, pr := acquire(r, s.planSem, "another plan search")
+	if pr != nil {
+		return nil, pr
 	}
+	defer release()
 	out, errb, code := s.opts.Backend.Plan(args)
 	switch code {
 	case 0, 4: // plans found, or none fits: the document says which

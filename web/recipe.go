@@ -64,12 +64,11 @@ func (s *Server) runRecipe(r *http.Request, p Params, rank int) (map[string][]by
 	if pr != nil {
 		return nil, pr
 	}
-	select {
-	case s.planSem <- struct{}{}:
-		defer func() { <-s.planSem }()
-	case <-r.Context().Done():
-		return nil, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for another plan search"}
+	release, pr := acquire(r, s.planSem, "another plan search")
+	if pr != nil {
+		return nil, pr
 	}
+	defer release()
 	files, errb, code := s.opts.Backend.Recipe(args, rank)
 	switch code {
 	case 0:

@@ -288,3 +288,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeProblem(w http.ResponseWriter, p *Problem) {
 	writeJSON(w, p.Status, p)
 }
+
+// acquire takes a slot of sem for r, waiting while other requests hold
+// them all; it returns the slot's release, or a 503 naming what r waited
+// for when r is cancelled first.
+func acquire(r *http.Request, sem chan struct{}, waitingFor string) (release func(), _ *Problem) {
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-r.Context().Done():
+		return nil, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for " + waitingFor}
+	}
+}

@@ -73,14 +73,13 @@ func (s *Server) readTraceUpload(w http.ResponseWriter, r *http.Request) (*trace
 			fields[name] = strings.TrimSpace(string(b))
 			continue
 		}
-		select {
-		case s.traceSem <- struct{}{}:
-		case <-r.Context().Done():
-			return nil, nil, fields, &Problem{Status: http.StatusServiceUnavailable, Message: "request cancelled while waiting for another trace analysis"}
+		release, pr := acquire(r, s.traceSem, "another trace analysis")
+		if pr != nil {
+			return nil, nil, fields, pr
 		}
 		hists := gapHists{}
 		rep, err := s.opts.Backend.Trace(r.Context(), uploadName(part), part, trace.Options{OnGap: hists.onGap})
-		<-s.traceSem
+		release()
 		if err != nil {
 			return nil, nil, fields, s.uploadProblem(err)
 		}
