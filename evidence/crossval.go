@@ -96,7 +96,7 @@ func CrossValidate(cases []Case, full *Calibration, refs ...estimate.Estimator) 
 				// figures, e.g. the encoder rows) has no fold to be held
 				// out of; an OOM row has no peak to fit but is kept, so
 				// that the fold says whether it was predicted "no".
-				if fitKind(c) || (c.Measured.OOM && !c.Simulated && c.Trust != "low") {
+				if fitKind(c) || (trusted(c) && c.Measured.OOM) {
 					test = append(test, c)
 				}
 			} else {

@@ -153,8 +153,11 @@ func CoefficientRows(k estimate.Coefficients) []CoefficientRow {
 // simulated), high or medium trust, with an exact peak below the process
 // level (context_gib is fixed, not fitted).
 func fitKind(c Case) bool {
-	return !c.Simulated && c.Trust != "low" && !c.Measured.OOM && c.Measured.GiB != nil && c.Measured.Kind != KindProcess
+	return trusted(c) && !c.Measured.OOM && c.Measured.GiB != nil && c.Measured.Kind != KindProcess
 }
+
+// trusted: a measured (not simulated), high- or medium-trust case.
+func trusted(c Case) bool { return !c.Simulated && c.Trust != "low" }
 
 // Fit fits the default estimator's coefficients on the high- and
 // medium-trust, supported, non-OOM measured cases (simulated rows are left
