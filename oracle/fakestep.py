@@ -711,12 +711,22 @@ def is_moe(cfg) -> bool:
     return bool(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None))
 
 
+def model_dtype(req: Request) -> torch.dtype:
+    """The dtype the model is loaded in. bf16-mixed keeps fp32 weights for a
+    full fine-tune (the master copy the optimizer steps); a LoRA base is
+    frozen and loaded in bf16, as the plans canifinetune emits load it (the
+    estimator's frozen base is 2 bytes), with PEFT's adapters upcast to fp32."""
+    if req.precision in AUTOCAST and req.method != "full":
+        return AUTOCAST[req.precision]
+    return DTYPES[req.precision]
+
+
 def build(config_dir: str, req: Request):
     """The model as the run trains it, on the meta device."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = AutoConfig.from_pretrained(config_dir)
-    dtype = DTYPES[req.precision]
+    dtype = model_dtype(req)
     kw = {}
     if is_moe(cfg):
         # transformers' default experts implementation on a GPU. Its tensors

@@ -344,7 +344,7 @@ class Autocast(unittest.TestCase):
         frozen = [n for s, d, n in saved if s == (32, 32) and d == "bfloat16"]
         self.assertEqual(len(set(frozen)), 2)  # not cached: no grad
 
-    def tiny_model(self, method, cfg):
+    def tiny_model(self, method, cfg, dtype="float32"):
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -356,7 +356,7 @@ class Autocast(unittest.TestCase):
                 c = AutoConfig.from_pretrained(d)
             finally:
                 shutil.rmtree(d)
-            m = AutoModelForCausalLM.from_config(c, dtype=torch.float32, attn_implementation="eager")
+            m = AutoModelForCausalLM.from_config(c, dtype=getattr(torch, dtype), attn_implementation="eager")
             if method == "lora":
                 from peft import LoraConfig, get_peft_model
 
@@ -371,9 +371,10 @@ class Autocast(unittest.TestCase):
         gpt2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
                 "n_positions": 64, "vocab_size": 256, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
         for name, cfg in (("llama", TINY), ("gpt2", gpt2)):
-            for method in ("full", "lora"):
-                with self.subTest(model=name, method=method):
-                    saved = self.compare(self.tiny_model(method, cfg), lambda o: o[0](input_ids=o[1], labels=o[1]).loss)
+            # full on fp32 weights; LoRA on fp32 and on bf16 weights (fp32 adapters)
+            for method, dtype in (("full", "float32"), ("lora", "float32"), ("lora", "bfloat16")):
+                with self.subTest(model=name, method=method, dtype=dtype):
+                    saved = self.compare(self.tiny_model(method, cfg, dtype), lambda o: o[0](input_ids=o[1], labels=o[1]).loss)
                     self.assertIn("bfloat16", {d for _, d, _ in saved})
 
     def test_sdpa_inputs_cast(self):
@@ -414,8 +415,8 @@ class Autocast(unittest.TestCase):
                 ckpt = fakestep.simulate(d, fakestep.Request.from_json({"method": method, "precision": "bf16-mixed", "seq_len": 64, "batch": 2, "grad_ckpt": "full"}))
                 self.assertLess(ckpt.phase_peak_bytes["forward"], plain.phase_peak_bytes["forward"])
             true = fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "precision": "bf16-true", "seq_len": 64, "batch": 2}))
-            # LoRA on fp32 weights keeps a bf16 cast of every frozen weight
-            # the forward multiplies by (saved for the input's gradient).
-            self.assertGreater(plain.phase_peak_bytes["backward"], true.phase_peak_bytes["backward"] + BASE_BF16)
+            # A LoRA base loads in bf16 (fp32 adapters), as under bf16-true.
+            self.assertEqual(plain.params_bytes, true.params_bytes)
+            self.assertEqual(plain.adapter_dtype, "float32")
         finally:
             shutil.rmtree(d)
