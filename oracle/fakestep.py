@@ -26,14 +26,23 @@ The CUDA path is imitated where it differs from what meta tensors would do:
   answered as it is on a real fixed-length, unpacked batch: not packed.
 * Any other data-dependent operation (``.item()`` on a device tensor) stops
   the run with an error instead of guessing.
+* bf16-mixed runs as HF Trainer runs it (accelerate's native AMP): the
+  forward, loss included, inside ``torch.autocast("cuda", bfloat16)`` and
+  ``convert_outputs_to_fp32``; fp32 weights, gradients and AdamW states for
+  a full fine-tune, a bf16 base with fp32 adapters for LoRA. CUDA autocast
+  casts only CUDA tensors, so its casting policies (the pinned torch's own
+  operator lists, read from ``ATen/autocast_mode.h``) and its weight cache
+  are applied above autograd by a TorchFunctionMode while torch's real
+  autocast state is on (see AutocastImitation; the tests compare what it
+  saves with what the real autocast kernels save on fake CUDA tensors).
 
 MoE models run transformers' ``grouped_mm`` experts implementation (its
 default on a GPU, pinned here), whose tensor sizes do not depend on the
 routing, so no routing assumption is made.
 
 Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
-4-bit layers are not faked), bf16-mixed/fp16-mixed (autocast does not apply
-to meta tensors), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
+4-bit layers are not faked), fp16-mixed (the Trainer's GradScaler is not
+imitated), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
 

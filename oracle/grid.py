@@ -1,6 +1,6 @@
 """The committed grid of oracle cases, its regeneration and its CI check.
 
-    python -m oracle.grid [--jobs 2] [--models ORG/NAME,...] [--out evidence/oracle.jsonl]
+    python -m oracle.grid [--jobs 2] [--models ORG/NAME,...] [--precisions P,...] [--out evidence/oracle.jsonl]
     python -m oracle.grid --check [--cases evidence/oracle.jsonl]
 
 The grid (PLAN) is one catalog model per model family that transformers
@@ -10,7 +10,9 @@ implements natively, dense and MoE, each simulated by fakestep.simulate at
     grad_ckpt       none, full
     attn            sdpa, eager
     precision       bf16-true (every method x checkpointing x attention),
-                    fp32 (full and lora, checkpointing full, sdpa)
+                    fp32 (full and lora, checkpointing full, sdpa),
+                    bf16-mixed (dense members: full and lora x checkpointing,
+                    the model's first attention)
     seq_len         256 512 1024 2048 4096 8192
     batch           1 2 4 8
     grad_accum      1, 4
@@ -29,6 +31,10 @@ the CI slice's groups first, then one group of every model per round, the
 most expensive first. Each finished group's rows are appended to
 OUT.partial as the run goes; --resume keeps them and simulates only the
 groups not there yet (the result is the same file a single run writes).
+
+--precisions simulates only the groups of those precisions and keeps the
+other rows already in --out (how groups added to the plan are generated
+without re-simulating the rest).
 
 --check re-simulates the CI slice (the first case of the SLICE_GROUPS of
 the SLICE_MODELS) and fails unless every row equals, byte for byte, the
