@@ -129,7 +129,16 @@ func hfExact(r Request) bool {
 // lora_A's matmul, which casts it back to bf16 (hfAdapterSaved);
 // nn.LayerNorm and the pow in gelu_new run in fp32 (hfLayerSaved).
 func hfAutocastLoRA(r Request) bool {
-	return r.Precision == BF16Mixed && r.Method == LoRA && frozenBaseBytes(r) == 2 && adapterDtypeBytes(r) == 4
+	return r.Precision == BF16Mixed && r.Method == LoRA && frozenBaseBytes(r) == 2 && adapterDtypeBytes(r) == 4 && hfAutocastSharding(r)
+}
+
+// hfAutocastSharding reports whether each GPU runs the oracle's autocast
+// step: one GPU or DDP replicas. FSDP's mixed precision gathers 16-bit
+// parameters, and DeepSpeed's bf16 trains 16-bit weights beside an fp32
+// master copy, neither of them autocast over fp32 modules.
+func hfAutocastSharding(r Request) bool {
+	s := r.Sharding.Strategy
+	return s == "" || s == NoSharding || s == DDP
 }
 
 // hfAutocastFull reports whether the request is a full fine-tune of fp32
@@ -138,7 +147,7 @@ func hfAutocastLoRA(r Request) bool {
 // cast to bf16 per call (a weight's cast cached for the autocast region:
 // the AutocastCache term), SDPA fed bf16 q, k and v.
 func hfAutocastFull(r Request) bool {
-	return r.Precision == BF16Mixed && r.Method == Full && r.paramBytes() == 4 && r.Sharding.Strategy.Spec().Family != FamilyFSDP
+	return r.Precision == BF16Mixed && r.Method == Full && r.paramBytes() == 4 && hfAutocastSharding(r)
 }
 
 // hfLinearReaders is how many Linears read the attention's pre-norm
