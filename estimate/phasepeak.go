@@ -420,6 +420,20 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		fwd += float64(accumulated)
 	}
+	if r.OptimizerInBackward {
+		// The step runs inside the backward, from each parameter's
+		// post-accumulate-grad hook (torchtune's optimizer_in_bwd, PyTorch's
+		// register_post_accumulate_grad_hook tutorial): the gradient being
+		// stepped and its step's temporary (inBackwardGrads) coexist with
+		// the backward's activations and loss chain, and there is no
+		// separate optimizer-step phase after it. A tied output layer's
+		// gradient is the largest of them, and it lives through the whole
+		// backward: autograd sums the output layer's and the embedding's
+		// contributions in the leaf's input buffer before the hook fires
+		// (torch/csrc/autograd/input_buffer.cpp).
+		accumulated = step
+		fwd += float64(step)
+	}
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	fwdWins := fwd >= float64(step)
