@@ -383,6 +383,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
 	}
+	held := heldLogitBytes(r, t)
 	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
@@ -407,7 +408,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		autocast /= float64(r.Sharding.GPUs)
 	}
-	fwd := acts + max(logits, recompute) + autocast + float64(t.Dequant)
+	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
 	var accumulated int64
 	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {
 		// Accumulating micro-batches keep the gradients of the earlier ones
@@ -441,7 +442,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	if fwdWins {
 		e.setComponent(CGradients, accumulated)
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
-		add(CLogits, int64(logits*b2f(logits >= recompute)))
+		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
 	} else {
 		add(CActivations, 0)
 		add(CLogits, 0)
@@ -455,7 +456,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	transient := acts - fixedCasts + max(logits, recompute)
+	transient := acts - fixedCasts + held + max(logits, recompute)
 	// With the same shapes every step, a block freed in one step serves the
 	// same request in the next: the allocator cannot keep more cached than
 	// the step's transient, whatever a fitted coefficient says.
@@ -481,6 +482,15 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		cached = max(0, min(cached, r.GPUTotal-context-needed))
 	}
 	reserved := needed + cached
+	if ceiling := r.GPUTotal - context; r.GPUTotal > 0 && alloc <= ceiling {
+		// A run whose tensors fit cannot reserve more than the card holds
+		// beside the context: on a failed cudaMalloc the caching allocator
+		// frees its unused cached segments and retries before it reports
+		// an OOM (c10/cuda/CUDACachingAllocator.cpp, release_cached_blocks),
+		// so the fitted fragmentation allowance in needed, which the plan
+		// keeps, does not raise the reserved level past the card.
+		reserved = min(reserved, ceiling)
+	}
 	process := reserved + context
 	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
@@ -804,6 +814,22 @@ const chunkedLogitBytes = 2
 // 1024×1 and 1024×2 with checkpointing: 14 B per logit with the 12 of the
 // stock chain, not 16). Not fitted.
 const softcapLogitBytes = 2
+
+// heldLogitBytes is what a training loop that keeps the model's output
+// referenced through the backward (Stack.HoldsOutputs) holds beside the loss
+// chain: the returned logits, fp32 on the stock loss path — transformers'
+// LlamaForCausalLM upcasts them before returning them (logits =
+// logits.float(), transformers 4.37, the release fsdp_qlora's README allows
+// beside 4.40+) — alive from the loss until after the optimizer step, so in
+// the recomputation phase as well as at the loss chain's peak. The
+// Trainer's compute_loss drops its outputs before the backward, which is
+// why the stock chain (hfLogitBytes) counts no logits.
+func heldLogitBytes(r Request, t terms) float64 {
+	if r.Stack == "" || !r.Stack.Spec().HoldsOutputs || t.Loss != "full" {
+		return 0
+	}
+	return 4 * t.LogitUnit
+}
 
 // lossPath is how the step computes its loss: "fused" (Liger,
 // cut-cross-entropy: no logits materialised), "litgpt" (whose finetune
