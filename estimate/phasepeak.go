@@ -580,6 +580,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "not live in the optimizer-step phase"
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				if r.Stack != "" && r.Stack.Spec().HoldsOutputs && lossPath(r) == "full" {
+					src += ", + 4 B per logit: the fp32 logits the training loop keeps through the backward (docs/memory-model.md#logits-and-loss-chain)"
+				}
 			}
 		case CGradients:
 			src = "gradients + optimizer-step temporaries (the larger phase)"
