@@ -588,6 +588,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "gradients + optimizer-step temporaries (the larger phase)"
 			if fwdWins {
 				src = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+				if r.OptimizerInBackward {
+					src = "optimizer-in-backward: the largest parameter's gradient and its step temporary, stepped inside the backward (docs/memory-model.md#fused-kernels-compile-and-optimizer-in-backward)"
+				}
 				if r.GradAccum > 1 {
 					src = fmt.Sprintf("accumulated over %d micro-batches: resident through the forward and backward", r.GradAccum)
 					if noSyncAccumulation(r) {
