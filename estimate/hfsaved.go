@@ -65,7 +65,7 @@ var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm;
 // Gemma3Attention's, in fp32 with 1 + weight) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
-var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true}
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true}
 
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
@@ -103,7 +103,7 @@ func hfExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
+	if (!hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType]) || (m.Experts > 0 && !hfMoETypes[m.ModelType]) || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
 		return false
 	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
@@ -239,9 +239,15 @@ func hfLayerSaved(r Request) hfSaved {
 	// trained down_proj their product; the two-matmul one saves the first
 	// matmul's output (GELU's input), and a trained second matmul the GELU's
 	// output.
-	mlp := 3 * A * f
-	if full {
-		mlp += A * f
+	gated := func(f float64) float64 {
+		if full {
+			return 4 * A * f
+		}
+		return 3 * A * f
+	}
+	mlp := gated(f)
+	if m.Experts > 0 {
+		mlp = hfMLPSaved(r, A, gated)
 	}
 	if hfClassicMLPTypes[m.ModelType] {
 		mlp = A * f // F.gelu(approximate="tanh") saves its input only
