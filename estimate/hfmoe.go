@@ -5,9 +5,10 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // hfMoETypes are the mixture-of-experts model types whose decoder layer
 // hfLayerSaved spells out: the attention of the dense family they are
 // built on (Mixtral's is Mistral's, Qwen2-MoE's Qwen2's, Qwen3-MoE's
-// Qwen3's, GraniteMoE's Granite's) and a feed-forward that routes each token
+// Qwen3's, GraniteMoE's Granite's; DeepSeek-V2's multi-head latent
+// attention, hfMLA) and a feed-forward that routes each token
 // through transformers' grouped_mm experts (hfMoELayerSaved).
-var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true}
+var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true, "deepseek_v2": true}
 
 // moeLayer is one MoE block's shape: routed experts of width I (E of them,
 // k a token), and a shared expert of width Shared (0: none).
@@ -54,11 +55,11 @@ func moeShape(m *hfconfig.Model, l hfconfig.Layer) moeLayer {
 //     gated product (S × I). Frozen ones (LoRA) keep neither: grouped_mm
 //     saves an input only for the other operand's gradient;
 //   - the router: a softmax over all E experts in fp32 keeps its output
-//     (Mixtral, Qwen2-MoE, Qwen3-MoE); GraniteMoE takes the top k of the
+//     (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2); GraniteMoE takes the top k of the
 //     fp32 logits and keeps the softmax over those k; dividing the top k by
 //     their sum (Mixtral; norm_topk_prob) keeps an fp32 clone of them and
-//     the sum; Mixtral's weights stay fp32 (4 B a copy), the others cast
-//     them to the activation dtype;
+//     the sum; Mixtral's and DeepSeek-V2's weights stay fp32 (4 B a copy),
+//     the others cast them to the activation dtype;
 //   - a shared expert is a gated MLP (gate, up, silu's output; trained, the
 //     product), and Qwen2-MoE's shared_expert_gate keeps its sigmoid and the
 //     shared expert's output for the multiply.
@@ -76,8 +77,16 @@ func hfMoELayerSaved(r Request, s moeLayer, A float64) float64 {
 	}
 	t := r.Model.ModelType
 	weights := A
-	if t == "mixtral" {
+	if t == "mixtral" || t == "deepseek_v2" {
 		weights = 4
+	}
+	if t == "deepseek_v2" && full {
+		// DeepseekV2TopkRouter multiplies in fp32: F.linear(hidden_states
+		// .type(torch.float32), self.weight.type(torch.float32)) keeps the
+		// fp32 copy of its input for the trained weight's gradient. (The
+		// fp32 copy of the router weight, E·h·4 bytes a layer whatever the
+		// batch, is left out.)
+		saved += 4 * h
 	}
 	saved += k * weights
 	switch t {
@@ -119,4 +128,71 @@ func hfMLPSaved(r Request, A float64, dense func(f float64) float64) float64 {
 		}
 	}
 	return sum / float64(len(m.Layers))
+}
+
+// hfMLA is DeepSeek-V2's multi-head latent attention (DeepseekV2Attention),
+// its widths read from the layer's projections: nh heads, query/key heads
+// of qk = nope + rope, value heads of v, the key/value latent of c
+// (kv_a_layernorm's width) and, when q_lora_rank is set, the query latent
+// of qc (q_a_layernorm's).
+type hfMLA struct {
+	nh, qk, kvb, v, c, qc float64
+}
+
+// hfMLAShape reads a DeepSeek-V2 model's attention widths (nil for other
+// types): q_proj (or q_b_proj) gives nh·qk, kv_b_proj c and nh·(nope + v),
+// o_proj nh·v.
+func hfMLAShape(m *hfconfig.Model) *hfMLA {
+	if m.ModelType != "deepseek_v2" || len(m.Layers) == 0 {
+		return nil
+	}
+	a := &hfMLA{nh: float64(m.Heads)}
+	for _, l := range m.Layers[0].Linears {
+		switch l.Name {
+		case "q_proj", "q_b_proj":
+			a.qk = float64(l.Out) / a.nh
+		case "q_a_proj":
+			a.qc = float64(l.Out)
+		case "kv_b_proj":
+			a.c, a.kvb = float64(l.In), float64(l.Out)
+		case "o_proj":
+			a.v = float64(l.In) / a.nh
+		}
+	}
+	return a
+}
+
+// norms is what kv_a_layernorm (and q_a_layernorm) keep beyond the two
+// block norms, per token: the fp32 input, and trained, the cast back and
+// the normalised product kv_b_proj (q_b_proj) reads, as Llama's norms.
+func (a *hfMLA) norms(A float64, full bool) float64 {
+	n := 4 * (a.c + a.qc)
+	if full {
+		n += 2 * A * (a.c + a.qc)
+	}
+	return n
+}
+
+// sdpa is what the attention keeps under SDPA, per token: the query
+// torch.cat((q_nope, q_pe)) and the key expand_kv writes into new_empty
+// (nh·qk each), the value, a slice of kv_b_proj's output, which keeps the
+// whole output alive (nh·(nope + v)), and the output (nh·v) with its fp32
+// logsumexp. Query/key heads wider than the value heads leave the flash
+// kernel for the memory-efficient one, which takes them as they are.
+func (a *hfMLA) sdpa(A float64) float64 {
+	return A*(2*a.nh*a.qk+a.kvb+a.nh*a.v) + 4*a.nh
+}
+
+// eager is what eager_attention_forward keeps beside the scores, per
+// token: the query and key (nh·qk each) the scores' matmul saves, the
+// value the probabilities' matmul saves (torch.matmul reshapes the
+// non-contiguous slice of kv_b_proj's output into a copy, nh·v, and the
+// output itself is then saved by nothing), and, trained, the contiguous
+// output o_proj reads.
+func (a *hfMLA) eager(A float64, full bool) float64 {
+	e := A * (2*a.nh*a.qk + a.nh*a.v)
+	if full {
+		e += A * a.nh * a.v
+	}
+	return e
 }

@@ -103,7 +103,7 @@ func hfExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if (!hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType]) || (m.Experts > 0 && !hfMoETypes[m.ModelType]) || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
+	if !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] || m.Experts > 0 && !hfMoETypes[m.ModelType] || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
 		return false
 	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
@@ -289,6 +289,10 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.BlockInput = A * h
 	layer := pre + sandwich + mlp
+	mla := hfMLAShape(m)
+	if mla != nil {
+		layer += mla.norms(A, full)
+	}
 	if hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox" {
 		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
 	}
@@ -316,6 +320,9 @@ func hfLayerSaved(r Request) hfSaved {
 		layer += A * (hq + 2*kv)
 		if full {
 			layer += A * hq // transpose(1, 2).contiguous() for o_proj
+		}
+		if mla != nil {
+			layer += mla.eager(A, full) - A*(hq+2*kv) - A*hq*b2f(full)
 		}
 		probs := 4.0 // softmax output in fp32
 		if A != 4 {
@@ -389,6 +396,9 @@ func hfLayerSaved(r Request) hfSaved {
 			kv = hq
 		}
 		layer += A*(hq+2*kv) + A*hq + 4*heads
+		if mla != nil {
+			layer += mla.sdpa(A) - (A*(hq+2*kv) + A*hq + 4*heads)
+		}
 		if masked {
 			s.Mask = 1
 		}
