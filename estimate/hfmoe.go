@@ -130,6 +130,36 @@ func hfMLPSaved(r Request, A float64, dense func(f float64) float64) float64 {
 	return sum / float64(len(m.Layers))
 }
 
+// hfMoEBackward is, per token, what the backward of the largest MoE block
+// holds at its peak beyond the block's saved tensors, as the oracle shows
+// it: the backward of the gated product act(gate)·up, with the gradient
+// of the product (down grouped_mm's input gradient, S × I) and the two
+// multiplies' gradients (S × I each) live, the down projection's output
+// (S × h) already freed by the routing-weight multiply's backward, and the
+// gradient flowing into the block (h). Trained experts have freed the
+// product they saved for the down projection's weight gradient by then. A
+// shared expert's backward is the same with k = 1 and its own width, at
+// another moment: the larger of the two counts.
+func hfMoEBackward(r Request, A float64) float64 {
+	m := r.Model
+	h, k := float64(m.Hidden), float64(m.ExpertsPerToken)
+	live := 3.0
+	if r.Method == Full {
+		live = 2
+	}
+	worst := 0.0
+	for _, l := range m.Layers {
+		if !l.MoE {
+			continue
+		}
+		s := moeShape(m, l)
+		routed := k * A * (live*float64(s.I) - h)
+		shared := A * (live*float64(s.Shared) - h) * b2f(s.Shared > 0)
+		worst = max(worst, routed, shared)
+	}
+	return worst + A*h
+}
+
 // hfMLA is DeepSeek-V2's multi-head latent attention (DeepseekV2Attention),
 // its widths read from the layer's projections: nh heads, query/key heads
 // of qk = nope + rope, value heads of v, the key/value latent of c

@@ -33,6 +33,11 @@ type hfSaved struct {
 	// mask (1 B), or eager's additive causal mask (the activation dtype),
 	// which only checkpointed blocks keep (as an input).
 	Mask float64
+	// ExpertsBackward is, per token, what an MoE block's backward holds at
+	// its peak beyond the block's saved tensors, less the final norm's
+	// saved tensors, which are freed before it (hfMoEBackward; 0 for a dense
+	// model).
+	ExpertsBackward float64
 	// FirstPass and FirstPassScores are, under checkpointing, what one
 	// block's first forward (which saves nothing) holds at its peak beyond
 	// the blocks' inputs, per token and per token per unit of sequence
@@ -425,6 +430,9 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.Layer = layer
 	s.PostAttn = post
+	if m.Experts > 0 {
+		s.ExpertsBackward = max(0, hfMoEBackward(r, A)-s.Final)
+	}
 	return s
 }
 
@@ -508,9 +516,9 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 			blocks = 1 // the others' inputs wait in host RAM
 		}
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
-		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
+		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved
 	}
-	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first
