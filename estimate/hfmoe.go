@@ -10,6 +10,27 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // through transformers' grouped_mm experts (hfMoELayerSaved).
 var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true, "deepseek_v2": true}
 
+// hfAdaptsRoutedExperts reports whether a LoRA request's targets include
+// routed experts. transformers keeps them as 3-D parameters, not
+// nn.Linear modules, so PEFT's target_modules cannot adapt them (the
+// oracle's scopes leave them out): what adapters on them would save is not
+// read, and such a request keeps the fitted activation shape.
+func hfAdaptsRoutedExperts(r Request) bool {
+	if r.Model.Experts == 0 {
+		return false
+	}
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return false
+	}
+	for _, l := range lins {
+		if l.Role == hfconfig.RoleExpert {
+			return true
+		}
+	}
+	return false
+}
+
 // moeLayer is one MoE block's shape: routed experts of width I (E of them,
 // k a token), and a shared expert of width Shared (0: none).
 type moeLayer struct {

@@ -111,6 +111,9 @@ func hfExact(r Request) bool {
 	if !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] || m.Experts > 0 && !hfMoETypes[m.ModelType] || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
 		return false
 	}
+	if r.Method == LoRA && hfAdaptsRoutedExperts(r) {
+		return false
+	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
 		return false
 	}
