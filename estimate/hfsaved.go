@@ -97,7 +97,8 @@ var hfFusedQKVTypes = map[string]bool{"phi3": true}
 // hfExact reports whether the request runs a code path the oracle imitates
 // and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
 // or full fine-tuning in one dtype (no autocast), a dense model of a type in
-// hfExactTypes. Other requests keep the fitted activation coefficients.
+// hfExactTypes, or a mixture of experts of a type in hfMoETypes (hfmoe.go).
+// Other requests keep the fitted activation coefficients.
 func hfExact(r Request) bool {
 	switch r.Stack {
 	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl:
@@ -108,7 +109,8 @@ func hfExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] || m.Experts > 0 && !hfMoETypes[m.ModelType] || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
+	known := hfMoETypes[m.ModelType] || hfExactTypes[m.ModelType] && m.Experts == 0
+	if !known || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
 		return false
 	}
 	if r.Method == LoRA && hfAdaptsRoutedExperts(r) {
