@@ -1,5 +1,7 @@
 package estimate
 
+import "github.com/canifinetune/canifinetune/hfconfig"
+
 // QLoRA on the transformers path as the oracle imitates it (oracle/qlora.py):
 // transformers' BitsAndBytesConfig(load_in_4bit) base loaded in bf16 with
 // bf16 compute, PEFT's prepare_model_for_kbit_training, PEFT's LoRA on
@@ -90,4 +92,19 @@ func bnbLinearTransient(r Request) float64 {
 		}
 	}
 	return q
+}
+
+// qloraMLPBackward is what the MLP's backward holds beyond the layer's saved
+// tensors, as the oracle's census at the peak of a checkpointed QLoRA step
+// shows it (Mistral-7B, 8,192 tokens): the gradient of the down projection's
+// input, cast back to the fp32 residual dtype from Linear4bit's bf16
+// (nn/modules.py: the input's .to(compute_dtype)), and, in a gated MLP, the
+// two gradients the product's backward makes (gate's activation and up);
+// in a two-matmul MLP the activation's gradient alone.
+func qloraMLPBackward(r Request) float64 {
+	grads := 2.0
+	if r.Model.MLP == hfconfig.MLPGated {
+		grads = 3
+	}
+	return grads * float64(residualBytes(r)) * float64(r.SeqLen) * float64(r.Batch) * float64(r.Model.ActiveFFN())
 }

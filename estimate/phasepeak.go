@@ -391,10 +391,10 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
 		if r.Method == QLoRA {
-			// A Linear4bit's working set: the one layer recomputed, or
-			// (without checkpointing) the last layer's forward, beside the
+			// A Linear4bit's working set, or the MLP's backward: beside
+			// the one layer recomputed, or (without checkpointing) the
 			// saved tensors, against the loss chain.
-			q := bnbLinearTransient(r)
+			q := max(bnbLinearTransient(r), qloraMLPBackward(r))
 			if ckptOn(r) {
 				recompute += q
 			} else {

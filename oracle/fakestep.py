@@ -31,8 +31,14 @@ MoE models run transformers' ``grouped_mm`` experts implementation (its
 default on a GPU, pinned here), whose tensor sizes do not depend on the
 routing, so no routing assumption is made.
 
-Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
-4-bit layers are not faked), bf16-mixed/fp16-mixed (autocast does not apply
+QLoRA runs bitsandbytes' 4-bit path as oracle/qlora.py re-implements it on
+meta tensors (transformers' BitsAndBytesConfig load_in_4bit, nf4/fp4 with
+or without double quantization, bf16 compute, a bf16-loaded base, PEFT's
+own prepare_model_for_kbit_training; see that module for what is and is not
+imitated).
+
+Not simulated (``NotSimulated`` names the reason): QLoRA under autocast,
+8-bit or GPTQ bases, bf16-mixed/fp16-mixed (autocast does not apply
 to meta tensors), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
