@@ -38,6 +38,11 @@ type hfSaved struct {
 	// the blocks' inputs, per token and per token per unit of sequence
 	// length; zero where the recomputation's backward is the larger.
 	FirstPass, FirstPassScores float64
+	// FirstMLP is what a parallel block's MLP saves per token, which the
+	// first block's does not when its input needs no gradient (frozen
+	// embeddings, no checkpointing): the MLP reads the frozen norm of the
+	// embeddings' output, so no operator in it records a backward.
+	FirstMLP float64
 }
 
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
@@ -274,6 +279,9 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 	}
 	var s hfSaved
+	if parallel && !full {
+		s.FirstMLP = mlp
+	}
 	if full || ckptOn(r) {
 		// Without checkpointing, under LoRA, the oracle shows the final
 		// norm keeping nothing for the backward (no fp32 input, no rsqrt;
@@ -510,7 +518,7 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
 	}
-	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	return tokens*(L*layer+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first
