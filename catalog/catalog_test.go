@@ -199,7 +199,7 @@ var requiredModels = []string{
 	"meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B",
 	"meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-3B", "meta-llama/Llama-3.3-70B-Instruct",
 	"mistralai/Mistral-7B-v0.1", "mistral-community/Mistral-7B-v0.2", "mistralai/Mistral-7B-v0.3",
-	"mistralai/Mixtral-8x7B-v0.1", "mistralai/Mistral-Nemo-Base-2407",
+	"mistralai/Mixtral-8x7B-v0.1", "mistralai/Mistral-Nemo-Base-2407", "mistralai/Mistral-Small-24B-Base-2501",
 	"google/gemma-2b", "google/gemma-7b",
 	"google/gemma-2-2b", "google/gemma-2-9b", "google/gemma-2-27b",
 	"google/gemma-3-1b-pt", "google/gemma-3-4b-pt", "google/gemma-3-12b-pt", "google/gemma-3-27b-pt",
@@ -216,6 +216,7 @@ var requiredModels = []string{
 	"HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-360M", "HuggingFaceTB/SmolLM2-1.7B",
 	"openai-community/gpt2", "openai-community/gpt2-medium", "openai-community/gpt2-large", "openai-community/gpt2-xl",
 	"EleutherAI/pythia-1b",
+	"google/flan-t5-large", "facebook/bart-large",
 }
 
 func TestLookup(t *testing.T) {

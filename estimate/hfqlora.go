@@ -10,9 +10,15 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // hfQLoRA reports whether a QLoRA request is the one the oracle imitates: a
 // bitsandbytes 4-bit base (NF4 or FP4, with or without double
 // quantization) stored in uint8, its other parameters upcast to fp32 by
-// PEFT's kbit preparation, one precision (no autocast).
+// PEFT's kbit preparation, one precision (no autocast), a dense model.
 func hfQLoRA(r Request) bool {
 	if r.Method != QLoRA || r.Precision != BF16True || !upcastFrozen(r) {
+		return false
+	}
+	if r.Model.Experts > 0 {
+		// MoE experts are 3-D parameters, not Linears: transformers leaves
+		// them unquantized and PEFT's preparation casts them to fp32. The
+		// oracle grid has no MoE QLoRA rows to read that against.
 		return false
 	}
 	switch r.Quant {

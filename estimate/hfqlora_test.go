@@ -38,6 +38,11 @@ func TestHFQLoRAScope(t *testing.T) {
 	if !hfExact(r) {
 		t.Fatal("nf4-dq QLoRA in bf16-true is not on the transformers path")
 	}
+	moe := base
+	moe.Model = catalogModel(t, "Qwen/Qwen1.5-MoE-A2.7B")
+	if q, err := moe.Normalize(); err == nil && hfExact(q) {
+		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
+	}
 	for name, mod := range map[string]func(*Request){
 		"bf16-mixed (autocast)": func(r *Request) { r.Precision = BF16Mixed },
 		"int8 base":             func(r *Request) { r.Quant = Int8 },

@@ -33,6 +33,11 @@ type hfSaved struct {
 	// mask (1 B), or eager's additive causal mask (the activation dtype),
 	// which only checkpointed blocks keep (as an input).
 	Mask float64
+	// ExpertsBackward is, per token, what an MoE block's backward holds at
+	// its peak beyond the block's saved tensors, less the final norm's
+	// saved tensors, which are freed before it (hfMoEBackward; 0 for a dense
+	// model).
+	ExpertsBackward float64
 	// FirstPass and FirstPassScores are, under checkpointing, what one
 	// block's first forward (which saves nothing) holds at its peak beyond
 	// the blocks' inputs, per token and per token per unit of sequence
@@ -70,7 +75,7 @@ var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm;
 // Gemma3Attention's, in fp32 with 1 + weight) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
-var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true}
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true}
 
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
@@ -97,7 +102,8 @@ var hfFusedQKVTypes = map[string]bool{"phi3": true}
 // hfExact reports whether the request runs a code path the oracle imitates
 // and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
 // or full fine-tuning in one dtype (no autocast), a dense model of a type in
-// hfExactTypes. Other requests keep the fitted activation coefficients.
+// hfExactTypes, or a mixture of experts of a type in hfMoETypes (hfmoe.go).
+// Other requests keep the fitted activation coefficients.
 func hfExact(r Request) bool {
 	switch r.Stack {
 	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl:
@@ -108,7 +114,11 @@ func hfExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if !hfExactTypes[m.ModelType] || m.Experts > 0 || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
+	known := hfMoETypes[m.ModelType] || hfExactTypes[m.ModelType] && m.Experts == 0
+	if !known || (m.MLP != hfconfig.MLPGated && !hfParallelTypes[m.ModelType] && !hfClassicMLPTypes[m.ModelType]) {
+		return false
+	}
+	if r.Method == LoRA && hfAdaptsRoutedExperts(r) {
 		return false
 	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
@@ -244,9 +254,15 @@ func hfLayerSaved(r Request) hfSaved {
 	// trained down_proj their product; the two-matmul one saves the first
 	// matmul's output (GELU's input), and a trained second matmul the GELU's
 	// output.
-	mlp := 3 * A * f
-	if full {
-		mlp += A * f
+	gated := func(f float64) float64 {
+		if full {
+			return 4 * A * f
+		}
+		return 3 * A * f
+	}
+	mlp := gated(f)
+	if m.Experts > 0 {
+		mlp = hfMLPSaved(r, A, gated)
 	}
 	if hfClassicMLPTypes[m.ModelType] {
 		mlp = A * f // F.gelu(approximate="tanh") saves its input only
@@ -291,6 +307,10 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.BlockInput = A * h
 	layer := pre + sandwich + mlp
+	mla := hfMLAShape(m)
+	if mla != nil {
+		layer += mla.norms(A, full)
+	}
 	if hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox" {
 		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
 	}
@@ -318,6 +338,9 @@ func hfLayerSaved(r Request) hfSaved {
 		layer += A * (hq + 2*kv)
 		if full {
 			layer += A * hq // transpose(1, 2).contiguous() for o_proj
+		}
+		if mla != nil {
+			layer += mla.eager(A, full) - A*(hq+2*kv) - A*hq*b2f(full)
 		}
 		probs := 4.0 // softmax output in fp32
 		if A != 4 {
@@ -391,6 +414,9 @@ func hfLayerSaved(r Request) hfSaved {
 			kv = hq
 		}
 		layer += A*(hq+2*kv) + A*hq + 4*heads
+		if mla != nil {
+			layer += mla.sdpa(A) - (A*(hq+2*kv) + A*hq + 4*heads)
+		}
 		if masked {
 			s.Mask = 1
 		}
@@ -417,6 +443,9 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.Layer = layer
 	s.PostAttn = post
+	if m.Experts > 0 {
+		s.ExpertsBackward = max(0, hfMoEBackward(r, A)-s.Final)
+	}
 	return s
 }
 
@@ -516,9 +545,9 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 			blocks = 1 // the others' inputs wait in host RAM
 		}
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
-		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn)) - kernelSaved
+		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved
 	}
-	return tokens*(L*layer+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	return tokens*(L*layer+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first

@@ -148,6 +148,7 @@ func (sh *llamaShape) readMoE(f *fieldReader, m *Model) {
 	sh.perToken = f.int(sh.spec.perTokenDefault, "num_experts_per_tok", "moe_topk")
 	m.ExpertsPerToken = sh.perToken
 	sh.moeWidth = cmp.Or(f.int(0, "moe_intermediate_size"), m.Intermediate)
+	m.NormTopK = f.bool("norm_topk_prob", false)
 	sh.sharedWidth = f.int(0, "shared_expert_intermediate_size")
 	sh.denseWidth = m.Intermediate
 	if key := sh.spec.denseWidthKey; key != "" {

@@ -75,8 +75,11 @@ type Model struct {
 	Hidden, NumLayers, Heads, KVHeads, HeadDim, Intermediate, Vocab int64
 	// Experts and ExpertsPerToken are 0 for dense models.
 	Experts, ExpertsPerToken int64
-	MLP                      MLPKind
-	TiedEmbeddings           bool
+	// NormTopK is norm_topk_prob (Qwen2-MoE, Qwen3-MoE): the router divides
+	// the chosen experts' probabilities by their sum (Mixtral's always does).
+	NormTopK       bool
+	MLP            MLPKind
+	TiedEmbeddings bool
 	// SlidingWindow is the window of sliding-attention layers (0: none).
 	SlidingWindow int64
 	// LogitSoftcap is final_logit_softcapping (Gemma 2): the logits pass

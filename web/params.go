@@ -26,7 +26,7 @@ type Params map[string]string
 
 // paramNames are the parameters the page and the API accept, in form order.
 var paramNames = []string{
-	"model", "method", "quant", "rank", "targets", "seq-len", "batch", "grad-accum",
+	"model", "method", "quant", "rank", "targets", "seq-len", "target-len", "batch", "grad-accum",
 	"grad-ckpt", "attn", "fused-ce", "optimizer", "stack", "precision",
 	"gpu", "gpu-vram-gb", "available-vram-gb", "estimator",
 }
@@ -187,7 +187,7 @@ func (p Params) request(m *hfconfig.Model) (setting, *Problem) {
 	for _, f := range []struct {
 		name string
 		to   *int64
-	}{{"seq-len", &r.SeqLen}, {"batch", &r.Batch}, {"grad-accum", &r.GradAccum}, {"rank", &r.LoRARank}} {
+	}{{"seq-len", &r.SeqLen}, {"target-len", &r.TargetLen}, {"batch", &r.Batch}, {"grad-accum", &r.GradAccum}, {"rank", &r.LoRARank}} {
 		v, ok := p[f.name]
 		if !ok {
 			continue

@@ -16,7 +16,7 @@ import (
 // planParamNames are the parameters of /plan and /api/plan: the plan
 // command's flags without their dashes, in form order.
 var planParamNames = []string{
-	"model", "method", "quant", "rank", "targets", "seq-len", "batch", "grad-accum",
+	"model", "method", "quant", "rank", "targets", "seq-len", "target-len", "batch", "grad-accum",
 	"grad-ckpt", "attn", "fused-ce", "optimizer", "stack", "precision",
 	"gpu", "gpus", "gpu-vram-gb", "available-vram-gb", "nodes",
 	"dataset-tokens", "samples", "mean-len", "epochs", "effective-batch",
@@ -248,7 +248,8 @@ func planFields() []planField {
 	gpus[0].Label = "none"
 	for _, f := range []struct{ param, label, placeholder string }{
 		{"model", "model", "Qwen/Qwen2.5-7B"}, {"method", "method", ""}, {"quant", "QLoRA quantization", ""},
-		{"rank", "LoRA rank", "16"}, {"seq-len", "sequence length", "2048"}, {"grad-ckpt", "activation checkpointing", ""},
+		{"rank", "LoRA rank", "16"}, {"seq-len", "sequence length", "2048"},
+		{"target-len", "target length (encoder-decoder)", "as the sequence"}, {"grad-ckpt", "activation checkpointing", ""},
 		{"attn", "attention", ""}, {"fused-ce", "loss kernel", ""}, {"optimizer", "optimizer", ""},
 		{"stack", "stack", ""}, {"precision", "precision", ""},
 		{"gpu", "card", ""}, {"gpus", "or GPUs of a node", "8xA100-80GB"}, {"gpu-vram-gb", "or memory (GiB)", ""},

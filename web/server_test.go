@@ -104,6 +104,8 @@ func TestAPIRoutes(t *testing.T) {
 		{"estimate POST targets list", "POST", "/api/estimate", `{"model":"Qwen/Qwen2.5-7B","targets":["q_proj","v_proj"]}`, json, 200, "", ""},
 		{"seq-len out of range", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&seq-len=-5", "", nil, 400, "seq-len", "--seq-len must be an integer in 1..16777216, got -5"},
 		{"seq-len not a number", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&seq-len=abc", "", nil, 400, "seq-len", `--seq-len: expected an integer, got "abc"`},
+		{"target-len on a decoder-only model", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&target-len=128", "", nil, 400, "target-len", ""},
+		{"target-len not a number", "GET", "/api/estimate?model=google-t5/t5-small&target-len=x", "", nil, 400, "target-len", `--target-len: expected an integer, got "x"`},
 		{"rank 0", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&rank=0", "", nil, 400, "rank", "--rank must be an integer in 1..1048576, got 0"},
 		{"unknown method", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&method=bogus", "", nil, 400, "method", `--method must be one of "full","lora","qlora" but got "bogus"`},
 		{"unknown GPU", "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&gpu=nosuchcard", "", nil, 400, "gpu", ""},
@@ -370,5 +372,30 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	s := NewHTTPServer(http.NotFoundHandler())
 	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
 		t.Errorf("timeouts %v %v %v %v, header bytes %d", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes)
+	}
+}
+
+// TestTargetLen: the decoder length of an encoder-decoder model reaches the
+// estimate (its config echoes it) and a shorter target lowers the estimate,
+// as the CLI's --target-len does.
+func TestTargetLen(t *testing.T) {
+	est := func(q string) report.Estimate {
+		t.Helper()
+		r := do(t, "GET", "/api/estimate?model=google-t5/t5-small&method=full&seq-len=1024"+q, nil, nil)
+		if r.status != 200 {
+			t.Fatalf("%s: status %d: %s", q, r.status, r.body)
+		}
+		var e report.Estimate
+		if err := json.Unmarshal(r.body, &e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	same, short := est(""), est("&target-len=64")
+	if short.Config.TargetLen != 64 {
+		t.Errorf("config.target_len = %d, want 64", short.Config.TargetLen)
+	}
+	if short.TotalBytes >= same.TotalBytes {
+		t.Errorf("target 64 of source 1024: %.3f GiB, not below the default target's %.3f GiB", float64(short.TotalBytes)/(1<<30), float64(same.TotalBytes)/(1<<30))
 	}
 }

@@ -117,6 +117,16 @@ func TestPlanAPI(t *testing.T) {
 		t.Errorf("no plan: status %d, %v, %s", status, err, body[:min(len(body), 300)])
 	}
 
+	// An encoder-decoder's target length reaches the search as --target-len.
+	status, body = get(t, ts, "GET", "/api/plan?model=google-t5/t5-small&gpu=rtx-4090&dataset-tokens=1e8&target-len=64", "", nil)
+	want, code = cliRun(t, "plan", "google-t5/t5-small", "--gpu", "rtx-4090", "--dataset-tokens", "1e8", "--target-len", "64", "--json")
+	if status != 200 || code != 0 {
+		t.Fatalf("target-len: status %d, plan exit %d: %s", status, code, body)
+	}
+	if diff := cmp.Diff(string(want), string(body)); diff != "" {
+		t.Errorf("/api/plan with target-len differs from plan --target-len --json (-cli +api):\n%s", diff)
+	}
+
 	for _, tc := range []struct {
 		name, method, path, ctype, body string
 		status                          int
