@@ -185,6 +185,14 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 	case QLoRA:
+		if hfExact(r) {
+			// The oracle's loading of a bitsandbytes 4-bit base
+			// (hfqlora.go); the rest, biases included, upcast to fp32.
+			packed, state, n := bnb4bitStorage(r)
+			t.Weights = packed + (P-n)*4
+			t.QuantMeta = state
+			break
+		}
 		linear := m.LinearParams()
 		rest := P - linear
 		restBytes := int64(2)
@@ -382,6 +390,17 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
+		if r.Method == QLoRA {
+			// A Linear4bit's working set, or the MLP's backward: beside
+			// the one layer recomputed, or (without checkpointing) the
+			// saved tensors, against the loss chain.
+			q := max(bnbLinearTransient(r), qloraMLPBackward(r))
+			if ckptOn(r) {
+				recompute += q
+			} else {
+				recompute = max(recompute, q)
+			}
+		}
 	}
 	held := heldLogitBytes(r, t)
 	add := func(name ComponentID, b int64) {

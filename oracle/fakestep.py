@@ -40,8 +40,14 @@ MoE models run transformers' ``grouped_mm`` experts implementation (its
 default on a GPU, pinned here), whose tensor sizes do not depend on the
 routing, so no routing assumption is made.
 
-Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
-4-bit layers are not faked), fp16-mixed (the Trainer's GradScaler is not
+QLoRA runs bitsandbytes' 4-bit path as oracle/qlora.py re-implements it on
+meta tensors (transformers' BitsAndBytesConfig load_in_4bit, nf4/fp4 with
+or without double quantization, bf16 compute, a bf16-loaded base, PEFT's
+own prepare_model_for_kbit_training; see that module for what is and is not
+imitated).
+
+Not simulated (``NotSimulated`` names the reason): QLoRA under autocast,
+8-bit or GPTQ bases, fp16-mixed (the Trainer's GradScaler is not
 imitated), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
@@ -100,6 +106,9 @@ class Request:
     num_gpus: int = 1
     cpu_offload: str = "none"
     dynamic_padding: bool = False
+    # QLoRA only (bitsandbytes' bnb_4bit_quant_type, with double quant as
+    # "nf4-dq"); left out of case_id for the other methods.
+    quant: str = "nf4-dq"
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
@@ -120,8 +129,11 @@ class Request:
             raise NotSimulated(what)
 
         if self.method == "qlora":
-            no("qlora: bitsandbytes' 4-bit layers are not faked by this oracle")
-        if self.method not in ("full", "lora"):
+            if self.quant not in QLORA_QUANTS:
+                no(f"qlora quant {self.quant!r} (nf4, nf4-dq and fp4 with uint8 storage are imitated)")
+            if self.precision != "bf16-true":
+                no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, no autocast, is imitated)")
+        if self.method not in ("full", "lora", "qlora"):
             no(f"method {self.method!r}")
         if self.precision == "fp16-mixed":
             no("precision fp16-mixed: the Trainer's GradScaler (loss scaling, unscaling and the inf check before each step) is not imitated")
@@ -142,12 +154,13 @@ class Request:
         for name, v in (("seq_len", self.seq_len), ("batch", self.batch), ("grad_accum", self.grad_accum)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"request field {name}: bad value {v!r} (want a positive integer)")
-        if self.method == "lora" and (not isinstance(self.lora_rank, int) or self.lora_rank < 1):
+        if self.method in ("lora", "qlora") and (not isinstance(self.lora_rank, int) or self.lora_rank < 1):
             raise ValueError(f"request field lora_rank: bad value {self.lora_rank!r}")
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"request field lora_dropout: bad value {self.lora_dropout!r}")
 
 
+QLORA_QUANTS = ("nf4", "nf4-dq", "fp4")  # oracle/qlora.py imitates these
 # The dtype the model is built in; bf16-mixed keeps fp32 weights and runs
 # the forward under autocast (AUTOCAST).
 DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32, "bf16-mixed": torch.float32}
@@ -749,7 +762,7 @@ def build(config_dir: str, req: Request):
     if kw and model.config._experts_implementation != EXPERTS:
         raise NotSimulated(f"{cfg.model_type}: experts implementation {model.config._experts_implementation!r}, not {EXPERTS}")
     targets: list[str] = []
-    if req.method == "lora":
+    if req.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
         targets = lora_targets(model, req.lora_targets)
@@ -760,6 +773,8 @@ def build(config_dir: str, req: Request):
             target_modules=targets,
             task_type="CAUSAL_LM",
         )
+        if req.method == "qlora":
+            _qlora_prepare(model, req, lc)
         with torch.device("meta"):
             model = get_peft_model(model, lc)
     if req.grad_ckpt == "full":
@@ -771,6 +786,22 @@ def build(config_dir: str, req: Request):
     model.config.use_cache = False
     model.train()
     return model, targets
+
+
+def _qlora():
+    try:
+        from oracle import qlora
+    except ImportError:  # run from estimate --simulate's directory, beside fakestep.py
+        import qlora
+    return qlora
+
+
+def _qlora_prepare(model, req: Request, lc) -> None:
+    """QLoRA's loading and kbit preparation, before get_peft_model (oracle/qlora.py)."""
+    q = _qlora()
+    q.quantize_model(model, req.quant, compute_dtype=torch.bfloat16)
+    q.prepare(model, req.grad_ckpt == "full")
+    lc._register_custom_module({q.Linear4bit: q.lora_layer_class()})
 
 
 def _param_groups(model: torch.nn.Module):
@@ -788,7 +819,7 @@ def build_key(req: Request) -> tuple:
     them can share one model and differ only in shapes (seq_len, batch,
     grad_accum) and the optimizer."""
     return (req.method, req.precision, req.attn, req.grad_ckpt, req.lora_rank, req.lora_alpha,
-            tuple(req.lora_targets), req.lora_dropout)
+            tuple(req.lora_targets), req.lora_dropout) + ((req.quant,) if req.method == "qlora" else ())
 
 
 def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: bool = False) -> Result:
@@ -890,7 +921,10 @@ def model_id(config_dir: str) -> str:
 
 def case_id(model: str, req: Request) -> str:
     """The row id of a request on a model: readable fields and a hash of the whole request."""
-    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
+    d = dataclasses.asdict(req)
+    if req.method != "qlora":
+        del d["quant"]  # the ids of the other methods' rows predate the field
+    key = json.dumps(d, sort_keys=True)
     slug = model.replace("/", "-").lower()
     return f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
@@ -905,7 +939,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
     gib = res.peak_bytes / 2**30
     state_dtype = None
     if req.optimizer == "adamw_torch":
-        state_dtype = (res.adapter_dtype if req.method == "lora" else str(DTYPES[req.precision]).removeprefix("torch."))
+        state_dtype = (res.adapter_dtype if req.method in ("lora", "qlora") else str(DTYPES[req.precision]).removeprefix("torch."))
         state_dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(state_dtype, state_dtype)
     phases = ", ".join(f"{k} {v / 2**30:.3f}" for k, v in res.phase_peak_bytes.items())
     moe = f"MoE experts {EXPERTS} (sizes independent of routing); " if res.experts else ""
@@ -916,6 +950,10 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
     if any("." in t for t in res.lora_targets):
         row_targets = list(req.lora_targets)
         moe += f"LoRA modules {', '.join(res.lora_targets)}; "
+    qnote = ""
+    if req.method == "qlora":
+        qnote = (f"QLoRA: bitsandbytes {_qlora().BNB_VERSION}'s Linear4bit/MatMul4Bit imitated (oracle/qlora.py), "
+                 "kbit preparation by PEFT's own function; ")
     return {
         "id": rid,
         "source": f"canifinetune fake-tensor oracle (oracle/fakestep.py; {versions()}): two training steps on meta tensors, live storages rounded to 512 B",
@@ -925,10 +963,14 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
         "arch": arch,
         "method": req.method,
         "precision": req.precision,
-        "quant": None,
+        "quant": (
+            {"scheme": req.quant.removesuffix("-dq"), "double_quant": req.quant.endswith("-dq"), "compute_dtype": "bf16", "storage_dtype": "uint8"}
+            if req.method == "qlora"
+            else None
+        ),
         "lora": (
             {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": row_targets, "extra_trainable": [], "dropout": req.lora_dropout}
-            if req.method == "lora"
+            if req.method in ("lora", "qlora")
             else None
         ),
         "seq_len": req.seq_len,
@@ -949,7 +991,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
-            f"{moe}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
+            f"{moe}{qnote}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }

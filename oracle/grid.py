@@ -1,12 +1,16 @@
 """The committed grid of oracle cases, its regeneration and its CI check.
 
-    python -m oracle.grid [--jobs 2] [--models ORG/NAME,...] [--precisions P,...] [--out evidence/oracle.jsonl]
+    python -m oracle.grid [--jobs 2] [--models ORG/NAME,...] [--out evidence/oracle.jsonl]
+    python -m oracle.grid --methods qlora --merge   (one method's groups, merged into --out)
+    python -m oracle.grid --precisions bf16-mixed --merge   (one precision's groups, likewise)
     python -m oracle.grid --check [--cases evidence/oracle.jsonl]
 
 The grid (PLAN) is one catalog model per model family that transformers
 implements natively, dense and MoE, each simulated by fakestep.simulate at
 
-    method          full, lora (LoRA r16 on the attention projections)
+    method          full, lora (LoRA r16 on the attention projections),
+                    qlora (the same adapters on a 4-bit base, dense models;
+                    see qlora_settings)
     grad_ckpt       none, full
     attn            sdpa, eager
     precision       bf16-true (every method x checkpointing x attention),
@@ -31,10 +35,6 @@ the CI slice's groups first, then one group of every model per round, the
 most expensive first. Each finished group's rows are appended to
 OUT.partial as the run goes; --resume keeps them and simulates only the
 groups not there yet (the result is the same file a single run writes).
-
---precisions simulates only the groups of those precisions and keeps the
-other rows already in --out (how groups added to the plan are generated
-without re-simulating the rest).
 
 --check re-simulates the CI slice (the first case of the SLICE_GROUPS of
 the SLICE_MODELS) and fails unless every row equals, byte for byte, the
@@ -116,6 +116,24 @@ SLICE_MODELS = ["Qwen/Qwen2.5-0.5B", "google/gemma-3-1b-pt", "ibm-granite/granit
 SLICE_GROUPS = [2, 5, 7, 8]
 
 
+# QLoRA groups (oracle/qlora.py), after the others so that their seeds and
+# rows stay as they were: dense models only, bf16-loaded base with bf16
+# compute, double quantization on and off, checkpointing none and full, the
+# model's first attention implementation. MoE models are left out: their
+# experts are 3-D parameters, not nn.Linear, so transformers does not
+# quantize them and PEFT's kbit preparation casts them to fp32.
+QLORA_SHAPES = 3
+QLORA_QUANTS = ["nf4-dq", "nf4"]
+
+
+def qlora_settings(model: str, attn: str) -> list[tuple]:
+    with open(os.path.join(ROOT, "catalog", "models", model, "config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts"):
+        return []
+    return [("bf16-true", "qlora", c, attn, QLORA_SHAPES, q) for q in QLORA_QUANTS for c in ["none", "full"]]
+
+
 def groups(model: str) -> list[list[fakestep.Request]]:
     """The model's requests, grouped so that each group shares one built model."""
     n16, n32 = PLAN[model]
@@ -126,9 +144,12 @@ def groups(model: str) -> list[list[fakestep.Request]]:
     settings += [("fp32", m, "full", attns[0], n32) for m in ["full", "lora"]] if n32 else []
     if MIXED.get(model):
         settings += [("bf16-mixed", m, c, attns[0], MIXED[model]) for m, c in itertools.product(["full", "lora"], ["none", "full"])]
+    settings = [s + ("",) for s in settings]
+    settings += qlora_settings(model, attns[0])
     out = []
-    for prec, method, ckpt, attn, n in settings:
-        rng = random.Random(f"{model} {prec} {method} {ckpt} {attn}")
+    for prec, method, ckpt, attn, n, quant in settings:
+        seed = f"{model} {prec} {method} {ckpt} {attn}" + (f" {quant}" if quant else "")
+        rng = random.Random(seed)
         shapes = [(s, b, 1) for s in SEQ for b in BATCH]
         rng.shuffle(shapes)
         picked = []
@@ -137,7 +158,8 @@ def groups(model: str) -> list[list[fakestep.Request]]:
         g = []
         for s, b, a in picked:
             r = fakestep.Request(method=method, precision=prec, lora_rank=16, lora_targets=["attention"],
-                                 seq_len=s, batch=b, grad_accum=a, grad_ckpt=ckpt, attn=attn)
+                                 seq_len=s, batch=b, grad_accum=a, grad_ckpt=ckpt, attn=attn,
+                                 **({"quant": quant} if quant else {}))
             r.check()
             g.append(r)
         out.append(g)
@@ -278,8 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=CASES, help="where the rows go (default: evidence/oracle.jsonl)")
     ap.add_argument("--jobs", type=int, default=1, help="groups simulated at once, one process each")
     ap.add_argument("--resume", action="store_true", help="keep the cases a stopped run left in OUT.partial; simulate only the rest")
+    ap.add_argument("--methods", type=words, default=None,
+                    help="simulate only the groups of these methods (e.g. qlora), comma-separated")
     ap.add_argument("--precisions", type=words, default=None,
-                    help="simulate only the groups of these precisions (comma-separated); rows of other groups in OUT are kept")
+                    help="simulate only the groups of these precisions (e.g. bf16-mixed), comma-separated")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows already in --out and add or replace the simulated ones")
     ap.add_argument("--check", action="store_true", help="re-simulate the CI slice and compare with --cases")
     ap.add_argument("--cases", default=CASES, help="the committed rows --check compares with")
     a = ap.parse_args(argv)
@@ -290,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         return check(a.cases, slice_units(), a.jobs)
     t0 = time.perf_counter()
-    units = [(m, g) for m in a.models for g in groups(m) if a.precisions is None or g[0].precision in a.precisions]
+    units = [(m, g) for m in a.models for g in groups(m)
+             if (a.methods is None or g[0].method in a.methods) and (a.precisions is None or g[0].precision in a.precisions)]
     partial = a.out + ".partial"
     kept: list[dict] = []
     if a.resume and os.path.exists(partial):
@@ -301,12 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grid: resuming: {len(kept)} cases from {partial}, {len(units)} groups to go", file=sys.stderr)
     elif os.path.exists(partial):
         os.unlink(partial)
-    if a.precisions is not None and os.path.exists(a.out):
-        with open(a.out) as f:
-            kept += [r for r in map(json.loads, filter(str.strip, f)) if r["precision"] not in a.precisions]
     rows, failed, cpu = run(units, a.jobs, progress=True, partial=partial)
     want = {fakestep.case_id(m, r) for m in a.models for g in groups(m) for r in g}
     rows = list({r["id"]: r for r in kept + rows if r["id"] in want}.values())
+    if a.merge and os.path.exists(a.out):
+        with open(a.out) as f:
+            old = [json.loads(x) for x in f if x.strip()]
+        new = {r["id"] for r in rows}
+        rows = [r for r in old if r["id"] not in new] + rows
     for f in failed:
         print(f"grid: failed: {f}", file=sys.stderr)
     counts: dict[str, int] = {}
