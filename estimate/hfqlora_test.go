@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -103,5 +104,50 @@ func TestGPT2AdapterInputsScoped(t *testing.T) {
 	want := float64(4*16*2) + 4*float64(m.Hidden) // lora_B's inputs (rank) for two modules, and c_attn's input
 	if got != want {
 		t.Errorf("adapters save %.0f B per token and layer, want %.0f", got, want)
+	}
+}
+
+// The quant_overhead and weights sources say how their figures were
+// counted: a flat rate per Linear weight only where the figure is that rate
+// (the fitted path), bitsandbytes' per-Linear tensors on the transformers
+// path, whose figure the flat rate does not give.
+func TestQLoRASourcesFollowThePath(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	pp := PhasePeak{Coef: DefaultCoefficients}
+	flat, perLinear := 0, 0
+	for name, r := range map[string]Request{
+		"transformers": {Model: m, Method: QLoRA, SeqLen: 1024, Batch: 1},
+		"fsdp_qlora":   {Model: m, Method: QLoRA, Stack: StackFSDPQLoRA, SeqLen: 1024, Batch: 1},
+		"nf4":          {Model: m, Method: QLoRA, Quant: NF4, SeqLen: 1024, Batch: 1},
+	} {
+		e, err := pp.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := pp.Explain(r, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := must(r.Normalize())
+		q, _ := e.Component(CQuantOverhead)
+		rate := int64(float64(m.LinearParams()) * quantStateBytesPerParam(n.Quant))
+		src, wsrc := x.Source(CQuantOverhead), x.Source(CWeights)
+		if q == rate {
+			flat++
+			if !strings.Contains(src, "B/param") {
+				t.Errorf("%s: quant state %d B is the flat rate, source %q does not say it", name, q, src)
+			}
+			continue
+		}
+		perLinear++
+		if strings.Contains(src, "B/param") || !strings.Contains(src, "per quantized Linear") {
+			t.Errorf("%s: quant state %d B, not the flat rate's %d B, but source %q", name, q, rate, src)
+		}
+		if !strings.Contains(wsrc, "512-byte") {
+			t.Errorf("%s: weights source %q does not say the packed weights are counted in allocator blocks", name, wsrc)
+		}
+	}
+	if flat == 0 || perLinear == 0 {
+		t.Errorf("%d flat-rate and %d per-Linear requests: both paths must be checked", flat, perLinear)
 	}
 }

@@ -598,7 +598,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		case CWeights:
 			src = weightSource(r)
 		case CQuantOverhead:
-			src = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
+			src = quantStateSource(r)
 		case CAdapters:
 			src = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
 		case COptimizer:
@@ -663,11 +663,36 @@ func ckptNote(r Request) string {
 func weightSource(r Request) string {
 	switch r.Method {
 	case QLoRA:
+		if hfExact(r) {
+			// bnb4bitStorage: what the figure counts on the transformers path.
+			if bnbUnconverted[r.Model.ModelType] {
+				return fmt.Sprintf("%s Linear layers left unquantized (transformers converts only type nn.Linear), every weight in fp32 (kbit prepare)", r.Model.ModelType)
+			}
+			return fmt.Sprintf("%s-packed Linear layers, (n+1)/2 B each in 512-byte allocator blocks, + embeddings/norms/biases in fp32 (kbit prepare; docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)", r.Quant)
+		}
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[upcastFrozen(r)])
 	case LoRA:
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
+}
+
+// quantStateSource says how the quant_overhead figure was counted: per
+// quantized Linear, tensor by tensor, on the transformers path
+// (bnb4bitStorage), else a flat rate per Linear weight
+// (quantStateBytesPerParam).
+func quantStateSource(r Request) string {
+	if r.Method == QLoRA && hfExact(r) {
+		if bnbUnconverted[r.Model.ModelType] {
+			return fmt.Sprintf("none: transformers quantizes no %s Linear (its Linear class is not type nn.Linear)", r.Model.ModelType)
+		}
+		state := "an fp32 absmax per 64 weights"
+		if r.Quant.Spec().DoubleQuant {
+			state = "a uint8 absmax per 64 weights, an fp32 absmax per 256 of those, the 256-entry fp32 code, an offset"
+		}
+		return fmt.Sprintf("%s quant state per quantized Linear as bitsandbytes allocates it: %s, and the 16-entry 4-bit code; each tensor in 512-byte allocator blocks (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)", r.Quant, state)
+	}
+	return fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
 }
 
 // adapterActivations is what LoRA adapters keep for the backward beyond the
