@@ -427,7 +427,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		autocast /= float64(r.Sharding.GPUs)
 	}
-	if t.HF != nil && hfAutocastFull(r) && ckptOn(r) && !paramsSharded(r.Sharding.Strategy) {
+	if t.HF != nil && autocastCacheEndsWithForward(r) {
 		// Checkpointed blocks save no weight cast: autocast's cache holds
 		// the casts only until the forward's autocast region ends, which is
 		// before the loss chain's backward peak. There the output layer's
@@ -612,6 +612,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "not live in the optimizer-step phase"
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				if autocastCacheEndsWithForward(r) {
+					src += ", + the output layer's bf16 weight cast its matmul saves (2 B per output-layer weight); or, where larger, the forward's end: 10 B per logit beside autocast's whole weight-cast cache (2 B per trained parameter) (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)"
+				}
 				if r.Stack != "" && r.Stack.Spec().HoldsOutputs && lossPath(r) == "full" {
 					src += ", + 4 B per logit: the fp32 logits the training loop keeps through the backward (docs/memory-model.md#logits-and-loss-chain)"
 				}
@@ -877,6 +880,15 @@ const chunkedLogitBytes = 2
 // 1024×1 and 1024×2 with checkpointing: 14 B per logit with the 12 of the
 // stock chain, not 16). Not fitted.
 const softcapLogitBytes = 2
+
+// autocastCacheEndsWithForward reports whether autocast's weight-cast
+// cache is gone before the loss chain's backward peak: a checkpointed full
+// fine-tune of fp32 weights under autocast on the transformers path, whose
+// blocks save no weight cast (combine moves the cache to the loss chain's
+// forward half and the output layer's cast beside its backward).
+func autocastCacheEndsWithForward(r Request) bool {
+	return hfExact(r) && hfAutocastFull(r) && ckptOn(r) && !paramsSharded(r.Sharding.Strategy)
+}
 
 // heldLogitBytes is what a training loop that keeps the model's output
 // referenced through the backward (Stack.HoldsOutputs) holds beside the loss
