@@ -41,7 +41,11 @@ func TestHFQLoRAScope(t *testing.T) {
 	}
 	moe := base
 	moe.Model = catalogModel(t, "Qwen/Qwen1.5-MoE-A2.7B")
-	if q, err := moe.Normalize(); err == nil && hfExact(q) {
+	// Each request must normalize: one Normalize refuses would pass the
+	// check without reaching hfExact.
+	if q, err := moe.Normalize(); err != nil {
+		t.Fatalf("MoE QLoRA: %v", err)
+	} else if hfExact(q) {
 		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
 	}
 	for name, mod := range map[string]func(*Request){
@@ -52,7 +56,9 @@ func TestHFQLoRAScope(t *testing.T) {
 	} {
 		q := base
 		mod(&q)
-		if q, err := q.Normalize(); err == nil && hfExact(q) {
+		if q, err := q.Normalize(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if hfExact(q) {
 			t.Errorf("%s: on the transformers path, which the oracle does not imitate", name)
 		}
 	}
