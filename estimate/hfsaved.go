@@ -45,8 +45,9 @@ type hfSaved struct {
 	FirstPass, FirstPassScores float64
 	// FirstMLP is what a parallel block's MLP saves per token, which the
 	// first block's does not when its input needs no gradient (frozen
-	// embeddings, no checkpointing): the MLP reads the frozen norm of the
-	// embeddings' output, so no operator in it records a backward.
+	// embeddings, no checkpointing) and its first matmul has no adapter
+	// (hfAdaptsMLPInput): the MLP reads the frozen norm of the embeddings'
+	// output, so no operator in it records a backward.
 	FirstMLP float64
 }
 
@@ -183,6 +184,29 @@ func hfLinearReaders(modelType string) (attn, mlp float64) {
 		return 3, 1
 	}
 	return 3, 2
+}
+
+// hfAdaptsMLPInput reports whether a LoRA request adapts the MLP's first
+// matmul (Phi's fc1, GPT-NeoX's and Falcon's dense_h_to_4h: an MLP Linear
+// reading the hidden state). Its adapter makes the matmul's output require
+// grad even in the first block, whose input does not: the activation there
+// records its backward and saves its input, as in every other block (the
+// oracle: Pythia-1b with all-linear targets and no checkpointing peaks at
+// the full count of every block's MLP).
+func hfAdaptsMLPInput(r Request) bool {
+	if r.Method == Full {
+		return false
+	}
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return false
+	}
+	for _, l := range lins {
+		if l.Role == hfconfig.RoleMLP && l.In == r.Model.Hidden {
+			return true
+		}
+	}
+	return false
 }
 
 // hfFalcon7BLayout reports whether a Falcon model has the layer hfLayerSaved
@@ -405,7 +429,7 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 	}
 	var s hfSaved
-	if parallel && !full {
+	if parallel && !full && !hfAdaptsMLPInput(r) {
 		s.FirstMLP = mlp
 	}
 	if full || ckptOn(r) {
