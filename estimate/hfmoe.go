@@ -8,15 +8,18 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // Qwen3's, GraniteMoE's Granite's; DeepSeek-V2's multi-head latent
 // attention, hfMLA) and a feed-forward that routes each token
 // through transformers' grouped_mm experts (hfMoELayerSaved).
-var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true, "deepseek_v2": true}
+var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true, "deepseek_v2": true, "olmoe": true, "deepseek_v3": true}
 
 // hfAdaptsRoutedExperts reports whether a LoRA request's targets include
-// routed experts. transformers keeps them as 3-D parameters, not
-// nn.Linear modules, so PEFT's target_modules cannot adapt them (the
-// oracle's scopes leave them out): what adapters on them would save is not
-// read, and such a request keeps the fitted activation shape.
+// routed experts. transformers keeps them as 3-D parameters, not nn.Linear
+// modules; where a target list reaches them at all
+// (hfconfig.Model.ExpertTargets), PEFT adapts them through
+// target_parameters, a parametrization (ParamWrapper) that adds the
+// low-rank product to each expert's weight, which the oracle does not run
+// on fake tensors: what it saves is not read, and such a request keeps the
+// fitted activation shape.
 func hfAdaptsRoutedExperts(r Request) bool {
-	if r.Model.Experts == 0 {
+	if r.Model.Experts == 0 || !r.Model.ExpertTargets {
 		return false
 	}
 	lins, err := r.Model.Targets(r.LoRATargets)
@@ -98,10 +101,11 @@ func hfMoELayerSaved(r Request, s moeLayer, A float64) float64 {
 	}
 	t := r.Model.ModelType
 	weights := A
-	if t == "mixtral" || t == "deepseek_v2" {
+	deepseek := t == "deepseek_v2" || t == "deepseek_v3"
+	if t == "mixtral" || deepseek {
 		weights = 4
 	}
-	if t == "deepseek_v2" && full {
+	if deepseek && full {
 		// DeepseekV2TopkRouter multiplies in fp32: F.linear(hidden_states
 		// .type(torch.float32), self.weight.type(torch.float32)) keeps the
 		// fp32 copy of its input for the trained weight's gradient. (The
@@ -194,7 +198,7 @@ type hfMLA struct {
 // types): q_proj (or q_b_proj) gives nh·qk, kv_b_proj c and nh·(nope + v),
 // o_proj nh·v.
 func hfMLAShape(m *hfconfig.Model) *hfMLA {
-	if m.ModelType != "deepseek_v2" || len(m.Layers) == 0 {
+	if m.ModelType != "deepseek_v2" && m.ModelType != "deepseek_v3" || len(m.Layers) == 0 {
 		return nil
 	}
 	a := &hfMLA{nh: float64(m.Heads)}

@@ -38,6 +38,12 @@ type hfSaved struct {
 	// saved tensors, which are freed before it (hfMoEBackward; 0 for a dense
 	// model).
 	ExpertsBackward float64
+	// FirstUnsaved is, without checkpointing, what the first block saves
+	// less than Layer, per token, when LoRA adapts no module upstream of its
+	// MLP (hfFirstBlockUnsaved); FirstUnsavedScores says its eager scores
+	// (Scores) are not saved either.
+	FirstUnsaved       float64
+	FirstUnsavedScores bool
 	// FirstPass and FirstPassScores are, under checkpointing, what one
 	// block's first forward (which saves nothing) holds at its peak beyond
 	// the blocks' inputs, per token and per token per unit of sequence
@@ -70,7 +76,7 @@ var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm;
 // Gemma3Attention's, in fp32 with 1 + weight) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
-var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true}
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true, "olmoe": true}
 
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
@@ -435,6 +441,10 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.Layer = layer
 	s.PostAttn = post
+	if r.Method == LoRA && r.LoRARank > 0 && !ckptOn(r) && !parallel && !postNormOnly && !layerNorm && !hfAdaptsAttention(r) {
+		s.FirstUnsaved = max(0, layer-mlp+hfFirstMLP(r, A, gated)-hfFirstBlockKept(r, A, norm, gated))
+		s.FirstUnsavedScores = true
+	}
 	if m.Experts > 0 {
 		s.ExpertsBackward = max(0, hfMoEBackward(r, A)-s.Final)
 	}
@@ -487,6 +497,65 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	return saved / float64(m.NumLayers)
 }
 
+// hfAdaptsAttention reports whether a LoRA request adapts a module of the
+// attention (or any module outside the feed-forward).
+func hfAdaptsAttention(r Request) bool {
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return true
+	}
+	for _, l := range lins {
+		switch l.Role {
+		case hfconfig.RoleMLP, hfconfig.RoleSharedExpert, hfconfig.RoleRouter:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// hfFirstBlockKept is, per token, what the first block saves when LoRA
+// adapts only its feed-forward (a Llama-layout pre-norm block without
+// checkpointing), as the oracle shows it: autograd saves a tensor only for
+// a gradient something needs, and up to the first adapter nothing needs
+// one (the embedding and every module before it are frozen). So the input
+// norm, the attention, the second norm, the router and the routed experts
+// (frozen, fed a hidden state that needs no gradient) save nothing; the
+// adapted MLP (a dense block's gate, up and their product's operands, or
+// an MoE block's shared expert and its gate) and the adapters themselves
+// save as in any block. norm stands for the final norm, which Layer's
+// first norm counts in its place (Final is 0 here). The adapters counted
+// are the layers' average (hfAdapterSaved), which for DeepSeek's dense
+// first blocks is a little under their own.
+func hfFirstBlockKept(r Request, A, norm float64, gated func(f float64) float64) float64 {
+	m := r.Model
+	kept := norm + hfAdapterSaved(r, A, nil)
+	if len(m.Layers) == 0 || !m.Layers[0].MoE {
+		return kept + hfFirstMLP(r, A, gated)
+	}
+	sh := moeShape(m, m.Layers[0])
+	if sh.Shared > 0 {
+		kept += 3 * A * float64(sh.Shared)
+		if sh.SharedGate {
+			kept += A*float64(m.Hidden) + A
+		}
+	}
+	return kept
+}
+
+// hfFirstMLP is what the first block's feed-forward saves as any block's
+// does (Layer counts the average block's, hfMLPSaved).
+func hfFirstMLP(r Request, A float64, gated func(f float64) float64) float64 {
+	m := r.Model
+	if len(m.Layers) == 0 {
+		return gated(float64(m.ActiveFFN()))
+	}
+	if l := m.Layers[0]; l.MoE {
+		return hfMoELayerSaved(r, moeShape(m, l), A)
+	}
+	return gated(float64(m.Layers[0].FFNActive))
+}
+
 // qkvOnly selects the attention's input projections, whose adapters' saved
 // tensors live until the attention's own backward.
 func qkvOnly(name string) bool {
@@ -523,7 +592,8 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved
 	}
-	return tokens*(L*layer+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
+	return tokens*(L*layer-first+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first
