@@ -40,7 +40,7 @@ type hfSaved struct {
 	ExpertsBackward float64
 	// FirstUnsaved is, without checkpointing, what the first block saves
 	// less than Layer, per token, when LoRA adapts no module upstream of its
-	// MLP (hfFirstBlockUnsaved); FirstUnsavedScores says its eager scores
+	// MLP (hfFirstBlockKept); FirstUnsavedScores says its eager scores
 	// (Scores) are not saved either.
 	FirstUnsaved       float64
 	FirstUnsavedScores bool
@@ -49,6 +49,11 @@ type hfSaved struct {
 	// the blocks' inputs, per token and per token per unit of sequence
 	// length; zero where the recomputation's backward is the larger.
 	FirstPass, FirstPassScores float64
+	// FirstMLP is what a parallel block's MLP saves per token, which the
+	// first block's does not when its input needs no gradient (frozen
+	// embeddings, no checkpointing): the MLP reads the frozen norm of the
+	// embeddings' output, so no operator in it records a backward.
+	FirstMLP float64
 }
 
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
@@ -111,7 +116,7 @@ func hfExact(r Request) bool {
 	default:
 		return false
 	}
-	if r.Precision.mixed() || (r.Method != Full && r.Method != LoRA) {
+	if r.Precision.mixed() || (r.Method != Full && r.Method != LoRA && !hfQLoRA(r)) {
 		return false
 	}
 	m := r.Model
@@ -296,6 +301,9 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 	}
 	var s hfSaved
+	if parallel && !full {
+		s.FirstMLP = mlp
+	}
 	if full || ckptOn(r) {
 		// Without checkpointing, under LoRA, the oracle shows the final
 		// norm keeping nothing for the backward (no fp32 input, no rsqrt;
@@ -434,7 +442,7 @@ func hfLayerSaved(r Request) hfSaved {
 			post += A * hq
 		}
 	}
-	if r.Method == LoRA && r.LoRARank > 0 {
+	if (r.Method == LoRA || r.Method == QLoRA) && r.LoRARank > 0 {
 		all := hfAdapterSaved(r, A, nil)
 		layer += all
 		post += all - hfAdapterSaved(r, A, qkvOnly)
@@ -468,31 +476,42 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	if err != nil {
 		return 0
 	}
-	var in, modules int64
-	var names []string
+	var in, modules, outIn int64
+	var kept []targetSum
 	for _, t := range sums {
 		if keep == nil || keep(t.name) {
 			in += t.in
 			modules += t.copies
-			names = append(names, t.name)
+			outIn += t.outIn
+			kept = append(kept, t)
 		}
 	}
 	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
-	if per == 0 && !r.Attn.Spec().KeepsScores {
-		// SDPA saves its output, which is o_proj's input (a view): lora_A
-		// keeps no tensor of its own there.
-		// (An fp32 model runs the memory-efficient kernel, whose output
-		// reshapes to o_proj's or GPT-NeoX's dense input without a copy.)
-		names = slices.DeleteFunc(names, func(n string) bool { return n == "o_proj" || n == "dense" })
-	}
-	if per == 0 && len(names) > 0 {
+	if per == 0 && len(kept) > 0 {
 		// Adapters in the activations' dtype read the module's own input,
 		// which a frozen module does not save but lora_A does: once per
-		// distinct tensor (q, k and v read one).
-		distinct, err := m.DistinctInputs(names, hfconfig.SharedInputs)
-		if err == nil {
-			saved += act * float64(distinct)
+		// distinct tensor (q, k and v read one). Summed over the modules
+		// the targets select (GPT-2's attn.c_proj, not mlp.c_proj).
+		distinct := in
+		for _, g := range hfconfig.SharedInputs {
+			var sum, most int64
+			for _, t := range kept {
+				if slices.Contains(g, t.name) {
+					sum += t.in
+					most = max(most, t.in)
+				}
+			}
+			distinct -= sum - most
 		}
+		if !r.Attn.Spec().KeepsScores {
+			// SDPA saves its output, which is the attention's output
+			// projection's input (a view): lora_A keeps no tensor of its
+			// own there. (An fp32 model runs the memory-efficient kernel,
+			// whose output reshapes to o_proj's, GPT-NeoX's dense or
+			// GPT-2's c_proj input without a copy.)
+			distinct -= outIn
+		}
+		saved += act * float64(distinct)
 	}
 	return saved / float64(m.NumLayers)
 }
@@ -556,6 +575,11 @@ func hfFirstMLP(r Request, A float64, gated func(f float64) float64) float64 {
 	return gated(float64(m.Layers[0].FFNActive))
 }
 
+// attnOutNames are the attention output projections whose input is the
+// attention kernel's output (LlamaAttention's o_proj, GPT-NeoX's and Phi's
+// dense, GPT-2's and GPT-BigCode's attn.c_proj).
+var attnOutNames = []string{"o_proj", "dense", "c_proj"}
+
 // qkvOnly selects the attention's input projections, whose adapters' saved
 // tensors live until the attention's own backward.
 func qkvOnly(name string) bool {
@@ -593,7 +617,7 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved
 	}
 	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
-	return tokens*(L*layer-first+hs.Final+hs.Mask*s) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first
@@ -636,6 +660,10 @@ func hfGradsDuringRecompute(r Request, grads int64, hs hfSaved) float64 {
 type targetSum struct {
 	name       string
 	in, copies int64
+	// outIn is the part of in read by the attention's output projection
+	// (o_proj, dense, c_proj in the attention), whose input is SDPA's
+	// saved output.
+	outIn int64
 }
 
 // targetSums caches adapterTargets: a plan search asks for the same model's
@@ -676,6 +704,9 @@ func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
 		}
 		sums[i].in += l.In * l.Copies
 		sums[i].copies += l.Copies
+		if l.Role == hfconfig.RoleAttention && slices.Contains(attnOutNames, l.Name) {
+			sums[i].outIn += l.In * l.Copies
+		}
 	}
 	targetSums.Lock()
 	if targetSums.m == nil || len(targetSums.m) >= targetSumsMax {

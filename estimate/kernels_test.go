@@ -151,6 +151,15 @@ func TestOptimizerInBackward(t *testing.T) {
 	if got, plain := est(t, in).Phases.Step, est(t, r).Phases.Step; got >= plain/2 {
 		t.Errorf("step phase %d with optimizer-in-backward, %d without: not freed", got, plain)
 	}
+	// The in-flight gradient is stepped inside the backward: it adds to the
+	// forward/backward phase, which is then the peak.
+	with, without := est(t, in), est(t, r)
+	if got := with.Phases.Forward - without.Phases.Forward; got != te.Grads {
+		t.Errorf("forward/backward phase grows by %d B with optimizer-in-backward, want the in-flight gradient's %d B", got, te.Grads)
+	}
+	if !with.Phases.ForwardPeak {
+		t.Error("optimizer-in-backward: the step phase is the peak, but the step runs inside the backward")
+	}
 	for _, bad := range []func(*Request){
 		func(r *Request) { r.GradAccum = 4 },
 		func(r *Request) { r.Method, r.LoRARank = LoRA, 8 },

@@ -185,6 +185,14 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 	case QLoRA:
+		if hfExact(r) {
+			// The oracle's loading of a bitsandbytes 4-bit base
+			// (hfqlora.go); the rest, biases included, upcast to fp32.
+			packed, state, n := bnb4bitStorage(r)
+			t.Weights = packed + (P-n)*4
+			t.QuantMeta = state
+			break
+		}
 		linear := m.LinearParams()
 		rest := P - linear
 		restBytes := int64(2)
@@ -382,7 +390,19 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
+		if r.Method == QLoRA {
+			// A Linear4bit's working set, or the MLP's backward: beside
+			// the one layer recomputed, or (without checkpointing) the
+			// saved tensors, against the loss chain.
+			q := max(bnbLinearTransient(r), qloraMLPBackward(r))
+			if ckptOn(r) {
+				recompute += q
+			} else {
+				recompute = max(recompute, q)
+			}
+		}
 	}
+	held := heldLogitBytes(r, t)
 	add := func(name ComponentID, b int64) {
 		e.Components = append(e.Components, Component{Name: name, Bytes: b})
 	}
@@ -407,7 +427,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		autocast /= float64(r.Sharding.GPUs)
 	}
-	fwd := acts + max(logits, recompute) + autocast + float64(t.Dequant)
+	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
 	var accumulated int64
 	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {
 		// Accumulating micro-batches keep the gradients of the earlier ones
@@ -420,6 +440,20 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		fwd += float64(accumulated)
 	}
+	if r.OptimizerInBackward {
+		// The step runs inside the backward, from each parameter's
+		// post-accumulate-grad hook (torchtune's optimizer_in_bwd, PyTorch's
+		// register_post_accumulate_grad_hook tutorial): the gradient being
+		// stepped and its step's temporary (inBackwardGrads) coexist with
+		// the backward's activations and loss chain, and there is no
+		// separate optimizer-step phase after it. A tied output layer's
+		// gradient is the largest of them, and it lives through the whole
+		// backward: autograd sums the output layer's and the embedding's
+		// contributions in the leaf's input buffer before the hook fires
+		// (torch/csrc/autograd/input_buffer.cpp).
+		accumulated = step
+		fwd += float64(step)
+	}
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	fwdWins := fwd >= float64(step)
@@ -427,7 +461,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	if fwdWins {
 		e.setComponent(CGradients, accumulated)
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
-		add(CLogits, int64(logits*b2f(logits >= recompute)))
+		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
 	} else {
 		add(CActivations, 0)
 		add(CLogits, 0)
@@ -441,7 +475,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	transient := acts - fixedCasts + max(logits, recompute)
+	transient := acts - fixedCasts + held + max(logits, recompute)
 	// With the same shapes every step, a block freed in one step serves the
 	// same request in the next: the allocator cannot keep more cached than
 	// the step's transient, whatever a fitted coefficient says.
@@ -467,6 +501,15 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		cached = max(0, min(cached, r.GPUTotal-context-needed))
 	}
 	reserved := needed + cached
+	if ceiling := r.GPUTotal - context; r.GPUTotal > 0 && alloc <= ceiling {
+		// A run whose tensors fit cannot reserve more than the card holds
+		// beside the context: on a failed cudaMalloc the caching allocator
+		// frees its unused cached segments and retries before it reports
+		// an OOM (c10/cuda/CUDACachingAllocator.cpp, release_cached_blocks),
+		// so the fitted fragmentation allowance in needed, which the plan
+		// keeps, does not raise the reserved level past the card.
+		reserved = min(reserved, ceiling)
+	}
 	process := reserved + context
 	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
@@ -556,11 +599,17 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "not live in the optimizer-step phase"
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				if r.Stack != "" && r.Stack.Spec().HoldsOutputs && lossPath(r) == "full" {
+					src += ", + 4 B per logit: the fp32 logits the training loop keeps through the backward (docs/memory-model.md#logits-and-loss-chain)"
+				}
 			}
 		case CGradients:
 			src = "gradients + optimizer-step temporaries (the larger phase)"
 			if fwdWins {
 				src = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
+				if r.OptimizerInBackward {
+					src = "optimizer-in-backward: the largest parameter's gradient and its step temporary, stepped inside the backward (docs/memory-model.md#fused-kernels-compile-and-optimizer-in-backward)"
+				}
 				if r.GradAccum > 1 {
 					src = fmt.Sprintf("accumulated over %d micro-batches: resident through the forward and backward", r.GradAccum)
 					if noSyncAccumulation(r) {
@@ -790,6 +839,22 @@ const chunkedLogitBytes = 2
 // 1024×1 and 1024×2 with checkpointing: 14 B per logit with the 12 of the
 // stock chain, not 16). Not fitted.
 const softcapLogitBytes = 2
+
+// heldLogitBytes is what a training loop that keeps the model's output
+// referenced through the backward (Stack.HoldsOutputs) holds beside the loss
+// chain: the returned logits, fp32 on the stock loss path — transformers'
+// LlamaForCausalLM upcasts them before returning them (logits =
+// logits.float(), transformers 4.37, the release fsdp_qlora's README allows
+// beside 4.40+) — alive from the loss until after the optimizer step, so in
+// the recomputation phase as well as at the loss chain's peak. The
+// Trainer's compute_loss drops its outputs before the backward, which is
+// why the stock chain (hfLogitBytes) counts no logits.
+func heldLogitBytes(r Request, t terms) float64 {
+	if r.Stack == "" || !r.Stack.Spec().HoldsOutputs || t.Loss != "full" {
+		return 0
+	}
+	return 4 * t.LogitUnit
+}
 
 // lossPath is how the step computes its loss: "fused" (Liger,
 // cut-cross-entropy: no logits materialised), "litgpt" (whose finetune

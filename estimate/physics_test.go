@@ -324,3 +324,67 @@ func TestTrainedLinearInputs(t *testing.T) {
 		t.Errorf("a frozen base keeps %g bytes of trained inputs", tl.TrainedInputs)
 	}
 }
+
+// fsdp_qlora's train.py keeps the model's output referenced through the
+// backward: its fp32 logits (4 B a logit) sit beside the stock loss chain,
+// which the Trainer's loop, dropping its outputs, does not have.
+func TestHeldOutputLogits(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	base := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
+		SeqLen: 2048, Batch: 4, GradCkpt: "full", Stack: StackFSDPQLoRA, Sharding: Sharding{Strategy: "fsdp_full_shard", GPUs: 2}}
+	te, rn, err := PhasePeak{Coef: DefaultCoefficients}.terms(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := float64(rn.SeqLen * rn.Batch * m.Vocab)
+	if got, want := heldLogitBytes(rn, te), 4*logits; got != want {
+		t.Errorf("fsdp_qlora holds %.0f B of logits, want 4 B × %.0f logits = %.0f", got, logits, want)
+	}
+	e := est(t, base)
+	_, logitsCoef := PhasePeak{Coef: DefaultCoefficients}.scales(rn, te.Loss)
+	if got, want := component(e, CLogits), int64(logitsCoef*logits+4*logits); got != want {
+		t.Errorf("loss chain %d B, want the stock chain and the held fp32 logits %d B", got, want)
+	}
+	hf := base
+	hf.Stack, hf.Sharding = StackHFTrainer, Sharding{}
+	th, rh, err := PhasePeak{Coef: DefaultCoefficients}.terms(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := heldLogitBytes(rh, th); got != 0 {
+		t.Errorf("the Trainer drops its outputs before the backward, but %.0f B of logits are held", got)
+	}
+}
+
+// A run whose tensors fit the card cannot reserve more than the card holds
+// beside the context, whatever the fitted fragmentation allowance: the
+// allocator releases its cached segments and retries before an OOM.
+func TestReservedLevelWithinTheCard(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	r := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
+		SeqLen: 2048, Batch: 1, GradCkpt: "full", Stack: StackHFTrainer}
+	k := DefaultCoefficients
+	k.ReservedConstGiB = 40 // an allowance far past any card
+	free, err := PhasePeak{Coef: k}.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.GPUTotal = 24 * GiB
+	e, err := PhasePeak{Coef: k}.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceiling := r.GPUTotal - int64(k.ContextGiB*GiB)
+	if e.Levels.Allocated > ceiling {
+		t.Fatalf("allocated %d past the card's %d: pick a smaller run", e.Levels.Allocated, ceiling)
+	}
+	if e.Levels.Reserved != ceiling {
+		t.Errorf("reserved %d B on a 24 GiB card, want the card less the context, %d B", e.Levels.Reserved, ceiling)
+	}
+	if free.Levels.Reserved <= ceiling {
+		t.Errorf("without a card the reserved level %d B should carry the whole allowance", free.Levels.Reserved)
+	}
+	if e.Verdict.Fit != FitNo {
+		t.Errorf("verdict %s: the plan keeps the allowance, so it should not fit", e.Verdict.Fit)
+	}
+}

@@ -32,7 +32,11 @@ type Stack struct {
 	// no_backward_sync), so every rank keeps unsharded gradients between
 	// updates; torchtune's and fsdp_qlora's loops do not.
 	NoSyncAccumulation bool
-	Sources            []string
+	// HoldsOutputs: the training loop keeps the model's output, and so its
+	// logits, referenced through the backward and the optimizer step
+	// (heldLogitBytes); the transformers Trainer drops it before the backward.
+	HoldsOutputs bool
+	Sources      []string
 }
 
 var stacks = []Stack{
@@ -63,9 +67,10 @@ var stacks = []Stack{
 		"torchtune attention calls torch scaled_dot_product_attention",
 		"torchtune LoRA builders: lora_dropout 0.0 in current recipes (0.05 in the 2024-04 builders)",
 	}},
-	{Name: StackFSDPQLoRA, Help: "Answer.AI's FSDP-QLoRA: packed weights stored in bf16", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeBF16, Attn: SDPA, LoRADropout: 0.1, Sources: []string{
+	{Name: StackFSDPQLoRA, Help: "Answer.AI's FSDP-QLoRA: packed weights stored in bf16", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeBF16, Attn: SDPA, LoRADropout: 0.1, HoldsOutputs: true, Sources: []string{
 		"AnswerDotAI fsdp_qlora train.py: lora_dropout defaults to 0.1",
 		"AnswerDotAI fsdp_qlora train.py: precision bf16 casts params to bf16; bnb_4bit_quant_storage=bf16 so FSDP can shard packed weights",
+		"AnswerDotAI fsdp_qlora train.py: output = model(...) stays referenced through loss.backward() and optimizer.step(), and is set to None only after them ('so more memory frees up before the next forward pass')",
 	}},
 	{Name: StackUnsloth, Help: "adamw_8bit, offloaded checkpointing, a chunked loss", Precision: BF16True, Optimizer: AdamW8bit, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptUnsloth, FusedCE: LossChunked, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
 		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",

@@ -31,8 +31,14 @@ MoE models run transformers' ``grouped_mm`` experts implementation (its
 default on a GPU, pinned here), whose tensor sizes do not depend on the
 routing, so no routing assumption is made.
 
-Not simulated (``NotSimulated`` names the reason): QLoRA (bitsandbytes'
-4-bit layers are not faked), bf16-mixed/fp16-mixed (autocast does not apply
+QLoRA runs bitsandbytes' 4-bit path as oracle/qlora.py re-implements it on
+meta tensors (transformers' BitsAndBytesConfig load_in_4bit, nf4/fp4 with
+or without double quantization, bf16 compute, a bf16-loaded base, PEFT's
+own prepare_model_for_kbit_training; see that module for what is and is not
+imitated).
+
+Not simulated (``NotSimulated`` names the reason): QLoRA under autocast,
+8-bit or GPTQ bases, bf16-mixed/fp16-mixed (autocast does not apply
 to meta tensors), the eager MoE experts loop, LoRA on routed experts (PEFT maps
 transformers 4's expert names onto the fused 3-D expert parameters as
 ``target_parameters`` for Mixtral, Qwen3-MoE, OLMoE and DeepSeek-V2/V3; its
@@ -92,6 +98,9 @@ class Request:
     num_gpus: int = 1
     cpu_offload: str = "none"
     dynamic_padding: bool = False
+    # QLoRA only (bitsandbytes' bnb_4bit_quant_type, with double quant as
+    # "nf4-dq"); left out of case_id for the other methods.
+    quant: str = "nf4-dq"
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
@@ -112,8 +121,11 @@ class Request:
             raise NotSimulated(what)
 
         if self.method == "qlora":
-            no("qlora: bitsandbytes' 4-bit layers are not faked by this oracle")
-        if self.method not in ("full", "lora"):
+            if self.quant not in QLORA_QUANTS:
+                no(f"qlora quant {self.quant!r} (nf4, nf4-dq and fp4 with uint8 storage are imitated)")
+            if self.precision != "bf16-true":
+                no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, no autocast, is imitated)")
+        if self.method not in ("full", "lora", "qlora"):
             no(f"method {self.method!r}")
         if self.precision in ("bf16-mixed", "fp16-mixed"):
             no(f"precision {self.precision}: autocast does not apply to meta tensors; not imitated yet")
@@ -134,12 +146,13 @@ class Request:
         for name, v in (("seq_len", self.seq_len), ("batch", self.batch), ("grad_accum", self.grad_accum)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"request field {name}: bad value {v!r} (want a positive integer)")
-        if self.method == "lora" and (not isinstance(self.lora_rank, int) or self.lora_rank < 1):
+        if self.method in ("lora", "qlora") and (not isinstance(self.lora_rank, int) or self.lora_rank < 1):
             raise ValueError(f"request field lora_rank: bad value {self.lora_rank!r}")
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"request field lora_dropout: bad value {self.lora_dropout!r}")
 
 
+QLORA_QUANTS = ("nf4", "nf4-dq", "fp4")  # oracle/qlora.py imitates these
 DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32}
 
 
@@ -495,7 +508,7 @@ def build(config_dir: str, req: Request):
     if kw and model.config._experts_implementation != EXPERTS:
         raise NotSimulated(f"{cfg.model_type}: experts implementation {model.config._experts_implementation!r}, not {EXPERTS}")
     targets: list[str] = []
-    if req.method == "lora":
+    if req.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
         scopes = {s.strip().lower() for s in req.lora_targets} & {"mlp", "all-linear", "all_linear", "all"}
@@ -512,6 +525,8 @@ def build(config_dir: str, req: Request):
             target_modules=targets,
             task_type="CAUSAL_LM",
         )
+        if req.method == "qlora":
+            _qlora_prepare(model, req, lc)
         with torch.device("meta"):
             model = get_peft_model(model, lc)
         tp = getattr(model.peft_config["default"], "target_parameters", None)
@@ -534,6 +549,22 @@ def build(config_dir: str, req: Request):
     return model, targets
 
 
+def _qlora():
+    try:
+        from oracle import qlora
+    except ImportError:  # run from estimate --simulate's directory, beside fakestep.py
+        import qlora
+    return qlora
+
+
+def _qlora_prepare(model, req: Request, lc) -> None:
+    """QLoRA's loading and kbit preparation, before get_peft_model (oracle/qlora.py)."""
+    q = _qlora()
+    q.quantize_model(model, req.quant, compute_dtype=torch.bfloat16)
+    q.prepare(model, req.grad_ckpt == "full")
+    lc._register_custom_module({q.Linear4bit: q.lora_layer_class()})
+
+
 def _param_groups(model: torch.nn.Module):
     """HF Trainer's two groups: weight decay on all but biases and norms."""
     decay, no_decay = [], []
@@ -549,7 +580,7 @@ def build_key(req: Request) -> tuple:
     them can share one model and differ only in shapes (seq_len, batch,
     grad_accum) and the optimizer."""
     return (req.method, req.precision, req.attn, req.grad_ckpt, req.lora_rank, req.lora_alpha,
-            tuple(req.lora_targets), req.lora_dropout)
+            tuple(req.lora_targets), req.lora_dropout) + ((req.quant,) if req.method == "qlora" else ())
 
 
 def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: bool = False) -> Result:
@@ -649,7 +680,10 @@ def model_id(config_dir: str) -> str:
 
 def case_id(model: str, req: Request) -> str:
     """The row id of a request on a model: readable fields and a hash of the whole request."""
-    key = json.dumps(dataclasses.asdict(req), sort_keys=True)
+    d = dataclasses.asdict(req)
+    if req.method != "qlora":
+        del d["quant"]  # the ids of the other methods' rows predate the field
+    key = json.dumps(d, sort_keys=True)
     slug = model.replace("/", "-").lower()
     return f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
@@ -664,7 +698,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
     gib = res.peak_bytes / 2**30
     state_dtype = None
     if req.optimizer == "adamw_torch":
-        state_dtype = (res.adapter_dtype if req.method == "lora" else str(DTYPES[req.precision]).removeprefix("torch."))
+        state_dtype = (res.adapter_dtype if req.method in ("lora", "qlora") else str(DTYPES[req.precision]).removeprefix("torch."))
         state_dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(state_dtype, state_dtype)
     phases = ", ".join(f"{k} {v / 2**30:.3f}" for k, v in res.phase_peak_bytes.items())
     moe = f"MoE experts {EXPERTS} (sizes independent of routing); " if res.experts else ""
@@ -675,6 +709,10 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
     if any("." in t for t in res.lora_targets):
         row_targets = list(req.lora_targets)
         moe += f"LoRA modules {', '.join(res.lora_targets)}; "
+    qnote = ""
+    if req.method == "qlora":
+        qnote = (f"QLoRA: bitsandbytes {_qlora().BNB_VERSION}'s Linear4bit/MatMul4Bit imitated (oracle/qlora.py), "
+                 "kbit preparation by PEFT's own function; ")
     return {
         "id": rid,
         "source": f"canifinetune fake-tensor oracle (oracle/fakestep.py; {versions()}): two training steps on meta tensors, live storages rounded to 512 B",
@@ -684,10 +722,14 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
         "arch": arch,
         "method": req.method,
         "precision": req.precision,
-        "quant": None,
+        "quant": (
+            {"scheme": req.quant.removesuffix("-dq"), "double_quant": req.quant.endswith("-dq"), "compute_dtype": "bf16", "storage_dtype": "uint8"}
+            if req.method == "qlora"
+            else None
+        ),
         "lora": (
             {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 2 * req.lora_rank, "targets": row_targets, "extra_trainable": [], "dropout": req.lora_dropout}
-            if req.method == "lora"
+            if req.method in ("lora", "qlora")
             else None
         ),
         "seq_len": req.seq_len,
@@ -708,7 +750,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
-            f"{moe}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
+            f"{moe}{qnote}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }

@@ -1,12 +1,15 @@
 """The committed grid of oracle cases, its regeneration and its CI check.
 
     python -m oracle.grid [--jobs 2] [--models ORG/NAME,...] [--out evidence/oracle.jsonl]
+    python -m oracle.grid --methods qlora --merge   (one method's groups, merged into --out)
     python -m oracle.grid --check [--cases evidence/oracle.jsonl]
 
 The grid (PLAN) is one catalog model per model family that transformers
 implements natively, dense and MoE, each simulated by fakestep.simulate at
 
-    method          full, lora (LoRA r16 on the attention projections)
+    method          full, lora (LoRA r16 on the attention projections),
+                    qlora (the same adapters on a 4-bit base, dense models;
+                    see qlora_settings)
     grad_ckpt       none, full
     attn            sdpa, eager
     precision       bf16-true (every method x checkpointing x attention),
@@ -98,6 +101,24 @@ SLICE_MODELS = ["Qwen/Qwen2.5-0.5B", "google/gemma-3-1b-pt", "ibm-granite/granit
 SLICE_GROUPS = [2, 5, 7, 8]
 
 
+# QLoRA groups (oracle/qlora.py), after the others so that their seeds and
+# rows stay as they were: dense models only, bf16-loaded base with bf16
+# compute, double quantization on and off, checkpointing none and full, the
+# model's first attention implementation. MoE models are left out: their
+# experts are 3-D parameters, not nn.Linear, so transformers does not
+# quantize them and PEFT's kbit preparation casts them to fp32.
+QLORA_SHAPES = 3
+QLORA_QUANTS = ["nf4-dq", "nf4"]
+
+
+def qlora_settings(model: str, attn: str) -> list[tuple]:
+    with open(os.path.join(ROOT, "catalog", "models", model, "config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts"):
+        return []
+    return [("bf16-true", "qlora", c, attn, QLORA_SHAPES, q) for q in QLORA_QUANTS for c in ["none", "full"]]
+
+
 def groups(model: str) -> list[list[fakestep.Request]]:
     """The model's requests, grouped so that each group shares one built model."""
     n16, n32 = PLAN[model]
@@ -106,9 +127,12 @@ def groups(model: str) -> list[list[fakestep.Request]]:
         attns, n16 = ["eager"], 2 * n16
     settings = [("bf16-true", m, c, a, n16) for m, c, a in itertools.product(["full", "lora"], ["none", "full"], attns)]
     settings += [("fp32", m, "full", attns[0], n32) for m in ["full", "lora"]] if n32 else []
+    settings = [s + ("",) for s in settings]
+    settings += qlora_settings(model, attns[0])
     out = []
-    for prec, method, ckpt, attn, n in settings:
-        rng = random.Random(f"{model} {prec} {method} {ckpt} {attn}")
+    for prec, method, ckpt, attn, n, quant in settings:
+        seed = f"{model} {prec} {method} {ckpt} {attn}" + (f" {quant}" if quant else "")
+        rng = random.Random(seed)
         shapes = [(s, b, 1) for s in SEQ for b in BATCH]
         rng.shuffle(shapes)
         picked = []
@@ -117,7 +141,8 @@ def groups(model: str) -> list[list[fakestep.Request]]:
         g = []
         for s, b, a in picked:
             r = fakestep.Request(method=method, precision=prec, lora_rank=16, lora_targets=["attention"],
-                                 seq_len=s, batch=b, grad_accum=a, grad_ckpt=ckpt, attn=attn)
+                                 seq_len=s, batch=b, grad_accum=a, grad_ckpt=ckpt, attn=attn,
+                                 **({"quant": quant} if quant else {}))
             r.check()
             g.append(r)
         out.append(g)
@@ -258,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=CASES, help="where the rows go (default: evidence/oracle.jsonl)")
     ap.add_argument("--jobs", type=int, default=1, help="groups simulated at once, one process each")
     ap.add_argument("--resume", action="store_true", help="keep the cases a stopped run left in OUT.partial; simulate only the rest")
+    ap.add_argument("--methods", type=words, default=None,
+                    help="simulate only the groups of these methods (e.g. qlora), comma-separated")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows already in --out and add or replace the simulated ones")
     ap.add_argument("--check", action="store_true", help="re-simulate the CI slice and compare with --cases")
     ap.add_argument("--cases", default=CASES, help="the committed rows --check compares with")
     a = ap.parse_args(argv)
@@ -268,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         return check(a.cases, slice_units(), a.jobs)
     t0 = time.perf_counter()
-    units = [(m, g) for m in a.models for g in groups(m)]
+    units = [(m, g) for m in a.models for g in groups(m) if a.methods is None or g[0].method in a.methods]
     partial = a.out + ".partial"
     kept: list[dict] = []
     if a.resume and os.path.exists(partial):
@@ -282,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed, cpu = run(units, a.jobs, progress=True, partial=partial)
     want = {fakestep.case_id(m, r) for m in a.models for g in groups(m) for r in g}
     rows = list({r["id"]: r for r in kept + rows if r["id"] in want}.values())
+    if a.merge and os.path.exists(a.out):
+        with open(a.out) as f:
+            old = [json.loads(x) for x in f if x.strip()]
+        new = {r["id"] for r in rows}
+        rows = [r for r in old if r["id"] not in new] + rows
     for f in failed:
         print(f"grid: failed: {f}", file=sys.stderr)
     counts: dict[str, int] = {}

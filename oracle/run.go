@@ -23,6 +23,8 @@ var (
 	fakestepScript []byte
 	//go:embed simulate.py
 	driverScript []byte
+	//go:embed qlora.py
+	qloraScript []byte
 	//go:embed requirements.lock
 	lockFile []byte
 )
@@ -169,6 +171,7 @@ func Run(ctx context.Context, o Options) (*Simulation, error) {
 	}{
 		{filepath.Join(dir, "fakestep.py"), fakestepScript},
 		{filepath.Join(dir, "simulate.py"), driverScript},
+		{filepath.Join(dir, "qlora.py"), qloraScript},
 		{filepath.Join(dir, "request.json"), req},
 		{filepath.Join(cfgDir, "config.json"), o.ConfigJSON},
 	}

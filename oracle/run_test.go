@@ -71,7 +71,7 @@ func TestRunFailures(t *testing.T) {
 		errHas []string
 	}{
 		{"missing", Missing, []string{"/usr/bin/python3 cannot import transformers (ModuleNotFoundError: No module named 'transformers'), peft ("}},
-		{"refused", NotSimulated, []string{"not simulated: qlora: bitsandbytes' 4-bit layers are not faked"}},
+		{"refused", NotSimulated, []string{"not simulated: qlora quant 'int8' (nf4, nf4-dq and fp4"}},
 		{"error", Failed, []string{"DataDependent", "Traceback"}},
 		{"crash", Failed, []string{"exit status 139", "printed no result line", "Segmentation fault"}},
 		{"garbage", Failed, []string{"phase_peak_bytes.loss: bad value 500"}},

@@ -173,7 +173,7 @@ class Tiny(unittest.TestCase):
         self.assertIsNone(self.run_req(method="lora", seq_len=32).saved_by_op)
 
     def test_not_simulated(self):
-        for kw in ({"method": "qlora"}, {"precision": "bf16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
+        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "bf16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):
                 fakestep.Request.from_json(kw)
         with self.assertRaises(ValueError):
@@ -245,12 +245,12 @@ class CLI(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             req = os.path.join(d, "req.json")
             with open(req, "w") as f:
-                json.dump({"method": "qlora"}, f)
+                json.dump({"method": "qlora", "quant": "int8"}, f)
             cfg = os.path.join(ROOT, "catalog", "models", "Qwen", "Qwen2.5-0.5B")
             p = subprocess.run([sys.executable, "-m", "oracle.fakestep", cfg, req], cwd=ROOT, capture_output=True, text=True)
             self.assertEqual(p.returncode, 1)
             self.assertEqual(p.stdout, "")
-            self.assertIn("not simulated: qlora", p.stderr)
+            self.assertIn("not simulated: qlora quant 'int8'", p.stderr)
 
 
 if __name__ == "__main__":

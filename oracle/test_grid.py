@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import types
 import unittest
 
 from oracle import fakestep, grid
@@ -41,12 +42,37 @@ class Plan(unittest.TestCase):
         self.assertEqual(len(set(ids)), len(ids), "duplicate case ids")
         again = [fakestep.case_id(m, r) for m in grid.PLAN for g in grid.groups(m) for r in g]
         self.assertEqual(ids, again)
-        for field, want in (("method", {"full", "lora"}), ("grad_ckpt", {"none", "full"}), ("attn", {"sdpa", "eager"}),
+        for field, want in (("method", {"full", "lora", "qlora"}), ("grad_ckpt", {"none", "full"}), ("attn", {"sdpa", "eager"}),
                             ("precision", {"bf16-true", "fp32"}), ("seq_len", set(grid.SEQ)), ("batch", set(grid.BATCH)),
                             ("grad_accum", {1, 4})):
             self.assertEqual({getattr(r, field) for _, r in cases}, want, field)
         for m in grid.PLAN:
             self.assertTrue(os.path.isfile(os.path.join(grid.ROOT, "catalog", "models", m, "config.json")), m)
+
+    def test_qlora_groups_last_and_dense_only(self):
+        """QLoRA groups come after the others (their seeds and rows unchanged), dense models only,
+        double quantization on and off, checkpointing none and full."""
+        for m in grid.PLAN:
+            gs = grid.groups(m)
+            methods = [g[0].method for g in gs]
+            n = methods.count("qlora")
+            self.assertNotIn("qlora", methods[: len(methods) - n], m)
+            with open(os.path.join(grid.ROOT, "catalog", "models", m, "config.json")) as f:
+                moe = fakestep.is_moe(types.SimpleNamespace(**json.load(f)))
+            if moe:
+                self.assertEqual(n, 0, m)
+                continue
+            q = [g[0] for g in gs if g[0].method == "qlora"]
+            self.assertEqual({(r.quant, r.grad_ckpt) for r in q}, {(a, c) for a in grid.QLORA_QUANTS for c in ("none", "full")}, m)
+            self.assertEqual({r.precision for r in q}, {"bf16-true"}, m)
+
+    def test_plan_committed(self):
+        """Every case of the plan has its row in the committed grid, and nothing else is there."""
+        plan = {fakestep.case_id(m, r) for m in grid.PLAN for g in grid.groups(m) for r in g}
+        with open(grid.CASES) as f:
+            committed = [json.loads(x)["id"] for x in f if x.strip()]
+        self.assertEqual(set(committed), plan)
+        self.assertEqual(committed, sorted(committed))
 
     def test_one_build_per_group(self):
         for m in grid.PLAN:

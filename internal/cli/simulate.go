@@ -31,7 +31,8 @@ const oracleName = "fake-tensor oracle: two training steps on meta tensors, live
 
 // notSimulatedByFlags are the requests the oracle would not see: flags its
 // request vocabulary does not carry. It refuses everything else it does not
-// imitate itself (QLoRA, mixed precision, sharding, fused kernels, …).
+// imitate itself (mixed precision, 8-bit or GPTQ bases, sharding, fused
+// kernels, …).
 func notSimulatedByFlags(c *EstimateCmd, cfg report.Config) string {
 	var why []string
 	if len(c.Extra) > 0 {

@@ -1,0 +1,116 @@
+package estimate
+
+import "github.com/canifinetune/canifinetune/hfconfig"
+
+// QLoRA on the transformers path as the oracle imitates it (oracle/qlora.py):
+// transformers' BitsAndBytesConfig(load_in_4bit) base loaded in bf16 with
+// bf16 compute, PEFT's prepare_model_for_kbit_training, PEFT's LoRA on
+// bitsandbytes' Linear4bit, no autocast.
+
+// hfQLoRA reports whether a QLoRA request is the one the oracle imitates: a
+// bitsandbytes 4-bit base (NF4 or FP4, with or without double
+// quantization) stored in uint8, its other parameters upcast to fp32 by
+// PEFT's kbit preparation, one precision (no autocast), a dense model.
+func hfQLoRA(r Request) bool {
+	if r.Method != QLoRA || r.Precision != BF16True || !upcastFrozen(r) {
+		return false
+	}
+	if r.Model.Experts > 0 {
+		// MoE experts are 3-D parameters, not Linears: transformers leaves
+		// them unquantized and PEFT's preparation casts them to fp32. The
+		// oracle grid has no MoE QLoRA rows to read that against.
+		return false
+	}
+	switch r.Quant {
+	case NF4, NF4DQ, FP4:
+	default:
+		return false
+	}
+	return r.QuantStorage == "" || r.QuantStorage == DtypeUint8
+}
+
+// bnbUnconverted are the model types whose Linears transformers does not
+// quantize: replace_with_bnb_linear (integrations/bitsandbytes.py) converts
+// a module only when type(module) is nn.Linear (or Conv1D), and Falcon's
+// FalconLinear is a subclass. Their weights stay in the load dtype, then
+// fp32 after PEFT's kbit preparation, and PEFT adapts them with its plain
+// LoRA Linear: a QLoRA request runs as LoRA on an fp32 base.
+var bnbUnconverted = map[string]bool{"falcon": true}
+
+// bnbBlock and bnbNestedBlock are bitsandbytes' quantize_4bit block (one
+// absmax per 64 weights) and, with double quantization, quantize_blockwise's
+// block over those absmax (256).
+const (
+	bnbBlock       = 64
+	bnbNestedBlock = 256
+)
+
+// bnb4bitStorage is what bitsandbytes keeps for a model's quantized Linears
+// (functional.py quantize_4bit, as oracle/qlora.py imitates it): the packed
+// weights, (n+1)/2 bytes each, and the quantization state: per Linear one
+// absmax per 64 weights (fp32; uint8 with double quantization, which adds
+// one fp32 absmax per 256 blocks, a copy of the 256-entry fp32 dynamic code
+// and an fp32 offset scalar) and the 16-entry fp32 4-bit code. Each of these
+// is its own allocation, counted in the caching allocator's 512-byte blocks.
+// weights is the quantized weight count (no biases: those stay parameters).
+func bnb4bitStorage(r Request) (packed, state, weights int64) {
+	if bnbUnconverted[r.Model.ModelType] {
+		return 0, 0, 0
+	}
+	dq := r.Quant.Spec().DoubleQuant
+	for _, l := range r.Model.Layers {
+		for _, lin := range l.Linears {
+			n := lin.In * lin.Out
+			blocks := (n + bnbBlock - 1) / bnbBlock
+			st := round512(4 * 16) // the 4-bit code
+			if dq {
+				st += round512(blocks) + round512(4*((blocks+bnbNestedBlock-1)/bnbNestedBlock)) + round512(4*256) + round512(4)
+			} else {
+				st += round512(4 * blocks)
+			}
+			packed += round512((n+1)/2) * lin.Copies
+			state += st * lin.Copies
+			weights += n * lin.Copies
+		}
+	}
+	return packed, state, weights
+}
+
+func round512(n int64) int64 { return (n + 511) / 512 * 512 }
+
+// bnbLinearTransient is the largest working set of one Linear4bit call
+// beyond its input and output in the residual dtype (oracle/qlora.py, after
+// bitsandbytes' nn/modules.py Linear4bit.forward and autograd/_functions.py
+// MatMul4Bit): the input cast to the bf16 compute dtype, the weight
+// dequantized into a bf16 temporary, and the bf16 product before its cast
+// back; the backward holds the same three (the gradient cast to bf16, the
+// weight dequantized again, the input's bf16 gradient).
+func bnbLinearTransient(r Request) float64 {
+	if bnbUnconverted[r.Model.ModelType] {
+		return 0
+	}
+	tokens := float64(r.SeqLen) * float64(r.Batch)
+	q := 0.0
+	for _, l := range r.Model.Layers {
+		for _, lin := range l.Linears {
+			in, out := float64(lin.In), float64(lin.Out)
+			q = max(q, 2*in*out+2*tokens*(in+out))
+		}
+	}
+	return q
+}
+
+// qloraMLPBackward is what the MLP's backward holds beyond the layer's saved
+// tensors, as the oracle's census at the peak of a checkpointed QLoRA step
+// shows it (Mistral-7B, 8,192 tokens): the gradient of the down projection's
+// input, cast back to the fp32 residual dtype from Linear4bit's bf16
+// (nn/modules.py: the input's .to(compute_dtype)), and, in a gated MLP, the
+// two gradients the product's backward makes (gate's activation and up);
+// in a two-matmul MLP the activation's gradient alone.
+func qloraMLPBackward(r Request) float64 {
+	grads := 2.0
+	if r.Model.MLP == hfconfig.MLPGated {
+		grads = 3
+	}
+	return grads * float64(residualBytes(r)) * float64(r.SeqLen) * float64(r.Batch) * float64(r.Model.ActiveFFN())
+}

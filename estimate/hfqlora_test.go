@@ -1,0 +1,107 @@
+package estimate
+
+import (
+	"testing"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
+
+// A one-layer model with one 128 x 256 Linear: 32,768 weights in 512 blocks
+// of 64, counted by hand from bitsandbytes' quantize_4bit.
+func TestBnb4bitStorage(t *testing.T) {
+	m := &hfconfig.Model{ModelType: "llama", NumLayers: 1, Layers: []hfconfig.Layer{{Linears: []hfconfig.Linear{{Name: "q_proj", In: 256, Out: 128, Copies: 1}}}}}
+	for _, tt := range []struct {
+		quant        Quant
+		packed, meta int64
+	}{
+		// 16,384 packed bytes; nf4: 512 fp32 absmax (2,048 B) and the 64-byte code (one 512-byte block).
+		{NF4, 16384, 2048 + 512},
+		// nf4-dq: 512 uint8 absmax, 2 fp32 second-level absmax, the 1 KiB dynamic code, the
+		// offset scalar and the 4-bit code: one 512-byte block each but the code's two.
+		{NF4DQ, 16384, 512 + 512 + 1024 + 512 + 512},
+		{FP4, 16384, 2048 + 512},
+	} {
+		packed, meta, n := bnb4bitStorage(Request{Model: m, Quant: tt.quant})
+		if packed != tt.packed || meta != tt.meta || n != 128*256 {
+			t.Errorf("%s: packed %d, state %d, weights %d; want %d, %d, %d", tt.quant, packed, meta, n, tt.packed, tt.meta, 128*256)
+		}
+	}
+}
+
+func TestHFQLoRAScope(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	base := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 1024, Batch: 2}
+	r, err := base.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hfExact(r) {
+		t.Fatal("nf4-dq QLoRA in bf16-true is not on the transformers path")
+	}
+	moe := base
+	moe.Model = catalogModel(t, "Qwen/Qwen1.5-MoE-A2.7B")
+	if q, err := moe.Normalize(); err == nil && hfExact(q) {
+		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
+	}
+	for name, mod := range map[string]func(*Request){
+		"bf16-mixed (autocast)": func(r *Request) { r.Precision = BF16Mixed },
+		"int8 base":             func(r *Request) { r.Quant = Int8 },
+		"bf16 quant storage":    func(r *Request) { r.QuantStorage = DtypeBF16 },
+		"no kbit upcast":        func(r *Request) { no := false; r.UpcastFrozen = &no },
+	} {
+		q := base
+		mod(&q)
+		if q, err := q.Normalize(); err == nil && hfExact(q) {
+			t.Errorf("%s: on the transformers path, which the oracle does not imitate", name)
+		}
+	}
+}
+
+// Falcon's FalconLinear is not an nn.Linear by type: transformers leaves it
+// unquantized, and the QLoRA estimate is the fp32 LoRA one's but for the
+// optimizer and adapters, which are the same: the two agree.
+func TestFalconQLoRAIsFP32LoRA(t *testing.T) {
+	m := catalogModel(t, "tiiuae/falcon-7b")
+	q := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 1024, Batch: 2, Stack: StackHFTrainer}
+	l := q
+	l.Method, l.Precision = LoRA, FP32
+	if packed, state, _ := bnb4bitStorage(q); packed != 0 || state != 0 {
+		t.Errorf("falcon: %d packed and %d state bytes, want none", packed, state)
+	}
+	if a, b := allocated(t, q), allocated(t, l); a != b {
+		t.Errorf("falcon QLoRA %d B, fp32 LoRA %d B: want equal", a, b)
+	}
+}
+
+// The weights: packed Linears and everything else in fp32, biases included.
+func TestHFQLoRAWeights(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B") // q/k/v carry biases
+	r := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 512, Batch: 1}
+	tt, rn, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed, _, n := bnb4bitStorage(rn)
+	if want := packed + (m.Params()-n)*4; tt.Weights != want {
+		t.Errorf("weights %d, want %d", tt.Weights, want)
+	}
+	if n >= m.LinearParams() {
+		t.Errorf("quantized weights %d include the biases (Linear params %d)", n, m.LinearParams())
+	}
+}
+
+// GPT-2's attention adapters in fp32 on an fp32 residual stream: lora_A of
+// c_attn keeps ln_1's output, and attn.c_proj's input is SDPA's saved output;
+// mlp.c_proj, of the same leaf name, is not adapted and reads nothing here.
+func TestGPT2AdapterInputsScoped(t *testing.T) {
+	m := catalogModel(t, "openai-community/gpt2")
+	r, err := Request{Model: m, Method: LoRA, Precision: FP32, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 512, Batch: 1}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hfAdapterSaved(r, 4, nil)
+	want := float64(4*16*2) + 4*float64(m.Hidden) // lora_B's inputs (rank) for two modules, and c_attn's input
+	if got != want {
+		t.Errorf("adapters save %.0f B per token and layer, want %.0f", got, want)
+	}
+}
