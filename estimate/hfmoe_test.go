@@ -44,6 +44,10 @@ func TestMoELayerSavedCensus(t *testing.T) {
 		// indices), the normalisation's clone 8·4 and sum 4, shared gate,
 		// up and silu 3·2·2048.
 		{"deepseek-ai/DeepSeek-V3", LoRA, 180224 + 32768 + 256 + 32 + 1024 + 36 + 12288, "deepseek_v3"},
+		// GPT-OSS (eager), k=4, I=2880, h=2880: 4·2·(2·2880+2880) for the
+		// grouped_mm outputs, clamp, sigmoid, their product and up + 1
+		// 4·4·2·2880, 4·32, bf16 weights 4·2 and the top-k softmax 4·2.
+		{"openai/gpt-oss-20b", LoRA, 69120 + 92160 + 128 + 8 + 8, "gpt_oss"},
 		// Trained: + 6·2·(2048+1408), the shared product 2·2816 and the
 		// router's fp32 input 4·2048.
 		{"deepseek-ai/DeepSeek-V2-Lite", Full, 58368 + 16896 + 192 + 24 + 256 + 16896 + 41472 + 5632 + 8192, "deepseek_v2 full"},

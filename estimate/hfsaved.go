@@ -127,6 +127,11 @@ func hfExact(r Request) bool {
 	if r.Method == LoRA && hfAdaptsRoutedExperts(r) {
 		return false
 	}
+	if m.ModelType == "gpt_oss" && (r.Method != LoRA || r.Attn != Eager) {
+		// transformers runs GPT-OSS with eager attention only; its trained
+		// experts (biases indexed per token) are not read yet.
+		return false
+	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
 		return false
 	}
@@ -364,6 +369,15 @@ func hfLayerSaved(r Request) hfSaved {
 			// matmul reads.
 			probs = A
 		}
+		if m.ModelType == "gpt_oss" {
+			// GPT-OSS's eager_attention_forward concatenates each head's
+			// sink logit to the scores and takes the softmax in the
+			// activation dtype, which the value matmul reads through a
+			// slice: one s × (s + 1) tensor a head, and the max subtracted
+			// before it keeps its int64 indices.
+			probs = A
+			layer += heads * (A + 8)
+		}
 		if m.ModelType == "gpt2" {
 			// GPT-2's eager_attention_forward: softmax in the activation
 			// dtype saves its output; attn_dropout then keeps a bool mask,
@@ -381,7 +395,7 @@ func hfLayerSaved(r Request) hfSaved {
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
-		if falcon || m.ModelType == "gpt2" {
+		if falcon || m.ModelType == "gpt2" || m.ModelType == "gpt_oss" {
 			// The softmax backward in the activation dtype: its gradient
 			// input and output.
 			s.ScoresBackward = heads * 2 * A
@@ -400,7 +414,7 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 		if ckptOn(r) {
 			s.Mask = A
-			if hfWindowed(r) && m.ModelType == "gemma2" {
+			if hfWindowed(r) && (m.ModelType == "gemma2" || m.ModelType == "gpt_oss") {
 				// Gemma 2 alternates sliding and full layers: a mask of
 				// each kind.
 				s.Mask = 2 * A
