@@ -116,7 +116,10 @@ func hfExact(r Request) bool {
 	default:
 		return false
 	}
-	if r.Precision.mixed() || (r.Method != Full && r.Method != LoRA && !hfQLoRA(r)) {
+	if r.Method != Full && r.Method != LoRA && !hfQLoRA(r) {
+		return false
+	}
+	if r.Precision.mixed() && !hfAutocastLoRA(r) && !hfAutocastFull(r) {
 		return false
 	}
 	m := r.Model
@@ -132,6 +135,11 @@ func hfExact(r Request) bool {
 		// experts (biases indexed per token) are not read yet.
 		return false
 	}
+	if r.Precision.mixed() && m.Experts > 0 {
+		// The MoE blocks were read without autocast only (the oracle's
+		// grid has no bf16-mixed MoE rows): the fitted shape applies.
+		return false
+	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
 		return false
 	}
@@ -141,6 +149,51 @@ func hfExact(r Request) bool {
 		return false
 	}
 	return true
+}
+
+// hfAutocastLoRA reports whether the request is the oracle's bf16-mixed
+// LoRA: a bf16 base (frozen, 2 bytes, as the emitted plans load it), fp32
+// adapters, the forward under torch.autocast("cuda", bfloat16). Autocast
+// leaves the base's bf16 matmuls as they are; what changes against
+// bf16-true is where an operator on autocast's lists meets a tensor of
+// another dtype: PEFT's fp32 copy of an adapted module's input goes into
+// lora_A's matmul, which casts it back to bf16 (hfAdapterSaved);
+// nn.LayerNorm and the pow in gelu_new run in fp32 (hfLayerSaved).
+func hfAutocastLoRA(r Request) bool {
+	return r.Precision == BF16Mixed && r.Method == LoRA && frozenBaseBytes(r) == 2 && adapterDtypeBytes(r) == 4 && hfAutocastSharding(r)
+}
+
+// hfAutocastSharding reports whether each GPU runs the oracle's autocast
+// step: one GPU or DDP replicas. FSDP's mixed precision gathers 16-bit
+// parameters, and DeepSpeed's bf16 trains 16-bit weights beside an fp32
+// master copy, neither of them autocast over fp32 modules.
+func hfAutocastSharding(r Request) bool {
+	s := r.Sharding.Strategy
+	return s == "" || s == NoSharding || s == DDP
+}
+
+// hfAutocastFull reports whether the request is a full fine-tune of fp32
+// weights under bf16 autocast, as HF Trainer runs bf16-mixed: the
+// embeddings, residual stream and norms in fp32, every matmul's inputs
+// cast to bf16 per call (a weight's cast cached for the autocast region:
+// the AutocastCache term), SDPA fed bf16 q, k and v.
+func hfAutocastFull(r Request) bool {
+	return r.Precision == BF16Mixed && r.Method == Full && r.paramBytes() == 4 && hfAutocastSharding(r)
+}
+
+// hfLinearReaders is how many Linears read the attention's pre-norm
+// output and the MLP's (or the residual stream, OLMo 2): q, k and v and
+// gate and up, or one fused projection each (Phi-3's qkv_proj and
+// gate_up_proj, GPT-2's and GPT-BigCode's c_attn and c_fc, GPT-NeoX's and
+// Falcon's query_key_value and dense_h_to_4h); Phi's q, k, v and fc1.
+func hfLinearReaders(modelType string) (attn, mlp float64) {
+	switch {
+	case hfFusedQKVTypes[modelType] || hfClassicMLPTypes[modelType] || modelType == "gpt_neox" || modelType == "falcon":
+		return 1, 1
+	case modelType == "phi":
+		return 3, 1
+	}
+	return 3, 2
 }
 
 // hfFalcon7BLayout reports whether a Falcon model has the layer hfLayerSaved
@@ -188,6 +241,17 @@ func hfWindowed(r Request) bool {
 func hfLayerSaved(r Request) hfSaved {
 	m := r.Model
 	A := float64(residualBytes(r))
+	// R is the residual stream's dtype (block inputs, norm inputs, the
+	// eager mask); A the matmul outputs' and what reads them. They differ
+	// only in a full fine-tune of fp32 weights under autocast, where the
+	// embeddings, residual adds and norms run in fp32 and every matmul
+	// returns bf16.
+	R := A
+	full := r.Method == Full
+	mixedFull := full && r.Precision.mixed()
+	if mixedFull {
+		A = float64(r.Precision.Spec().ComputeBytes)
+	}
 	h := float64(m.Hidden)
 	hd := float64(m.HeadDim)
 	if hd == 0 {
@@ -199,7 +263,6 @@ func hfLayerSaved(r Request) hfSaved {
 		hkv = hq
 	}
 	f := float64(m.ActiveFFN())
-	full := r.Method == Full
 	// Gemma's norms (Gemma 3's too) and OLMo 2's multiply by the weight in
 	// fp32, before the cast back; Llama's after it.
 	fp32Weight := m.ModelType == "gemma" || m.ModelType == "gemma2" || m.ModelType == "olmo2" || m.ModelType == "gemma3_text"
@@ -207,6 +270,16 @@ func hfLayerSaved(r Request) hfSaved {
 	// before them): q/k/v and gate/up read the residual stream itself.
 	postNormOnly := m.ModelType == "olmo2"
 
+	autocast := r.Precision.mixed() // hfAutocastLoRA or hfAutocastFull
+	// gelu_new (GPT-2's and Phi's NewGELUActivation in Python ops) saves
+	// four tensors of the MLP width: pow's input, tanh's output, 0.5·x and
+	// 1 + tanh, all in the activation dtype; under autocast pow (fp32
+	// list) casts its input to fp32 and what follows it promotes to fp32,
+	// so only 0.5·x stays 16-bit.
+	geluNew := 4 * A * f
+	if autocast {
+		geluNew = (4 + 4 + A + 4) * f
+	}
 	norm := 4 * h // the fp32 input (pow, mul)
 	layerNorm := hfLayerNormTypes[m.ModelType]
 	if layerNorm {
@@ -214,13 +287,36 @@ func hfLayerSaved(r Request) hfSaved {
 		// dtype (and per-row fp32 mean and rstd, left out), and computes
 		// the weight's gradient from them: no normalised copy.
 		norm = A * h
+		if autocast {
+			// layer_norm is on autocast's fp32 list: it saves the fp32
+			// cast of its input.
+			norm = 4 * h
+		}
 	}
 	// A sandwich norm (Gemma 2's post_attention_layernorm and
 	// post_feedforward_layernorm, OLMo 2's only norms) feeds the residual
 	// add, not a Linear: no trained module saves its output.
 	sandwich := 4 * h
+	// casts is, under autocast with trained weights, the bf16 casts of the
+	// pre-norms' outputs (or the residual) that the trained Linears save:
+	// autocast casts a non-leaf per call, so q, k and v each keep one.
+	casts, finalCast := 0.0, 0.0
 	if full {
 		switch {
+		case mixedFull:
+			if !layerNorm {
+				// the fp32 normalised output, for the weight's gradient
+				// (the input dtype is fp32: no cast back)
+				norm += 4 * h
+			}
+			if fp32Weight {
+				sandwich += 4 * h
+			} else {
+				sandwich += A * h
+			}
+			attnIn, mlpIn := hfLinearReaders(m.ModelType)
+			casts = A * h * (attnIn + mlpIn)
+			finalCast = A * h // the output layer's input
 		case layerNorm:
 			norm += A * h // the trained q/k/v or gate/up's input
 		case fp32Weight:
@@ -233,13 +329,16 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	// pre is what the two pre-norms (or, without them, the trained
 	// projections reading the residual stream) save.
-	pre := 2 * norm
+	pre := 2*norm + casts
 	switch {
 	case postNormOnly:
 		sandwich *= 2
 		pre = 0
 		if full {
 			pre = 2 * A * h
+		}
+		if mixedFull {
+			pre = casts
 		}
 	case m.ModelType == "gemma2" || m.ModelType == "gemma3_text":
 		sandwich *= 2 // beside the two pre-norms
@@ -260,6 +359,17 @@ func hfLayerSaved(r Request) hfSaved {
 				pre -= A * h
 			}
 		}
+		if autocast {
+			// layer_norm runs in fp32: on a full fine-tune's fp32 block
+			// input it saves that input once, beside the trained
+			// projections' casts of its output; on a bf16 base each
+			// LayerNorm saves its own fp32 cast of the input (GPT-NeoX's
+			// two).
+			pre = 4*h + casts
+			if !full && m.ModelType == "gpt_neox" {
+				pre = 8 * h
+			}
+		}
 	}
 	// The MLP: gated saves gate, up and the activation's output, and a
 	// trained down_proj their product; the two-matmul one saves the first
@@ -278,7 +388,7 @@ func hfLayerSaved(r Request) hfSaved {
 	if hfClassicMLPTypes[m.ModelType] {
 		mlp = A * f // F.gelu(approximate="tanh") saves its input only
 		if m.ModelType == "gpt2" {
-			mlp = 4 * A * f // gelu_new, as Phi's
+			mlp = geluNew // as Phi's
 		}
 		if full {
 			mlp += A * f
@@ -293,7 +403,7 @@ func hfLayerSaved(r Request) hfSaved {
 	if parallel {
 		mlp = A * f
 		if phi {
-			mlp = 4 * A * f
+			mlp = geluNew
 		}
 		if full {
 			mlp += A * f
@@ -314,9 +424,9 @@ func hfLayerSaved(r Request) hfSaved {
 		// norm keeping nothing for the backward (no fp32 input, no rsqrt;
 		// the cause is not traced yet); trained, or after checkpointed
 		// blocks, it keeps its tensors like the layers' norms.
-		s.Final = norm
+		s.Final = norm + finalCast
 	}
-	s.BlockInput = A * h
+	s.BlockInput = R * h
 	layer := pre + sandwich + mlp
 	mla := hfMLAShape(m)
 	if mla != nil {
@@ -413,11 +523,11 @@ func hfLayerSaved(r Request) hfSaved {
 			s.FirstPassScores = heads * 4 * A
 		}
 		if ckptOn(r) {
-			s.Mask = A
+			s.Mask = R // built in the model's dtype
 			if hfWindowed(r) && (m.ModelType == "gemma2" || m.ModelType == "gpt_oss") {
-				// Gemma 2 alternates sliding and full layers: a mask of
-				// each kind.
-				s.Mask = 2 * A
+				// Gemma 2 and GPT-OSS alternate sliding and full
+				// layers: a mask of each kind.
+				s.Mask = 2 * R
 			}
 		}
 	} else {
@@ -463,7 +573,7 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.Layer = layer
 	s.PostAttn = post
-	if r.Method == LoRA && r.LoRARank > 0 && !ckptOn(r) && !parallel && !postNormOnly && !layerNorm && !hfAdaptsAttention(r) {
+	if r.Method == LoRA && r.LoRARank > 0 && !ckptOn(r) && !r.Precision.mixed() && !parallel && !postNormOnly && !layerNorm && !hfAdaptsAttention(r) {
 		s.FirstUnsaved = max(0, layer-mlp+hfFirstMLP(r, A, gated)-hfFirstBlockKept(r, A, norm, gated))
 		s.FirstUnsavedScores = true
 	}
@@ -485,6 +595,16 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	if r.LoRADropout != nil && *r.LoRADropout > 0 {
 		per = ad + 1 // dropout's output and its bool mask
 	}
+	rankBytes := ad // lora_A's output, which lora_B saves
+	if hfAutocastLoRA(r) {
+		// Under autocast lora_A's F.linear casts its input (PEFT's fp32
+		// copy, or dropout's fp32 output) to bf16 and saves that cast;
+		// lora_B saves lora_A's bf16 output.
+		per, rankBytes = 2, 2
+		if r.LoRADropout != nil && *r.LoRADropout > 0 {
+			per = 2 + 1 // with dropout's bool mask
+		}
+	}
 	m := r.Model
 	sums, err := adapterTargets(m, r.LoRATargets)
 	if err != nil {
@@ -500,7 +620,7 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 			kept = append(kept, t)
 		}
 	}
-	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
+	saved := per*float64(in) + rankBytes*float64(r.LoRARank*modules)
 	if per == 0 && len(kept) > 0 {
 		// Adapters in the activations' dtype read the module's own input,
 		// which a frozen module does not save but lora_A does: once per
@@ -608,6 +728,13 @@ func qkvOnly(name string) bool {
 // (the Trainer drops the model outputs before the backward).
 const hfLogitBytes = 12
 
+// hfForwardLogitBytes is what the stock loss holds per logit inside the
+// forward, when cross_entropy has run: the 16-bit logits (2 B), their fp32
+// upcast (4 B) and the log-softmax (4 B). Under bf16-mixed the Trainer's
+// forward returns through accelerate's convert_to_fp32, which makes an
+// fp32 copy of the logits once the fp32 upcast is gone: 10 B again.
+const hfForwardLogitBytes = 10
+
 // hfActivations is, for hfExact requests, what the forward keeps for the
 // backward (acts) and the transient that competes with the loss chain
 // (recompute): under checkpointing, one block recomputed with its saved
@@ -628,10 +755,24 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 			blocks = 1 // the others' inputs wait in host RAM
 		}
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
-		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved
+		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved + hfAdapterCasts(r)/L
 	}
 	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
-	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved + hfAdapterCasts(r), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+}
+
+// hfAdapterCasts is, under autocast, the bf16 casts of the adapters' fp32
+// weights: autocast caches the cast of a leaf that requires grad for the
+// whole autocast region, and the adapters' matmuls save them for the
+// backward (lora_A's only where its input requires grad, which the first
+// layer's q, k and v inputs do not: a few rank × hidden casts, left in).
+// Under checkpointing the forward's casts go with the autocast region (the
+// blocks save nothing), and the recomputation casts one block's again.
+func hfAdapterCasts(r Request) float64 {
+	if !hfAutocastLoRA(r) {
+		return 0
+	}
+	return 2 * float64(adapterParams(r))
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first

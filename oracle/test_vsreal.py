@@ -45,6 +45,9 @@ class Plan(unittest.TestCase):
         both = vsreal.refusal(row(precision="bf16-mixed", sharding={"strategy": "fsdp_full_shard"}, gpu={"count": 4}))
         self.assertIn("autocast", both)
         self.assertIn("fsdp_full_shard over 4 GPUs", both)
+        # The HF stack runs bf16-mixed under the autocast imitation; fp16-mixed's scaler is not imitated.
+        self.assertIsNone(vsreal.refusal(row(precision="bf16-mixed", framework="hf-trainer")))
+        self.assertIn("GradScaler", vsreal.refusal(row(precision="fp16-mixed", framework="hf-trainer")) or "")
 
     def test_request_and_dropout(self):
         q = vsreal.request(row(grad_accum=None, notes="lora_dropout 0.1; measured ..."))
