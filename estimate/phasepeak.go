@@ -307,6 +307,11 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		hs := hfLayerSaved(r)
 		t.HF = &hs
 	}
+	if litgptExact(r) {
+		// LitGPT's own blocks, spelled out the same way (litgptsaved.go).
+		hs := litgptLayerSaved(r)
+		t.HF = &hs
+	}
 	t.Loss = lossPath(r)
 	switch t.Loss {
 	case "full":
@@ -561,6 +566,9 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 	switch loss {
 	case "litgpt":
 		logitsCoef = k.LogitsLitGPT
+		if litgptExact(r) {
+			logitsCoef = litgptLogitBytes(r)
+		}
 	case "chunked":
 		logitsCoef = chunkedLogitBytes
 	case "full":

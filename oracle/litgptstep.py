@@ -209,6 +209,26 @@ class Result:
     cpu_s: float
 
 
+class _CensusBytes(LiveBytes):
+    """LiveBytes that records origins and, at each new overall peak, its
+    phase, the operator that made it and what is live beside the model's
+    parameters and buffers, by origin (the census's "peak")."""
+
+    def __init__(self, params_of: torch.nn.Module) -> None:
+        super().__init__()
+        self.origin = {}
+        self._model = params_of
+        self.at_peak: dict[str, Any] = {}
+
+    def track(self, t: torch.Tensor) -> None:
+        before = self.peak
+        super().track(t)
+        if self.peak > before and self.phase not in ("setup", "validate"):
+            skip = {p.untyped_storage()._cdata for p in self._model.parameters()}
+            skip |= {b.untyped_storage()._cdata for b in self._model.buffers()}
+            self.at_peak = {"phase": self.phase, "op": self._op, "bytes": self.peak, "live": self.by_origin(exclude=skip)}
+
+
 @contextlib.contextmanager
 def _cuda_path():
     F = torch.nn.functional
@@ -232,15 +252,22 @@ def _fabric_forward(model: torch.nn.Module, plugin: Any, *args: Any, **kwargs: A
 
 
 def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, validate_iters: int = 2,
-             built: Built | None = None, config_overrides: dict[str, Any] | None = None) -> Result:
-    """Runs LitGPT's sanity-check validation and `steps` optimizer steps."""
+             built: Built | None = None, config_overrides: dict[str, Any] | None = None,
+             census: dict[str, Any] | None = None) -> Result:
+    """Runs LitGPT's sanity-check validation and `steps` optimizer steps.
+
+    census, a dict, is filled (first training micro-batch) with what each
+    block's forward leaves alive ("blocks": one {origin: bytes} per block),
+    what the forward leaves alive after the last block ("head"), what the
+    loss adds ("loss"), and the live bytes at the end of the forward and of
+    the loss ("live_forward", "live_loss")."""
     from litgpt.utils import chunked_cross_entropy
 
     c0, t0 = time.process_time(), time.perf_counter()
     b = built if built is not None else build(name, req, config_overrides)
     model, plugin = b.model, b.plugin
     t1 = time.perf_counter()
-    live = LiveBytes()
+    live = _CensusBytes(params_of=model) if census is not None else LiveBytes()
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     for p in params:
@@ -270,21 +297,46 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
         # from one iteration into the next: the previous micro-batch's logits
         # are only released when the next forward returns and is assigned.
         logits = loss = None
+        first = census is not None
         for _ in range(steps):
             for _ in range(micro):
                 live.set_phase("forward")
+                if first:
+                    hooks, before, lastkeys = [], {}, [set(live.live)]
+                    census["blocks"] = []
+
+                    def pre(mod, _a, _before=before):
+                        _before["k"] = set(live.live)
+
+                    def post(mod, _a, _o, _before=before):
+                        census["blocks"].append(live.by_origin(exclude=_before["k"]))
+                        lastkeys[0] = set(live.live)
+
+                    for blk in model.transformer.h:
+                        hooks.append(blk.register_forward_pre_hook(pre))
+                        hooks.append(blk.register_forward_hook(post))
                 ids = torch.zeros((B, T), dtype=torch.long, device="meta")
                 targets = torch.zeros((B, T), dtype=torch.long, device="meta")
                 if req.method == "lora":
                     logits = _fabric_forward(model, plugin, ids, lm_head_chunk_size=LM_HEAD_CHUNK)
                 else:
                     logits = _fabric_forward(model, plugin, ids)
+                if first:
+                    for hk in hooks:
+                        hk.remove()
+                    census["head"] = live.by_origin(exclude=lastkeys[0])
+                    census["live_forward"] = live.cur
+                    fwdkeys = set(live.live)
                 live.set_phase("loss")
                 if req.method == "lora":
                     logits[-1] = logits[-1][..., :-1, :]
                     loss = chunked_cross_entropy(logits, targets[..., 1:])
                 else:
                     loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
+                if first:
+                    census["loss"] = live.by_origin(exclude=fwdkeys)
+                    census["live_loss"] = live.cur
+                    first = False
                 live.set_phase("backward")
                 plugin.backward(loss / req.grad_accum, model)
             grads_bytes = live.bytes_of(p.grad for p in trainable)
@@ -293,6 +345,8 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
             opt.zero_grad()
         del logits, loss, ids, targets
         live.set_phase("done")
+    if census is not None:
+        census["peak"] = live.at_peak
     state = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
     phases = {k: v for k, v in live.phase_peak.items() if k in ("validate", "forward", "loss", "backward", "optimizer")}
     return Result(
@@ -342,7 +396,10 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
         "quant": None,
         "lora": (
             {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 16,
-             "targets": [k for k, v in built.switches.items() if v], "extra_trainable": []}
+             # the request's target names (the schema's HF module names,
+             # which the estimator reads); the LitGPT switches they turn
+             # on are in the notes.
+             "targets": list(req.lora_targets), "extra_trainable": []}
             if req.method == "lora" else None
         ),
         "seq_len": req.seq_len,
@@ -363,7 +420,7 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
         "notes": (
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
-            f"LitGPT config {built.config.name}; LoRA dropout {req.lora_dropout}; micro-batches run per step {res.micro_batches_run} of {req.grad_accum}; "
+            f"LitGPT config {built.config.name}; LoRA switches {', '.join(k for k, v in built.switches.items() if v) or 'none'}; LoRA dropout {req.lora_dropout}; micro-batches run per step {res.micro_batches_run} of {req.grad_accum}; "
             "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask), AdamW foreach; "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
@@ -375,9 +432,12 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m oracle.litgptstep", description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="LitGPT config name or HF org/name LitGPT knows (e.g. meta-llama/Llama-2-7b-hf)")
+    ap.add_argument("model", help="LitGPT config name or HF org/name LitGPT knows (e.g. meta-llama/Llama-2-7b-hf); a request object's own \"model\" field overrides it")
     ap.add_argument("request", help="JSON file: one request object or a list ('-' reads stdin)")
     ap.add_argument("--timing", action="store_true", help="print build/run/CPU seconds per case on stderr")
+    ap.add_argument("--census", action="store_true",
+                    help="print on stderr, per block, what its forward leaves alive by creating operator and dtype, then the head's and the loss's")
+    ap.add_argument("--layers", type=int, default=0, help="override the config's n_layer (census of a few blocks)")
     a = ap.parse_args(argv)
     try:
         raw = json.load(sys.stdin if a.request == "-" else open(a.request))
@@ -387,9 +447,13 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     for i, d in enumerate(raw if isinstance(raw, list) else [raw]):
         try:
+            name = d.get("model", a.model)
             req = Request.from_json(d.get("config", d))
-            b = build(a.model, req)
-            res = simulate(a.model, req, built=b)
+            b = build(name, req, {"n_layer": a.layers} if a.layers else None)
+            cen: dict[str, Any] | None = {} if a.census else None
+            res = simulate(name, req, built=b, census=cen)
+            if cen is not None:
+                print(json.dumps(cen, indent=1), file=sys.stderr)
         except NotSimulated as e:
             print(f"litgptstep: {a.request} request {i}: not simulated: {e}", file=sys.stderr)
             rc = 1
@@ -400,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if a.timing:
             print(f"litgptstep: {req.seq_len}x{req.batch} build {res.build_s:.2f}s run {res.run_s:.2f}s cpu {res.cpu_s:.2f}s", file=sys.stderr)
-        print(json.dumps(case(a.model, req, res, b)), flush=True)
+        print(json.dumps(case(name, req, res, b)), flush=True)
     return rc
 
 

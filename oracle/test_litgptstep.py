@@ -170,6 +170,28 @@ class TinyLitGPT(unittest.TestCase):
         self.assertEqual(litgptstep.lora_switches(["q_proj", "o_proj", "down_proj", "lm_head"]),
                          dict(query=True, key=False, value=False, projection=True, mlp=True, head=True))
 
+    def test_census_reads_without_changing_the_run(self):
+        kw = dict(method="lora", precision="bf16-true", lora_rank=8, lora_targets=["q_proj", "v_proj"],
+                  lora_dropout=0.05, seq_len=32, batch=2)
+        plain = self.run_req(**kw)
+        cen = {}
+        req = Request.from_json(kw)
+        over = dict(TINY, n_layer=3)
+        with_census = litgptstep.simulate(NAME, req, config_overrides=over, census=cen)
+        again = litgptstep.simulate(NAME, req, config_overrides=over)
+        self.assertEqual(with_census.peak_bytes, again.peak_bytes)
+        self.assertEqual(len(cen["blocks"]), 3)
+        # Blocks after the first read an input that needs a gradient: the
+        # same tensors each; the first saves less (no dropout mask on the
+        # frozen embeddings' norm, no fp32 copy of its input).
+        self.assertEqual(cen["blocks"][1], cen["blocks"][2])
+        self.assertLess(sum(cen["blocks"][0].values()), sum(cen["blocks"][1].values()))
+        self.assertIn("native_dropout bool", cen["blocks"][1])
+        self.assertNotIn("native_dropout bool", cen["blocks"][0])
+        # The loss's log-softmax over the fp32 logits of (seq_len - 1) positions.
+        self.assertEqual(cen["loss"]["_log_softmax float32"], r512(2 * 31 * V * 4))
+        self.assertGreater(plain.peak_bytes, 0)
+
 
 if __name__ == "__main__":
     unittest.main()
