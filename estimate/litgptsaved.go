@@ -88,6 +88,17 @@ func litgptQKVAdapters(r Request) (width, n int64) {
 	return width, n
 }
 
+// litgptAdaptsQuery reports whether the LoRA targets adapt the q slice.
+func litgptAdaptsQuery(r Request) bool {
+	for _, t := range r.LoRATargets {
+		switch strings.ToLower(strings.TrimSpace(t)) {
+		case "q_proj", "query", "q":
+			return true
+		}
+	}
+	return false
+}
+
 // litgptNormSaved is what one of LitGPT's RMSNorms keeps per token when its
 // input needs a gradient: the fp32 copy of its input (x.float(), 4 B per
 // element) and, per token, 16 B more the census attributes to the same
@@ -101,18 +112,21 @@ func litgptNormSaved(h float64) float64 { return 4*h + 16 + 4 }
 //   - norm_1 and norm_2 (litgptNormSaved each); a full fine-tune adds each
 //     norm's fp32 x·rsqrt (4h, for the weight's gradient) and its bf16 cast
 //     (2h);
-//   - the fused qkv output (2·(q+2kv) B): SDPA saves v, a view of it; under
-//     LoRA it is the sum of the base and adapter outputs;
-//   - the rotated q and k (torch.cat in apply_rope, 2·(q+kv));
-//   - SDPA's output (2q) and its fp32 log-sum-exp (4 per head); a full
-//     fine-tune adds the contiguous copy of its transposed output that proj
-//     reads (2q);
+//   - the rotated q and k (apply_rope's torch.cat, 2·(q+kv)) and SDPA's
+//     output (2q) and fp32 log-sum-exp (4 per head); a full fine-tune adds
+//     the contiguous copy of its transposed output that proj reads (2q);
+//   - with as many key/value heads as query heads, the fused qkv output
+//     (2·(q+2kv)): SDPA saves v, a view of it (under LoRA the sum of the
+//     base's and the adapters' outputs); with fewer, the repeat_interleave
+//     copies of k and v SDPA reads instead (2·2q), and the qkv output dies;
 //   - LLaMAMLP: fc_1's and fc_2's outputs and silu's (3·2·ffn); a full
 //     fine-tune adds the product proj reads (2·ffn);
 //   - LoRA: the adapter input, dropout's output (or the norm's bf16 output
 //     without dropout, 2h) with dropout's bool mask (h), lora_A's output
-//     (2·r per enabled slice) and lora_B's (the grouped convolution, 2 B per
-//     enabled output).
+//     (2·r per enabled slice) and, where a slice is left out and the qkv
+//     output is saved, lora_B's (the grouped convolution, 2 B per enabled
+//     output), which zero_pad scatters into the full width; a grouped-query
+//     block adapting q but not all three slices keeps one more 2q.
 //
 // The block's output (2h) is not saved: the next norm copies it to fp32.
 // The first block reads the frozen embeddings (LoRA): its norm_1 keeps no
@@ -121,15 +135,31 @@ func litgptLayerSaved(r Request) hfSaved {
 	m := r.Model
 	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
 	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
+	mha := m.KVHeads == m.Heads
 	norm := litgptNormSaved(h)
-	layer := 2*norm + 2*(q+2*kv) + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 3*2*ffn
+	layer := 2*norm + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 3*2*ffn
+	if mha {
+		layer += 2 * (q + 2*kv)
+	} else {
+		layer += 2 * 2 * q
+	}
 	var hs hfSaved
 	if r.Method == Full {
 		layer += 2*(4*h+2*h) + 2*q + 2*ffn
 		hs.Final = norm + 4*h + 2*h
 	} else {
 		w, n := litgptQKVAdapters(r)
-		layer += 2*h + 2*float64(r.LoRARank*n) + 2*float64(w)
+		layer += 2*h + 2*float64(r.LoRARank*n)
+		if mha && n < 3 {
+			layer += 2 * float64(w)
+		}
+		if !mha && n < 3 && litgptAdaptsQuery(r) {
+			// The census of a grouped-query block whose adapters cover q
+			// but not all three slices (Mistral 7B, q and v) shows one more
+			// q-sized torch.cat output saved (2q); with all three, or
+			// without q (TinyLlama, k), it does not.
+			layer += 2 * q
+		}
 		first := norm
 		if r.LoRADropout != nil && *r.LoRADropout > 0 {
 			layer += h
@@ -142,18 +172,36 @@ func litgptLayerSaved(r Request) hfSaved {
 	return hs
 }
 
+// litgptLMHeadChunk is the positions per chunk of LitGPT's LoRA forward
+// (lm_head_chunk_size=128) and of chunked_cross_entropy's default chunks.
+const litgptLMHeadChunk = 128
+
 // litgptLogitBytes is what LitGPT's loss chain holds per logit (s·b·vocab)
 // at the step's peak, beside every block's saved tensors, as the oracle
-// shows it. LoRA (lm_head_chunk_size=128): the end of the forward, where
-// Fabric's bf16-true plugin converts the bf16 logit chunks (2 B) to fp32
-// (4 B) while fit() still holds the previous micro-batch's fp32 logits
-// (4 B): 10. Full (one lm_head): the start of the backward, where
-// chunked_cross_entropy's gradient (the torch.cat of its chunks', fp32),
-// the slice's backward (a zero-padded fp32 copy) and the fp32 logits fit()
-// holds coexist: 12.
+// shows it: the larger of two moments.
+//
+// The end of the forward (LoRA, lm_head_chunk_size=128): Fabric's bf16-true
+// plugin converts the bf16 logit chunks (2 B) to fp32 (4 B) while fit()
+// still holds the previous micro-batch's fp32 logits (4 B): 10. A full
+// fine-tune's single lm_head output is converted the same way.
+//
+// The backward of the loss, chunk by chunk (chunked_cross_entropy, 128
+// positions each): the fp32 logits fit() holds (4 B), the log-softmax
+// gradients of the chunks done (4 B over all of them), and for the chunk
+// being done its saved log-softmax and nll_loss's gradient (8 B over one
+// chunk's share). A full fine-tune's loss reads a slice of the logits: once
+// the chunks are done, the torch.cat of their gradients, the slice's
+// zero-padded backward and the logits coexist: 12.
 func litgptLogitBytes(r Request) float64 {
+	chunk := min(1, float64(litgptLMHeadChunk)/float64(r.SeqLen))
+	b := max(10, 8+8*chunk)
 	if r.Method == Full {
-		return 12
+		b = max(b, 12)
 	}
-	return 10
+	return b
 }
+
+// litgptStepLogitBytes is what the optimizer step holds per logit beside
+// the gradients and states: fit() keeps the micro-batch's fp32 logits
+// referenced until the next forward has returned.
+const litgptStepLogitBytes = 4

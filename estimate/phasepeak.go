@@ -472,17 +472,24 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		accumulated = step
 		fwd += float64(step)
 	}
+	// LitGPT's fit() holds the last micro-batch's logits through the
+	// optimizer step (litgptStepLogitBytes).
+	stepHeld := 0.0
+	if litgptExact(r) {
+		stepHeld = litgptStepLogitBytes * t.LogitUnit
+	}
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
-	fwdWins := fwd >= float64(step)
-	e.Phases = Phases{Forward: int64(fwd), Step: step, ForwardPeak: fwdWins}
+	stepPeak := step + int64(stepHeld)
+	fwdWins := fwd >= float64(stepPeak)
+	e.Phases = Phases{Forward: int64(fwd), Step: stepPeak, ForwardPeak: fwdWins}
 	if fwdWins {
 		e.setComponent(CGradients, accumulated)
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
 	} else {
 		add(CActivations, 0)
-		add(CLogits, 0)
+		add(CLogits, int64(stepHeld))
 	}
 	alloc := e.componentSum()
 	// What max_memory_reserved shows on a card with room to spare: the
@@ -510,7 +517,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// The forward's blocks, released and cached, serve the larger
 		// optimizer-step phase that follows: only what the step does not
 		// reuse stays cached on top of its peak.
-		cached = max(0, cached-(step-int64(fwd)))
+		cached = max(0, cached-(stepPeak-int64(fwd)))
 	}
 	if r.GPUTotal > 0 {
 		// The allocator cannot hold more than the card: with little

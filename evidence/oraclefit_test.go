@@ -76,3 +76,59 @@ func checkOracleErrors(t *testing.T, name string, keep func(Case) bool, wantMed,
 		}
 	}
 }
+
+// litgptExactTypes are the model types whose LitGPT block the default
+// estimator spells out (estimate/litgptsaved.go); the LitGPT oracle's rows
+// of other types keep the fitted shape and are scored by validate, not here.
+var litgptExactTypes = []string{"llama", "mistral"}
+
+// The LitGPT stack's oracle rows (oracle-litgpt.jsonl: the LitGPT
+// development rows' configurations and probes of other shapes, from
+// oracle/testdata/litgpt-study.json) of the spelled-out model types: per
+// model type, median ≤ 1 %, p90 ≤ 3 %, worst ≤ 6 %.
+func TestOracleLitGPTHeld(t *testing.T) {
+	const name = "oracle-litgpt.jsonl"
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cases, err := ReadCases(f, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := estimate.ByName("")
+	errs := map[string][]float64{}
+	for _, c := range cases {
+		if !c.Simulated || c.Framework != "litgpt" || c.Measured.GiB == nil {
+			continue
+		}
+		p := Predict(def, c)
+		if p.Estimate == nil {
+			continue // a model type outside the catalog's reach: validate lists it
+		}
+		typ := p.Request.Model.ModelType
+		if !slices.Contains(litgptExactTypes, typ) {
+			continue
+		}
+		got := float64(p.Predicted(c.Measured.Kind)) / estimate.GiB
+		errs[typ] = append(errs[typ], 100*(got-*c.Measured.GiB) / *c.Measured.GiB)
+	}
+	for _, typ := range litgptExactTypes {
+		e := errs[typ]
+		if len(e) < 3 {
+			t.Errorf("%s: %d LitGPT oracle rows, want at least 3", typ, len(e))
+			continue
+		}
+		abs := make([]float64, len(e))
+		for i, v := range e {
+			abs[i] = math.Abs(v)
+		}
+		slices.Sort(abs)
+		med, p90, worst := abs[len(abs)/2], abs[int(math.Ceil(0.9*float64(len(abs))))-1], abs[len(abs)-1]
+		t.Logf("%s: %d rows, median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", typ, len(abs), med, p90, worst)
+		if med > 1 || p90 > 3 || worst > 6 {
+			t.Errorf("%s: LitGPT oracle error median %.2f %%, p90 %.2f %%, worst %.2f %%; want ≤ 1, 3, 6", typ, med, p90, worst)
+		}
+	}
+}
