@@ -36,7 +36,7 @@ func litgptExact(r Request) bool {
 	if !litgptExactTypes[m.ModelType] || m.Experts > 0 || m.MLP != hfconfig.MLPGated || m.SlidingWindow > 0 || m.LogitSoftcap > 0 {
 		return false
 	}
-	if r.Attn != SDPA || fusedCE(r) || r.Compile || len(r.Kernels) > 0 || r.OptimizerInBackward || r.DynamicShapes || r.Lengths != nil {
+	if r.Attn != SDPA || fusedCE(r) || r.Compile || len(r.Kernels) > 0 || r.OptimizerInBackward {
 		return false
 	}
 	if r.Sharding.GPUs > 1 || (r.Sharding.Strategy != "" && r.Sharding.Strategy != NoSharding) || r.Optimizer != AdamWTorch || (r.OptimizerStateDtype != "" && r.OptimizerStateDtype != DtypeBF16) {
