@@ -57,13 +57,15 @@ func TestDevFiguresPinned(t *testing.T) {
 	// reserved level bounded by the caching-allocator model raised it
 	// again, 1.37 → 1.51 GiB, and moved fsdpqlora-011, -016 and -017 —
 	// 22.5–23.1 GiB reserved on 24 GiB cards, estimated within 2.2 % — from
-	// marginal to no: 12 of 16).
+	// marginal to no: 12 of 16; LitGPT's exact path raised litgpt-hub-013,
+	// 18.41 GiB allocated on a 24 GiB A10G, from 17.78 to 18.38 GiB
+	// estimated, which moved it from marginal to no: 13 of 17).
 	cl := rep.Classification
 	if cl.PredictedYesOOM != 0 {
 		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
 	}
-	if cl.PredictedNoOK > 12 {
-		t.Errorf("%d of %d rows predicted no succeeded (pin: 12)", cl.PredictedNoOK, cl.PredictedNo)
+	if cl.PredictedNoOK > 13 {
+		t.Errorf("%d of %d rows predicted no succeeded (pin: 13)", cl.PredictedNoOK, cl.PredictedNo)
 	}
 	// Beats both references on MAPE over the same observations.
 	for _, ref := range []string{"seed000", "unsloth"} {
