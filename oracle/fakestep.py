@@ -469,7 +469,8 @@ def autocast_policies() -> dict[str, str]:
 
     path = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
     try:
-        text = open(path).read()
+        with open(path) as f:
+            text = f.read()
     except OSError as e:
         raise NotSimulated(f"bf16-mixed: torch's autocast operator lists ({path}) cannot be read: {e}") from e
     lists = {

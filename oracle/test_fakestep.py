@@ -220,10 +220,6 @@ class CLI(unittest.TestCase):
             self.assertIn("not simulated: qlora quant 'int8'", p.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 def _saved(fn):
     """Runs fn, returning its result and the tensors autograd saved, in
     order, as (shape, dtype, n) with n numbering distinct storages."""
@@ -420,3 +416,7 @@ class Autocast(unittest.TestCase):
             self.assertEqual(plain.adapter_dtype, "float32")
         finally:
             shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    unittest.main()
