@@ -50,8 +50,9 @@ as pinned in requirements.lock:
 
 Not imitated: bitsandbytes' CUDA kernels themselves (their workspaces, if
 any, are outside torch's counters), the fused ``gemm_4bit`` of
-bitsandbytes 0.50 and later (for at most 1536 tokens a step it skips the
-forward's dequantized temporary), paged optimizers (their states live in
+bitsandbytes 0.50 and later (for a matmul of at most 1536 tokens, where
+its per-architecture heuristic picks its own kernel for the GPU and the
+weight's shape, it skips the forward's dequantized temporary), paged optimizers (their states live in
 CUDA unified memory, outside ``max_memory_allocated``), 8-bit
 (``load_in_8bit``) bases, ``bnb_4bit_quant_storage`` other than uint8,
 autocast (bf16-mixed) runs.
