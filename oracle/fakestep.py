@@ -112,6 +112,11 @@ class Request:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
+        # estimate --json's task is not a field (the ids of the rows predate
+        # it) but must not be dropped: the oracle builds the causal-LM head.
+        task = d.get("task")
+        if task not in (None, "", "causal-lm"):
+            raise NotSimulated(f"task {task!r}: the oracle builds transformers' causal-LM model and loss (AutoModelForCausalLM), not this head")
         known = {f.name for f in dataclasses.fields(cls)}
         # estimate --json spells these without the lora_ prefix in places.
         aliases = {"rank": "lora_rank", "alpha": "lora_alpha", "targets": "lora_targets", "dropout": "lora_dropout"}

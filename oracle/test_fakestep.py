@@ -173,11 +173,17 @@ class Tiny(unittest.TestCase):
         self.assertIsNone(self.run_req(method="lora", seq_len=32).saved_by_op)
 
     def test_not_simulated(self):
-        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
+        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"},
+                   {"task": "sequence-classification"}, {"task": "seq2seq-lm", "target_len": 128}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):
                 fakestep.Request.from_json(kw)
         with self.assertRaises(ValueError):
             fakestep.Request.from_json({"seq_len": 0})
+        with self.assertRaisesRegex(fakestep.NotSimulated, "task 'sequence-classification'"):
+            fakestep.Request.from_json({"task": "sequence-classification"})
+        # estimate --json's causal-LM task is the oracle's own, and leaves the case id alone.
+        self.assertEqual(fakestep.case_id("m", fakestep.Request.from_json({"task": "causal-lm"})),
+                         fakestep.case_id("m", fakestep.Request.from_json({})))
 
 
 class CLI(unittest.TestCase):
