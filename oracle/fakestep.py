@@ -453,7 +453,7 @@ def _cuda_dropout(input, p=0.5, training=True, inplace=False):
 # would see one by one. cross_entropy is therefore given its parts' policy
 # (fp32); transformers' loss upcasts the logits before it anyway, and the
 # other composites the supported models call hold no listed operator.
-# oracle/test_fakestep.py (TestAutocast) compares the saved tensors with
+# oracle/test_fakestep.py (class Autocast) compares the saved tensors with
 # those the real autocast kernels save on fake CUDA tensors.
 
 AUTOCAST = {"bf16-mixed": torch.bfloat16}  # precision -> autocast dtype
