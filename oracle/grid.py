@@ -37,7 +37,7 @@ OUT.partial as the run goes; --resume keeps them and simulates only the
 groups not there yet (the result is the same file a single run writes).
 
 --check re-simulates the CI slice (the first case of the SLICE_GROUPS of
-the SLICE_MODELS) and fails unless every row equals, byte for byte, the
+the SLICE_MODELS and of their SLICE_EXTRA groups) and fails unless every row equals, byte for byte, the
 committed row with the same id; a slice with no case compared fails too.
 """
 
@@ -120,6 +120,13 @@ EAGER_ONLY = {"google/gemma-2-2b"}
 # checkpointing settings, attention implementations and precisions are checked.
 SLICE_MODELS = ["Qwen/Qwen2.5-0.5B", "google/gemma-3-1b-pt", "ibm-granite/granite-3.0-1b-a400m-base"]
 SLICE_GROUPS = [2, 5, 7, 8]
+# And the first case of more groups of the two dense members, so that every
+# method and precision of the plan is checked (test_grid holds the slice to
+# that): a bf16-mixed LoRA group with checkpointing (autocast re-entered by
+# the recomputation) and a QLoRA group on each (nf4 with double quantization
+# without checkpointing on Qwen2.5, nf4 with checkpointing on gemma-3), and
+# on gemma-3 the fp32 LoRA group and a bf16-mixed full group (checkpointing).
+SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14], "google/gemma-3-1b-pt": [9, 11, 13, 17]}
 
 
 # QLoRA groups (oracle/qlora.py), after the others so that the others' drawn
@@ -262,7 +269,7 @@ def write_rows(path: str, rows: list[dict]) -> None:
 
 
 def slice_units() -> list[tuple[str, list[fakestep.Request]]]:
-    return [(m, groups(m)[i][:1]) for m in SLICE_MODELS for i in SLICE_GROUPS]
+    return [(m, groups(m)[i][:1]) for m in SLICE_MODELS for i in SLICE_GROUPS + SLICE_EXTRA.get(m, [])]
 
 
 def check(path: str, units: list[tuple[str, list[fakestep.Request]]], jobs: int) -> int:

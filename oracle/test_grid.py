@@ -91,6 +91,16 @@ class Plan(unittest.TestCase):
             committed = {json.loads(x)["id"] for x in f if x.strip()}
         self.assertLessEqual(set(sl), committed, "the CI slice must be in the committed grid")
 
+    def test_slice_covers_every_method_and_precision(self):
+        """--check re-simulates a case of every (method, precision) the plan has, QLoRA's quant schemes
+        and bf16-mixed under checkpointing included."""
+        def kinds(units):
+            return {(r.method, r.precision, r.quant if r.method == "qlora" else "") for _, g in units for r in g}
+
+        sl = grid.slice_units()
+        self.assertEqual(kinds(sl), kinds((m, g) for m in grid.PLAN for g in grid.groups(m)))
+        self.assertIn(("lora", "bf16-mixed", "full"), {(r.method, r.precision, r.grad_ckpt) for _, g in sl for r in g})
+
 
 class Main(unittest.TestCase):
     """main's --methods/--precisions/--merge, with the simulation replaced by canned rows."""
