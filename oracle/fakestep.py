@@ -138,6 +138,9 @@ class Request:
                 no(f"qlora quant {self.quant!r} (nf4, nf4-dq and fp4 with uint8 storage are imitated)")
             if self.precision != "bf16-true":
                 no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, no autocast, is imitated)")
+            if self.seq_len == 1 and self.batch == 1 and self.grad_ckpt == "none":
+                no("qlora with seq_len 1, batch 1 and no checkpointing: bitsandbytes takes its one-token gemv_4bit path "
+                   "for the first layer's inputs (no gradient there), which is not imitated")
         if self.method not in ("full", "lora", "qlora"):
             no(f"method {self.method!r}")
         if self.precision == "fp16-mixed":

@@ -90,6 +90,8 @@ class Params4bit(torch.nn.Parameter):
 
 def quantize(weight: torch.Tensor, quant: str) -> tuple[torch.Tensor, QuantState]:
     """The packed weight and quantization state quantize_4bit leaves (meta)."""
+    if quant not in QUANTS:
+        raise ValueError(f"quant {quant!r}: the 4-bit schemes imitated are {', '.join(QUANTS)}")
     n = weight.numel()
     blocks = -(n // -BLOCK)
     dev = weight.device

@@ -47,6 +47,12 @@ class TestStorage(unittest.TestCase):
         got = storage_bytes(m.weight) + sum(storage_bytes(b) for b in m.buffers())
         self.assertEqual(got, want)
 
+    def test_unknown_quant_is_refused(self):
+        # fakestep's request check and this module name the same schemes; anything else is an error here.
+        self.assertEqual(set(fakestep.QLORA_QUANTS), set(qlora.QUANTS))
+        with self.assertRaisesRegex(ValueError, "quant 'int8'"):
+            self.layer("int8")
+
     def test_odd_sizes_round_up(self):
         w = torch.empty(3, 43, dtype=torch.bfloat16, device="meta")  # 129 weights: 65 bytes, 3 blocks
         m = qlora.Linear4bit(43, 3, False, torch.bfloat16, "nf4", w)
@@ -184,6 +190,18 @@ class TestModel(unittest.TestCase):
             fakestep.Request(method="qlora", precision="bf16-mixed").check()
         with self.assertRaises(fakestep.NotSimulated):
             fakestep.Request(method="qlora", quant="int8").check()
+        # One token: bitsandbytes' inference kernel, refused by the request check, not a
+        # NotImplementedError from the layer in the middle of a run.
+        with self.assertRaisesRegex(fakestep.NotSimulated, "seq_len 1, batch 1"):
+            fakestep.Request(method="qlora", seq_len=1, batch=1).check()
+        fakestep.Request(method="qlora", seq_len=1, batch=2).check()
+        fakestep.Request(method="qlora", seq_len=1, batch=1, grad_ckpt="full").check()  # inputs require grad
+
+    def test_one_token_runs_with_checkpointing(self):
+        (model, targets), req = self.build(ckpt="full")
+        req.seq_len, req.batch = 1, 1
+        req.check()
+        self.assertGreater(fakestep.simulate(self.dir, req, built=(model, targets)).peak_bytes, 0)
 
 
 if __name__ == "__main__":
