@@ -117,12 +117,18 @@ class Request:
         task = d.get("task")
         if task not in (None, "", "causal-lm"):
             raise NotSimulated(f"task {task!r}: the oracle builds transformers' causal-LM model and loss (AutoModelForCausalLM), not this head")
+        for k in ("kernels", "compile", "optimizer_in_backward"):
+            if d.get(k):
+                raise NotSimulated(f"{k} {d[k]!r}: Triton/CUDA kernels, torch.compile and optimizer steps in the backward do not run on meta tensors")
         known = {f.name for f in dataclasses.fields(cls)}
         # estimate --json spells these without the lora_ prefix in places.
         aliases = {"rank": "lora_rank", "alpha": "lora_alpha", "targets": "lora_targets", "dropout": "lora_dropout"}
         kw = {}
         for k, v in d.items():
             k = aliases.get(k, k)
+            if k not in known and k not in ESTIMATE_ONLY:
+                # A misspelt field would otherwise leave its default in place unsaid.
+                raise ValueError(f"request field {k!r}: unknown (the fields are {', '.join(sorted(known))})")
             if k in known and v is not None:
                 kw[k] = v
         r = cls(**kw)
@@ -169,6 +175,12 @@ class Request:
 
 
 QLORA_QUANTS = ("nf4", "nf4-dq", "fp4")  # oracle/qlora.py imitates these
+# Fields of estimate --json's config block that are not Request fields:
+# task, kernels, compile and optimizer_in_backward are checked by from_json;
+# target_len belongs to seq2seq (a task refused), seq_len_p50 to dynamic
+# padding (refused), stack to the Go side (it runs this oracle for the HF
+# Trainer stack only; litgptstep.py reads the same requests).
+ESTIMATE_ONLY = {"task", "kernels", "compile", "optimizer_in_backward", "target_len", "seq_len_p50", "stack"}
 # The dtype the model is built in; bf16-mixed keeps fp32 weights and runs
 # the forward under autocast (AUTOCAST).
 DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32, "bf16-mixed": torch.float32}

@@ -107,7 +107,12 @@ def lora_switches(targets: list[str]) -> dict[str, bool]:
 
 
 def check(req: Request) -> None:
-    """What this stack refuses beyond what fakestep.Request.check refuses."""
+    """What this stack refuses beyond what fakestep.Request.check refuses
+    (which accepts QLoRA and bf16-mixed: the HF stack imitates them)."""
+    if req.method not in ("full", "lora"):
+        raise NotSimulated(f"method {req.method!r}: the LitGPT stack simulates full and LoRA (bitsandbytes' 4-bit layers are imitated for the HF stack only)")
+    if req.precision not in PLUGIN_PRECISION:
+        raise NotSimulated(f"precision {req.precision}: the LitGPT stack simulates {', '.join(PLUGIN_PRECISION)} (Fabric's mixed-precision plugin is not imitated)")
     if req.optimizer != "adamw_torch":
         raise NotSimulated(f"optimizer {req.optimizer!r}: the LitGPT stack simulates torch AdamW (foreach)")
     if req.attn != "sdpa":

@@ -174,13 +174,17 @@ class Tiny(unittest.TestCase):
 
     def test_not_simulated(self):
         for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"},
-                   {"task": "sequence-classification"}, {"task": "seq2seq-lm", "target_len": 128}):
+                   {"task": "sequence-classification"}, {"task": "seq2seq-lm", "target_len": 128},
+                   {"kernels": ["liger-rmsnorm"]}, {"compile": True}, {"optimizer_in_backward": True}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):
                 fakestep.Request.from_json(kw)
         with self.assertRaises(ValueError):
             fakestep.Request.from_json({"seq_len": 0})
         with self.assertRaisesRegex(fakestep.NotSimulated, "task 'sequence-classification'"):
             fakestep.Request.from_json({"task": "sequence-classification"})
+        # A misspelt field is an error naming it, not a default used in silence.
+        with self.assertRaisesRegex(ValueError, "request field 'grad_ckp': unknown"):
+            fakestep.Request.from_json({"grad_ckp": "full"})
         # estimate --json's causal-LM task is the oracle's own, and leaves the case id alone.
         self.assertEqual(fakestep.case_id("m", fakestep.Request.from_json({"task": "causal-lm"})),
                          fakestep.case_id("m", fakestep.Request.from_json({})))
