@@ -371,6 +371,7 @@ class Result:
     trainable_params: int
     total_params: int
     micro_batches_run: int
+    later_seq_len: int | None  # the micro-batches after the first, when shorter
     build_s: float
     run_s: float
     cpu_s: float
@@ -399,8 +400,14 @@ def _fabric_forward(model: torch.nn.Module, plugin: Any, *args: Any, **kwargs: A
 
 
 def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, validate_iters: int = 2,
-             built: Built | None = None, config_overrides: dict[str, Any] | None = None, **build_kw: Any) -> Result:
-    """Runs LitGPT's sanity-check validation and `steps` optimizer steps."""
+             built: Built | None = None, config_overrides: dict[str, Any] | None = None,
+             later_seq_len: int | None = None, **build_kw: Any) -> Result:
+    """Runs LitGPT's sanity-check validation and `steps` optimizer steps.
+
+    later_seq_len: the length of every micro-batch after the first (default
+    the request's seq_len), for a run whose first batch alone is the longest
+    (lit-gpt's resource-table script put the longest sample first).
+    """
     from litgpt.utils import chunked_cross_entropy
 
     c0, t0 = time.process_time(), time.perf_counter()
@@ -444,11 +451,14 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
         # from one iteration into the next: the previous micro-batch's logits
         # are only released when the next forward returns and is assigned.
         logits = loss = None
+        first = True
         for _ in range(steps):
             for _ in range(micro):
                 live.set_phase("forward")
-                ids = torch.zeros((B, T), dtype=torch.long, device="meta")
-                targets = torch.zeros((B, T), dtype=torch.long, device="meta")
+                t = T if first or later_seq_len is None else later_seq_len
+                first = False
+                ids = torch.zeros((B, t), dtype=torch.long, device="meta")
+                targets = torch.zeros((B, t), dtype=torch.long, device="meta")
                 if req.method in ("lora", "qlora"):
                     logits = _fabric_forward(model, plugin, ids, lm_head_chunk_size=LM_HEAD_CHUNK)
                 else:
@@ -481,6 +491,7 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
         trainable_params=sum(p.numel() for p in trainable),
         total_params=sum(p.numel() for p in params),
         micro_batches_run=micro,
+        later_seq_len=later_seq_len,
         build_s=t1 - t0,
         run_s=time.perf_counter() - t1,
         cpu_s=time.process_time() - c0,
@@ -544,6 +555,8 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LitGPT config {built.config.name}; LoRA dropout {req.lora_dropout}; micro-batches run per step {res.micro_batches_run} of {req.grad_accum}; "
+            + (f"the first micro-batch at {req.seq_len} tokens, the later ones at {res.later_seq_len}; " if res.later_seq_len else "")
+            + 
             "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask), AdamW foreach; "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),

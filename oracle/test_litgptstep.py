@@ -167,9 +167,10 @@ class TinyLitGPT(unittest.TestCase):
     # QLoRA: Fabric's BitsandbytesPrecision, oracle/qlora.py's 4-bit storage,
     # bitsandbytes' PagedAdamW.
 
-    def qlora(self, quant="nf4", **kw):
+    def qlora(self, quant="nf4", seq_len=32, grad_accum=1, **kw):
         req = litgptstep.LitRequest.from_json(dict(method="qlora", quant=quant, optimizer="paged_adamw_32bit",
-                                                   lora_rank=8, lora_targets=["q_proj", "v_proj"], seq_len=32, batch=2))
+                                                   lora_rank=8, lora_targets=["q_proj", "v_proj"], seq_len=seq_len, batch=2,
+                                                   grad_accum=grad_accum))
         return req, litgptstep.build(NAME, req, config_overrides=TINY, **kw)
 
     def test_qlora_quantizes_every_linear_including_head_and_lora_bases(self):
@@ -272,6 +273,24 @@ class TinyLitGPT(unittest.TestCase):
                     y.sum().backward()
                 self.assertEqual(before - after, 0 if saves else r512(4 * 64 * 2))
                 self.assertEqual(leaf.grad.shape, leaf.shape)
+
+    def test_old_matmul4bit_stash_outlives_the_backward(self):
+        # ctx.tensors is not save_for_backward: the backward does not free it,
+        # and fit()'s loop keeps the previous micro-batch's graph (through
+        # logits and loss) until the next forward returns, so the previous
+        # inputs are live through the next forward; a shorter later batch
+        # leaves the first iteration's peak as the peak.
+        def fwd(saves, accum, later=None):
+            req, b = self.qlora("nf4", seq_len=64, grad_accum=accum, stable_embedding=False, bnb_saves_input=saves)
+            return litgptstep.simulate(NAME, req, built=b, steps=1, later_seq_len=later)
+
+        grow_old = fwd(True, 2).phase_peak_bytes["forward"] - fwd(True, 1).phase_peak_bytes["forward"]
+        grow_new = fwd(False, 2).phase_peak_bytes["forward"] - fwd(False, 1).phase_peak_bytes["forward"]
+        # At least the previous batch's MLP-projection inputs (2 x 64 x 128 bf16) per block.
+        self.assertGreaterEqual(grow_old - grow_new, 2 * r512(2 * 64 * I * 2))
+        short = fwd(True, 2, later=16)
+        self.assertEqual(short.later_seq_len, 16)
+        self.assertLess(short.peak_bytes, fwd(True, 2).peak_bytes)
 
     def test_stable_embedding_of_the_current_script(self):
         req, b = self.qlora("nf4", stable_embedding=True)

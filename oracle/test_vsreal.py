@@ -57,6 +57,10 @@ class Plan(unittest.TestCase):
         self.assertEqual(vsreal.litgpt_script(dict(r, source="no date")), {})
         self.assertEqual(vsreal.litgpt_script(row(source=src("2023-10-20"))), {})  # not QLoRA
 
+    def test_later_micro_batches_of_the_resource_table_script(self):
+        self.assertEqual(vsreal.later_seq_len(row(seq_len=1304, notes="first iteration deliberately uses the longest Alpaca sample")), 652)
+        self.assertIsNone(vsreal.later_seq_len(row(seq_len=512, notes="each batch padded to its longest sample")))
+
     def test_request_and_dropout(self):
         q = vsreal.request(row(grad_accum=None, notes="lora_dropout 0.1; measured ..."))
         self.assertEqual(q["grad_accum"], 1)
