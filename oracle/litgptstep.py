@@ -44,11 +44,42 @@ Where the meta path differs from LitGPT on CUDA, the CUDA path is imitated:
   micro-batch's logits are live through the next forward, and through the
   optimizer step; the oracle keeps them the same way.
 
-Not imitated (``NotSimulated``): QLoRA (bitsandbytes' 4-bit layers and paged
-8-bit optimizers are not faked), ``bf16-mixed`` (autocast does not act on
-meta tensors), FSDP / several devices, and the text generation LitGPT runs at
-each evaluation interval (no grad, KV cache of one sequence: far below the
-training peak for every case here).
+QLoRA (``method: qlora``, ``quant`` nf4 / nf4-dq / fp4, ``bf16-true``,
+optimizer ``paged_adamw_32bit``) follows ``--quantize bnb.<quant>``:
+
+* Fabric's ``BitsandbytesPrecision(quant, bf16)`` (lightning 2.6.6,
+  ``fabric/plugins/precision/bitsandbytes.py``): ``module_init_context``
+  swaps the class ``torch.nn.Linear`` for its 4-bit layer while the model is
+  built, and LitGPT passes no ``ignore_modules``, so every Linear is 4-bit:
+  the projections, the LM head, and the frozen ``linear`` inside LitGPT's
+  own LoRALinear / LoRAQKVLinear (the adapters are Parameters, bf16).
+  ``_Linear4bit.quantize`` casts the weight to ``torch.half`` before
+  ``quantize_4bit``, so the quantization state is fp16 and every matmul
+  dequantizes to fp16 and then copies to bf16. Storage and matmul are
+  ``oracle/qlora.py``'s (bitsandbytes 0.49.2, inside litgpt 0.5.13's range
+  >=0.45.2,<0.50); ``bnb_saves_input`` swaps in MatMul4Bit as it was before
+  bitsandbytes 0.43.2 (0.42.0, which LitGPT pinned in 2024, and 2023's
+  releases): ``ctx.tensors = (A, B)`` keeps the matmul's input, and since it
+  is a ctx attribute, not ``save_for_backward``, the backward does not free
+  it; it lives as long as the graph, which fit() keeps through the next
+  forward. Which bitsandbytes a measured row used is not recorded.
+* The optimizer is bitsandbytes' PagedAdamW (``instantiate_bnb_optimizer``):
+  fp32 states; those of parameters with at least 1e5 elements are in CUDA
+  unified memory (``get_paged``: cudaMallocManaged + ``torch.frombuffer``),
+  which ``torch.cuda.max_memory_allocated`` does not count, so they are left
+  out (``paged_state_bytes`` reports them); smaller parameters' states are
+  ``torch.zeros_like`` on the device and counted. The update is one kernel.
+* litgpt 0.5.13's script then swaps the embedding for bitsandbytes'
+  StableEmbedding (trainable weight and LayerNorm outside the optimizer,
+  so their gradients stay; the old embedding stays alive in ``main()``);
+  ``stable_embedding=False`` is the script before litgpt ae798aba
+  (2024-10-04).
+
+Not imitated (``NotSimulated``): ``bf16-mixed`` (autocast does not act on
+meta tensors), FSDP / several devices, the transient of loading and
+quantizing a checkpoint (one fp16 weight at a time, before training), and
+the text generation LitGPT runs at each evaluation interval (no grad, KV
+cache of one sequence: far below the training peak for every case here).
 """
 
 from __future__ import annotations
