@@ -38,6 +38,12 @@ type hfSaved struct {
 	// saved tensors, which are freed before it (hfMoEBackward; 0 for a dense
 	// model).
 	ExpertsBackward float64
+	// FirstUnsaved is, without checkpointing, what the first block saves
+	// less than Layer, per token, when LoRA adapts no module upstream of its
+	// MLP (hfFirstBlockKept); FirstUnsavedScores says its eager scores
+	// (Scores) are not saved either.
+	FirstUnsaved       float64
+	FirstUnsavedScores bool
 	// FirstPass and FirstPassScores are, under checkpointing, what one
 	// block's first forward (which saves nothing) holds at its peak beyond
 	// the blocks' inputs, per token and per token per unit of sequence
@@ -75,7 +81,7 @@ var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm;
 // Gemma3Attention's, in fp32 with 1 + weight) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
-var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true}
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true, "olmoe": true}
 
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
@@ -110,7 +116,10 @@ func hfExact(r Request) bool {
 	default:
 		return false
 	}
-	if r.Precision.mixed() || (r.Method != Full && r.Method != LoRA && !hfQLoRA(r)) {
+	if r.Method != Full && r.Method != LoRA && !hfQLoRA(r) {
+		return false
+	}
+	if r.Precision.mixed() && !hfAutocastLoRA(r) && !hfAutocastFull(r) {
 		return false
 	}
 	m := r.Model
@@ -119,6 +128,16 @@ func hfExact(r Request) bool {
 		return false
 	}
 	if r.Method == LoRA && hfAdaptsRoutedExperts(r) {
+		return false
+	}
+	if m.ModelType == "gpt_oss" && (r.Method != LoRA || r.Attn != Eager) {
+		// transformers runs GPT-OSS with eager attention only; its trained
+		// experts (biases indexed per token) are not read yet.
+		return false
+	}
+	if r.Precision.mixed() && m.Experts > 0 {
+		// The MoE blocks were read without autocast only (the oracle's
+		// grid has no bf16-mixed MoE rows): the fitted shape applies.
 		return false
 	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
@@ -130,6 +149,51 @@ func hfExact(r Request) bool {
 		return false
 	}
 	return true
+}
+
+// hfAutocastLoRA reports whether the request is the oracle's bf16-mixed
+// LoRA: a bf16 base (frozen, 2 bytes, as the emitted plans load it), fp32
+// adapters, the forward under torch.autocast("cuda", bfloat16). Autocast
+// leaves the base's bf16 matmuls as they are; what changes against
+// bf16-true is where an operator on autocast's lists meets a tensor of
+// another dtype: PEFT's fp32 copy of an adapted module's input goes into
+// lora_A's matmul, which casts it back to bf16 (hfAdapterSaved);
+// nn.LayerNorm and the pow in gelu_new run in fp32 (hfLayerSaved).
+func hfAutocastLoRA(r Request) bool {
+	return r.Precision == BF16Mixed && r.Method == LoRA && frozenBaseBytes(r) == 2 && adapterDtypeBytes(r) == 4 && hfAutocastSharding(r)
+}
+
+// hfAutocastSharding reports whether each GPU runs the oracle's autocast
+// step: one GPU or DDP replicas. FSDP's mixed precision gathers 16-bit
+// parameters, and DeepSpeed's bf16 trains 16-bit weights beside an fp32
+// master copy, neither of them autocast over fp32 modules.
+func hfAutocastSharding(r Request) bool {
+	s := r.Sharding.Strategy
+	return s == "" || s == NoSharding || s == DDP
+}
+
+// hfAutocastFull reports whether the request is a full fine-tune of fp32
+// weights under bf16 autocast, as HF Trainer runs bf16-mixed: the
+// embeddings, residual stream and norms in fp32, every matmul's inputs
+// cast to bf16 per call (a weight's cast cached for the autocast region:
+// the AutocastCache term), SDPA fed bf16 q, k and v.
+func hfAutocastFull(r Request) bool {
+	return r.Precision == BF16Mixed && r.Method == Full && r.paramBytes() == 4 && hfAutocastSharding(r)
+}
+
+// hfLinearReaders is how many Linears read the attention's pre-norm
+// output and the MLP's (or the residual stream, OLMo 2): q, k and v and
+// gate and up, or one fused projection each (Phi-3's qkv_proj and
+// gate_up_proj, GPT-2's and GPT-BigCode's c_attn and c_fc, GPT-NeoX's and
+// Falcon's query_key_value and dense_h_to_4h); Phi's q, k, v and fc1.
+func hfLinearReaders(modelType string) (attn, mlp float64) {
+	switch {
+	case hfFusedQKVTypes[modelType] || hfClassicMLPTypes[modelType] || modelType == "gpt_neox" || modelType == "falcon":
+		return 1, 1
+	case modelType == "phi":
+		return 3, 1
+	}
+	return 3, 2
 }
 
 // hfFalcon7BLayout reports whether a Falcon model has the layer hfLayerSaved
@@ -177,6 +241,17 @@ func hfWindowed(r Request) bool {
 func hfLayerSaved(r Request) hfSaved {
 	m := r.Model
 	A := float64(residualBytes(r))
+	// R is the residual stream's dtype (block inputs, norm inputs, the
+	// eager mask); A the matmul outputs' and what reads them. They differ
+	// only in a full fine-tune of fp32 weights under autocast, where the
+	// embeddings, residual adds and norms run in fp32 and every matmul
+	// returns bf16.
+	R := A
+	full := r.Method == Full
+	mixedFull := full && r.Precision.mixed()
+	if mixedFull {
+		A = float64(r.Precision.Spec().ComputeBytes)
+	}
 	h := float64(m.Hidden)
 	hd := float64(m.HeadDim)
 	if hd == 0 {
@@ -188,7 +263,6 @@ func hfLayerSaved(r Request) hfSaved {
 		hkv = hq
 	}
 	f := float64(m.ActiveFFN())
-	full := r.Method == Full
 	// Gemma's norms (Gemma 3's too) and OLMo 2's multiply by the weight in
 	// fp32, before the cast back; Llama's after it.
 	fp32Weight := m.ModelType == "gemma" || m.ModelType == "gemma2" || m.ModelType == "olmo2" || m.ModelType == "gemma3_text"
@@ -196,6 +270,16 @@ func hfLayerSaved(r Request) hfSaved {
 	// before them): q/k/v and gate/up read the residual stream itself.
 	postNormOnly := m.ModelType == "olmo2"
 
+	autocast := r.Precision.mixed() // hfAutocastLoRA or hfAutocastFull
+	// gelu_new (GPT-2's and Phi's NewGELUActivation in Python ops) saves
+	// four tensors of the MLP width: pow's input, tanh's output, 0.5·x and
+	// 1 + tanh, all in the activation dtype; under autocast pow (fp32
+	// list) casts its input to fp32 and what follows it promotes to fp32,
+	// so only 0.5·x stays 16-bit.
+	geluNew := 4 * A * f
+	if autocast {
+		geluNew = (4 + 4 + A + 4) * f
+	}
 	norm := 4 * h // the fp32 input (pow, mul)
 	layerNorm := hfLayerNormTypes[m.ModelType]
 	if layerNorm {
@@ -203,13 +287,36 @@ func hfLayerSaved(r Request) hfSaved {
 		// dtype (and per-row fp32 mean and rstd, left out), and computes
 		// the weight's gradient from them: no normalised copy.
 		norm = A * h
+		if autocast {
+			// layer_norm is on autocast's fp32 list: it saves the fp32
+			// cast of its input.
+			norm = 4 * h
+		}
 	}
 	// A sandwich norm (Gemma 2's post_attention_layernorm and
 	// post_feedforward_layernorm, OLMo 2's only norms) feeds the residual
 	// add, not a Linear: no trained module saves its output.
 	sandwich := 4 * h
+	// casts is, under autocast with trained weights, the bf16 casts of the
+	// pre-norms' outputs (or the residual) that the trained Linears save:
+	// autocast casts a non-leaf per call, so q, k and v each keep one.
+	casts, finalCast := 0.0, 0.0
 	if full {
 		switch {
+		case mixedFull:
+			if !layerNorm {
+				// the fp32 normalised output, for the weight's gradient
+				// (the input dtype is fp32: no cast back)
+				norm += 4 * h
+			}
+			if fp32Weight {
+				sandwich += 4 * h
+			} else {
+				sandwich += A * h
+			}
+			attnIn, mlpIn := hfLinearReaders(m.ModelType)
+			casts = A * h * (attnIn + mlpIn)
+			finalCast = A * h // the output layer's input
 		case layerNorm:
 			norm += A * h // the trained q/k/v or gate/up's input
 		case fp32Weight:
@@ -222,13 +329,16 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	// pre is what the two pre-norms (or, without them, the trained
 	// projections reading the residual stream) save.
-	pre := 2 * norm
+	pre := 2*norm + casts
 	switch {
 	case postNormOnly:
 		sandwich *= 2
 		pre = 0
 		if full {
 			pre = 2 * A * h
+		}
+		if mixedFull {
+			pre = casts
 		}
 	case m.ModelType == "gemma2" || m.ModelType == "gemma3_text":
 		sandwich *= 2 // beside the two pre-norms
@@ -249,6 +359,17 @@ func hfLayerSaved(r Request) hfSaved {
 				pre -= A * h
 			}
 		}
+		if autocast {
+			// layer_norm runs in fp32: on a full fine-tune's fp32 block
+			// input it saves that input once, beside the trained
+			// projections' casts of its output; on a bf16 base each
+			// LayerNorm saves its own fp32 cast of the input (GPT-NeoX's
+			// two).
+			pre = 4*h + casts
+			if !full && m.ModelType == "gpt_neox" {
+				pre = 8 * h
+			}
+		}
 	}
 	// The MLP: gated saves gate, up and the activation's output, and a
 	// trained down_proj their product; the two-matmul one saves the first
@@ -267,7 +388,7 @@ func hfLayerSaved(r Request) hfSaved {
 	if hfClassicMLPTypes[m.ModelType] {
 		mlp = A * f // F.gelu(approximate="tanh") saves its input only
 		if m.ModelType == "gpt2" {
-			mlp = 4 * A * f // gelu_new, as Phi's
+			mlp = geluNew // as Phi's
 		}
 		if full {
 			mlp += A * f
@@ -282,7 +403,7 @@ func hfLayerSaved(r Request) hfSaved {
 	if parallel {
 		mlp = A * f
 		if phi {
-			mlp = 4 * A * f
+			mlp = geluNew
 		}
 		if full {
 			mlp += A * f
@@ -303,9 +424,9 @@ func hfLayerSaved(r Request) hfSaved {
 		// norm keeping nothing for the backward (no fp32 input, no rsqrt;
 		// the cause is not traced yet); trained, or after checkpointed
 		// blocks, it keeps its tensors like the layers' norms.
-		s.Final = norm
+		s.Final = norm + finalCast
 	}
-	s.BlockInput = A * h
+	s.BlockInput = R * h
 	layer := pre + sandwich + mlp
 	mla := hfMLAShape(m)
 	if mla != nil {
@@ -358,6 +479,15 @@ func hfLayerSaved(r Request) hfSaved {
 			// matmul reads.
 			probs = A
 		}
+		if m.ModelType == "gpt_oss" {
+			// GPT-OSS's eager_attention_forward concatenates each head's
+			// sink logit to the scores and takes the softmax in the
+			// activation dtype, which the value matmul reads through a
+			// slice: one s × (s + 1) tensor a head, and the max subtracted
+			// before it keeps its int64 indices.
+			probs = A
+			layer += heads * (A + 8)
+		}
 		if m.ModelType == "gpt2" {
 			// GPT-2's eager_attention_forward: softmax in the activation
 			// dtype saves its output; attn_dropout then keeps a bool mask,
@@ -375,7 +505,7 @@ func hfLayerSaved(r Request) hfSaved {
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
-		if falcon || m.ModelType == "gpt2" {
+		if falcon || m.ModelType == "gpt2" || m.ModelType == "gpt_oss" {
 			// The softmax backward in the activation dtype: its gradient
 			// input and output.
 			s.ScoresBackward = heads * 2 * A
@@ -393,11 +523,11 @@ func hfLayerSaved(r Request) hfSaved {
 			s.FirstPassScores = heads * 4 * A
 		}
 		if ckptOn(r) {
-			s.Mask = A
-			if hfWindowed(r) && m.ModelType == "gemma2" {
-				// Gemma 2 alternates sliding and full layers: a mask of
-				// each kind.
-				s.Mask = 2 * A
+			s.Mask = R // built in the model's dtype
+			if hfWindowed(r) && (m.ModelType == "gemma2" || m.ModelType == "gpt_oss") {
+				// Gemma 2 and GPT-OSS alternate sliding and full
+				// layers: a mask of each kind.
+				s.Mask = 2 * R
 			}
 		}
 	} else {
@@ -443,6 +573,10 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.Layer = layer
 	s.PostAttn = post
+	if r.Method == LoRA && r.LoRARank > 0 && !ckptOn(r) && !r.Precision.mixed() && !parallel && !postNormOnly && !layerNorm && !hfAdaptsAttention(r) {
+		s.FirstUnsaved = max(0, layer-mlp+hfFirstMLP(r, A, gated)-hfFirstBlockKept(r, A, norm, gated))
+		s.FirstUnsavedScores = true
+	}
 	if m.Experts > 0 {
 		s.ExpertsBackward = max(0, hfMoEBackward(r, A)-s.Final)
 	}
@@ -461,6 +595,16 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	if r.LoRADropout != nil && *r.LoRADropout > 0 {
 		per = ad + 1 // dropout's output and its bool mask
 	}
+	rankBytes := ad // lora_A's output, which lora_B saves
+	if hfAutocastLoRA(r) {
+		// Under autocast lora_A's F.linear casts its input (PEFT's fp32
+		// copy, or dropout's fp32 output) to bf16 and saves that cast;
+		// lora_B saves lora_A's bf16 output.
+		per, rankBytes = 2, 2
+		if r.LoRADropout != nil && *r.LoRADropout > 0 {
+			per = 2 + 1 // with dropout's bool mask
+		}
+	}
 	m := r.Model
 	sums, err := adapterTargets(m, r.LoRATargets)
 	if err != nil {
@@ -476,7 +620,7 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 			kept = append(kept, t)
 		}
 	}
-	saved := per*float64(in) + ad*float64(r.LoRARank*modules)
+	saved := per*float64(in) + rankBytes*float64(r.LoRARank*modules)
 	if per == 0 && len(kept) > 0 {
 		// Adapters in the activations' dtype read the module's own input,
 		// which a frozen module does not save but lora_A does: once per
@@ -506,6 +650,65 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	return saved / float64(m.NumLayers)
 }
 
+// hfAdaptsAttention reports whether a LoRA request adapts a module of the
+// attention (or any module outside the feed-forward).
+func hfAdaptsAttention(r Request) bool {
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return true
+	}
+	for _, l := range lins {
+		switch l.Role {
+		case hfconfig.RoleMLP, hfconfig.RoleSharedExpert, hfconfig.RoleRouter:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// hfFirstBlockKept is, per token, what the first block saves when LoRA
+// adapts only its feed-forward (a Llama-layout pre-norm block without
+// checkpointing), as the oracle shows it: autograd saves a tensor only for
+// a gradient something needs, and up to the first adapter nothing needs
+// one (the embedding and every module before it are frozen). So the input
+// norm, the attention, the second norm, the router and the routed experts
+// (frozen, fed a hidden state that needs no gradient) save nothing; the
+// adapted MLP (a dense block's gate, up and their product's operands, or
+// an MoE block's shared expert and its gate) and the adapters themselves
+// save as in any block. norm stands for the final norm, which Layer's
+// first norm counts in its place (Final is 0 here). The adapters counted
+// are the layers' average (hfAdapterSaved), which for DeepSeek's dense
+// first blocks is a little under their own.
+func hfFirstBlockKept(r Request, A, norm float64, gated func(f float64) float64) float64 {
+	m := r.Model
+	kept := norm + hfAdapterSaved(r, A, nil)
+	if len(m.Layers) == 0 || !m.Layers[0].MoE {
+		return kept + hfFirstMLP(r, A, gated)
+	}
+	sh := moeShape(m, m.Layers[0])
+	if sh.Shared > 0 {
+		kept += 3 * A * float64(sh.Shared)
+		if sh.SharedGate {
+			kept += A*float64(m.Hidden) + A
+		}
+	}
+	return kept
+}
+
+// hfFirstMLP is what the first block's feed-forward saves as any block's
+// does (Layer counts the average block's, hfMLPSaved).
+func hfFirstMLP(r Request, A float64, gated func(f float64) float64) float64 {
+	m := r.Model
+	if len(m.Layers) == 0 {
+		return gated(float64(m.ActiveFFN()))
+	}
+	if l := m.Layers[0]; l.MoE {
+		return hfMoELayerSaved(r, moeShape(m, l), A)
+	}
+	return gated(float64(m.Layers[0].FFNActive))
+}
+
 // attnOutNames are the attention output projections whose input is the
 // attention kernel's output (LlamaAttention's o_proj, GPT-NeoX's and Phi's
 // dense, GPT-2's and GPT-BigCode's attn.c_proj).
@@ -524,6 +727,13 @@ func qkvOnly(name string) bool {
 // logits and their fp32 copy are saved by nothing and die with the forward
 // (the Trainer drops the model outputs before the backward).
 const hfLogitBytes = 12
+
+// hfForwardLogitBytes is what the stock loss holds per logit inside the
+// forward, when cross_entropy has run: the 16-bit logits (2 B), their fp32
+// upcast (4 B) and the log-softmax (4 B). Under bf16-mixed the Trainer's
+// forward returns through accelerate's convert_to_fp32, which makes an
+// fp32 copy of the logits once the fp32 upcast is gone: 10 B again.
+const hfForwardLogitBytes = 10
 
 // hfActivations is, for hfExact requests, what the forward keeps for the
 // backward (acts) and the transient that competes with the loss chain
@@ -545,9 +755,24 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 			blocks = 1 // the others' inputs wait in host RAM
 		}
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
-		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved
+		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved + hfAdapterCasts(r)/L
 	}
-	return tokens*(L*layer+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved, tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
+	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved + hfAdapterCasts(r), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+}
+
+// hfAdapterCasts is, under autocast, the bf16 casts of the adapters' fp32
+// weights: autocast caches the cast of a leaf that requires grad for the
+// whole autocast region, and the adapters' matmuls save them for the
+// backward (lora_A's only where its input requires grad, which the first
+// layer's q, k and v inputs do not: a few rank × hidden casts, left in).
+// Under checkpointing the forward's casts go with the autocast region (the
+// blocks save nothing), and the recomputation casts one block's again.
+func hfAdapterCasts(r Request) float64 {
+	if !hfAutocastLoRA(r) {
+		return 0
+	}
+	return 2 * float64(adapterParams(r))
 }
 
 // hfFirstPass is, under checkpointing, the transient of a block's first

@@ -427,6 +427,19 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		autocast /= float64(r.Sharding.GPUs)
 	}
+	if t.HF != nil && hfAutocastFull(r) && ckptOn(r) && !paramsSharded(r.Sharding.Strategy) {
+		// Checkpointed blocks save no weight cast: autocast's cache holds
+		// the casts only until the forward's autocast region ends, which is
+		// before the loss chain's backward peak. There the output layer's
+		// cast, saved by the logits' matmul, is left; in the forward the
+		// whole cache sits beside the forward half of the loss chain; a
+		// recomputed block casts its own weights again.
+		m := r.Model
+		head := 2 * float64(m.Vocab*m.Hidden)
+		logits = max(logits+head, hfForwardLogitBytes*t.LogitUnit+autocast)
+		recompute += 2 * float64(m.LinearParams()) / float64(m.NumLayers)
+		autocast = 0
+	}
 	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
 	var accumulated int64
 	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {

@@ -126,8 +126,8 @@ type Evaluator struct {
 }
 
 // leverKey and shapeKey are every field normalizedTerms reads that a
-// variant changes (the base stands for its method, precision and storage). Of the sharding it reads only what residualBytes and
-// wholeUnitGrads ask; a term that starts reading more of the sharding (or
+// variant changes (the base stands for its method, precision and storage). Of the sharding it reads only what residualBytes,
+// wholeUnitGrads and hfAutocastSharding ask; a term that starts reading more of the sharding (or
 // the accumulation) must add it here, or the fast path's comparison with
 // Estimate fails.
 type leverKey struct {
@@ -143,6 +143,10 @@ type shapeKey struct {
 	fsdpFamily  bool
 	wholeUnit   bool
 	multiDevice bool
+	// autocastEach: every GPU runs torch.autocast over its own modules
+	// (one GPU or DDP), which the spelled-out transformers terms of a
+	// mixed-precision request need (hfAutocastSharding).
+	autocastEach bool
 }
 
 type shardingKey struct {
@@ -182,7 +186,7 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 		ev.last, ev.lastTerms = lk, tab
 	}
 	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP,
-		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1}
+		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1, autocastEach: hfAutocastSharding(r)}
 	t, ok := ev.lastTerms[sk]
 	if !ok {
 		t = ev.p.phasePeak.normalizedTerms(r)

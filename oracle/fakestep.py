@@ -26,6 +26,15 @@ The CUDA path is imitated where it differs from what meta tensors would do:
   answered as it is on a real fixed-length, unpacked batch: not packed.
 * Any other data-dependent operation (``.item()`` on a device tensor) stops
   the run with an error instead of guessing.
+* bf16-mixed runs as HF Trainer runs it (accelerate's native AMP): the
+  forward, loss included, inside ``torch.autocast("cuda", bfloat16)`` and
+  ``convert_outputs_to_fp32``; fp32 weights, gradients and AdamW states for
+  a full fine-tune, a bf16 base with fp32 adapters for LoRA. CUDA autocast
+  casts only CUDA tensors, so its casting policies (the pinned torch's own
+  operator lists, read from ``ATen/autocast_mode.h``) and its weight cache
+  are applied above autograd by a TorchFunctionMode while torch's real
+  autocast state is on (see AutocastImitation; the tests compare what it
+  saves with what the real autocast kernels save on fake CUDA tensors).
 
 MoE models run transformers' ``grouped_mm`` experts implementation (its
 default on a GPU, pinned here), whose tensor sizes do not depend on the
@@ -38,8 +47,11 @@ own prepare_model_for_kbit_training; see that module for what is and is not
 imitated).
 
 Not simulated (``NotSimulated`` names the reason): QLoRA under autocast,
-8-bit or GPTQ bases, bf16-mixed/fp16-mixed (autocast does not apply
-to meta tensors), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
+8-bit or GPTQ bases, fp16-mixed (the Trainer's GradScaler is not
+imitated), the eager MoE experts loop, LoRA on routed experts (PEFT maps
+transformers 4's expert names onto the fused 3-D expert parameters as
+``target_parameters`` for Mixtral, Qwen3-MoE, OLMoE and DeepSeek-V2/V3; its
+parametrization does not run on meta tensors), fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
 
@@ -52,6 +64,7 @@ REQUEST.json holds one request object or a list, in the vocabulary of
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -62,6 +75,7 @@ import weakref
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROUND = 512  # the CUDA caching allocator's block granularity
@@ -127,8 +141,8 @@ class Request:
                 no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, no autocast, is imitated)")
         if self.method not in ("full", "lora", "qlora"):
             no(f"method {self.method!r}")
-        if self.precision in ("bf16-mixed", "fp16-mixed"):
-            no(f"precision {self.precision}: autocast does not apply to meta tensors; not imitated yet")
+        if self.precision == "fp16-mixed":
+            no("precision fp16-mixed: the Trainer's GradScaler (loss scaling, unscaling and the inf check before each step) is not imitated")
         if self.precision not in DTYPES:
             no(f"precision {self.precision!r}")
         if self.grad_ckpt not in ("none", "full"):
@@ -153,7 +167,9 @@ class Request:
 
 
 QLORA_QUANTS = ("nf4", "nf4-dq", "fp4")  # oracle/qlora.py imitates these
-DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32}
+# The dtype the model is built in; bf16-mixed keeps fp32 weights and runs
+# the forward under autocast (AUTOCAST).
+DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32, "bf16-mixed": torch.float32}
 
 
 def _round(n: int) -> int:
@@ -364,6 +380,11 @@ def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     """SDPA as the CUDA dispatcher runs it: flash, else memory-efficient."""
     if query.device.type != "meta":
         return _real_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+    if _autocast_mode is not None and torch.is_autocast_enabled("cuda"):
+        # scaled_dot_product_attention is on autocast's lower-precision list:
+        # its floating inputs are cast before the kernel is chosen.
+        low = torch.get_autocast_dtype("cuda")
+        query, key, value, attn_mask = (_autocast_mode._cast(t, low) for t in (query, key, value, attn_mask))
     hd = query.shape[-1]
     if attn_mask is None and query.dtype in (torch.bfloat16, torch.float16) and hd <= 256 and hd == value.shape[-1]:
         # Flash takes grouped key/value heads natively.
@@ -389,6 +410,247 @@ def _cuda_dropout(input, p=0.5, training=True, inplace=False):
     if input.device.type == "meta" and training and 0 < p < 1 and not inplace and input.numel() > 0:
         return torch.ops.aten.native_dropout(input, p, True)[0]
     return _real_dropout(input, p, training, inplace)
+
+
+# --- bf16-mixed: torch.autocast("cuda") imitated on meta tensors -----------
+#
+# HF Trainer's bf16-mixed (accelerate's native AMP) keeps fp32 weights and
+# wraps the model's forward, loss included, in torch.autocast("cuda",
+# dtype=bfloat16) and accelerate's convert_outputs_to_fp32. CUDA autocast is
+# a dispatcher key whose kernels cast only CUDA tensors (at::autocast::
+# is_autocast_eligible: tensor.is_cuda()), so on meta tensors it does
+# nothing. Fake CUDA tensors (FakeTensorMode) do take the real autocast
+# kernels, but the autograd engine cannot run their backward without a
+# CUDA device (it asks the driver for device 0's context). So the run keeps
+# meta tensors, enters the real torch.autocast("cuda") (its thread-local
+# state, nesting and cache clearing are torch's own), and a TorchFunctionMode
+# -- above autograd, so autograd records and saves the casts -- applies the
+# autocast kernels' casting policies to the operators of the pinned torch's
+# own lists, read from the autocast_mode.h header the wheel ships:
+#
+# * lower_precision_fp (linear, matmul, mm, bmm, baddbmm, addmm, einsum,
+#   scaled_dot_product_attention, ...): every floating tensor argument cast
+#   to the autocast dtype (cached_cast);
+# * fp32 (pow, rsqrt, exp, layer_norm, nll_loss, ...): cast to fp32;
+# * fp32_set_opt_dtype (softmax, log_softmax, sum, cumsum, prod, ...): run
+#   with dtype=float32 unless a dtype is given, when the first argument is a
+#   floating tensor;
+# * promote (addcmul, addcdiv, index_put, scatter_add, ...): cast to the
+#   widest floating type among the arguments.
+#
+# cached_cast's weight cache is imitated as torch has it: a cast to the
+# autocast dtype of an fp32 leaf tensor that requires grad and is not a view
+# is kept (and reused) until torch.clear_autocast_cache(), which
+# torch.autocast's __exit__ calls when the outermost region ends.
+# Checkpointing's recomputation re-enters autocast with the forward's state
+# (torch.utils.checkpoint records it for the device type of the block's
+# inputs; the meta device stands for CUDA here, so it is told "cuda"), and
+# transformers' maybe_autocast(device_type="meta") regions act on CUDA's
+# autocast state as they would on the GPU.
+#
+# What a TorchFunctionMode sees differs from the dispatcher in one way: it
+# sees the Python-level call (F.cross_entropy), not the ATen operators a
+# composite one decomposes into (log_softmax, nll_loss), which CUDA autocast
+# would see one by one. cross_entropy is therefore given its parts' policy
+# (fp32); transformers' loss upcasts the logits before it anyway, and the
+# other composites the supported models call hold no listed operator.
+# oracle/test_fakestep.py (TestAutocast) compares the saved tensors with
+# those the real autocast kernels save on fake CUDA tensors.
+
+AUTOCAST = {"bf16-mixed": torch.bfloat16}  # precision -> autocast dtype
+_autocast_mode: "AutocastImitation | None" = None  # the active imitation, for _cuda_sdpa
+_AUTOCAST_POLICIES: dict[str, str] | None = None
+# Python names of the operators' callables that differ from the ATen name.
+_AUTOCAST_ALIASES = {"__matmul__": "matmul", "__pow__": "pow", "__rpow__": "pow", "cross_entropy": "nll_loss"}
+
+
+def autocast_policies() -> dict[str, str]:
+    """ATen operator name -> autocast policy, from the installed torch's
+    ATen/autocast_mode.h (the lists the CUDA autocast kernels are registered
+    from)."""
+    global _AUTOCAST_POLICIES
+    if _AUTOCAST_POLICIES is not None:
+        return _AUTOCAST_POLICIES
+    import re
+
+    path = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
+    try:
+        text = open(path).read()
+    except OSError as e:
+        raise NotSimulated(f"bf16-mixed: torch's autocast operator lists ({path}) cannot be read: {e}") from e
+    lists = {
+        "AT_FORALL_LOWER_PRECISION_FP": "lower_precision_fp",
+        "AT_FORALL_FP32": "fp32",
+        "AT_FORALL_FP32_SET_OPT_DTYPE": "fp32_set_opt_dtype",
+        "AT_FORALL_PROMOTE": "promote",
+        "AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE": "fp32",  # norm: fp32_append_dtype
+    }
+    out: dict[str, str] = {}
+    for macro, policy in lists.items():
+        m = re.search(r"#define\s+" + macro + r"\(_\)(.*?)(?=\n\s*#|\Z)", text, re.S)
+        if not m:
+            raise NotSimulated(f"bf16-mixed: {path} has no {macro} list")
+        for name in re.findall(r"_\(\s*(?:ADD_NS\()?(\w+)", m.group(1)):
+            out.setdefault(name, policy)
+    if "linear" not in out or "softmax" not in out:
+        raise NotSimulated(f"bf16-mixed: {path}: autocast lists not understood")
+    _AUTOCAST_POLICIES = out
+    return out
+
+
+class AutocastImitation(TorchFunctionMode):
+    """CUDA autocast's casting policies, above autograd, for meta tensors."""
+
+    def __init__(self, device: str = "cuda") -> None:
+        super().__init__()
+        self.device = device
+        self.policies = autocast_policies()
+        self.cache: dict[int, tuple[Any, torch.Tensor]] = {}
+
+    def clear(self) -> None:
+        self.cache.clear()
+
+    def _cast(self, x, to):
+        if type(x) in (list, tuple):
+            return type(x)(self._cast(v, to) for v in x)
+        if not isinstance(x, torch.Tensor) or x.device.type != "meta" or not x.is_floating_point() or x.dtype in (to, torch.float64):
+            return x
+        if (to == torch.get_autocast_dtype(self.device) and x.dtype == torch.float32 and x.requires_grad
+                and x.is_leaf and not x._is_view() and torch.is_autocast_cache_enabled()):
+            hit = self.cache.get(id(x))
+            if hit is not None and hit[0]() is x:
+                return hit[1]
+            y = x.to(to)
+            self.cache[id(x)] = (weakref.ref(x), y)
+            return y
+        return x.to(to)
+
+    def cast_args(self, args, kwargs, to):
+        return self._cast(tuple(args), to), {k: self._cast(v, to) for k, v in kwargs.items()}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not torch.is_autocast_enabled(self.device):
+            return func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        policy = self.policies.get(_AUTOCAST_ALIASES.get(name, name))
+        if policy is None:
+            return func(*args, **kwargs)
+        low = torch.get_autocast_dtype(self.device)
+        if policy == "lower_precision_fp":
+            args, kwargs = self.cast_args(args, kwargs, low)
+        elif policy == "fp32":
+            args, kwargs = self.cast_args(args, kwargs, torch.float32)
+        elif policy == "fp32_set_opt_dtype":
+            first = args[0] if args else None
+            if (isinstance(first, torch.Tensor) and first.device.type == "meta" and first.is_floating_point()
+                    and first.dtype != torch.float64 and kwargs.get("dtype") is None):
+                kwargs = dict(kwargs, dtype=torch.float32)
+        elif policy == "promote":
+            to = low
+            for a in list(args) + list(kwargs.values()):
+                for t in a if type(a) in (list, tuple) else [a]:
+                    if isinstance(t, torch.Tensor) and t.device.type == "meta" and t.is_floating_point() and t.dtype != torch.float64:
+                        if to == torch.float32 or t.dtype == torch.float32:
+                            to = torch.float32
+            args, kwargs = self.cast_args(args, kwargs, to)
+        return func(*args, **kwargs)
+
+
+def _autocast_patches(dtype: torch.dtype):
+    """Context for a bf16-mixed run: torch.autocast("cuda") usable on a
+    machine without CUDA, the meta device standing for CUDA in
+    checkpointing's and transformers' autocast regions, the imitation mode,
+    and its cache cleared where torch clears the real one."""
+    import sys as _sys
+
+    import torch.cuda.amp.common as amp_common
+    import torch.utils.checkpoint as ckpt
+    from transformers.utils import generic
+
+    mode = AutocastImitation("cuda")
+
+    @contextlib.contextmanager
+    def ctx():
+        old = (amp_common.amp_definitely_not_available, torch.cuda.is_bf16_supported, ckpt._infer_device_type,
+               torch.clear_autocast_cache)
+        real_maybe = generic.maybe_autocast
+        real_infer, real_clear = old[2], old[3]
+
+        def infer(*args):
+            t = real_infer(*args)
+            return "cuda" if t == "meta" else t
+
+        def clear():
+            real_clear()
+            mode.clear()
+
+        def maybe_autocast(device_type, *a, **k):
+            return real_maybe("cuda" if device_type == "meta" else device_type, *a, **k)
+
+        # The mode is pushed while a CUDA autocast region is open (the
+        # outermost one pushes it, as torch's nesting counts them), not
+        # around the whole step: a TorchFunctionMode is popped while it
+        # handles a call, so one around loss.backward() would miss the
+        # recomputation that checkpointing runs inside the backward.
+        Autocast = torch.amp.autocast_mode.autocast
+        real_enter, real_exit = Autocast.__enter__, Autocast.__exit__
+        depth = [0]
+
+        def enter(self):
+            r = real_enter(self)
+            if self.device == "cuda":
+                depth[0] += 1
+                if depth[0] == 1:
+                    mode.__enter__()
+            return r
+
+        def exit_(self, *exc):
+            if self.device == "cuda":
+                depth[0] -= 1
+                if depth[0] == 0:
+                    mode.__exit__(None, None, None)
+            return real_exit(self, *exc)
+
+        swapped = [m for m in list(_sys.modules.values())
+                   if getattr(m, "__name__", "").startswith("transformers") and getattr(m, "maybe_autocast", None) is real_maybe]
+        amp_common.amp_definitely_not_available = lambda: False
+        torch.cuda.is_bf16_supported = lambda *a, **k: dtype == torch.bfloat16
+        ckpt._infer_device_type = infer
+        torch.clear_autocast_cache = clear
+        for m in swapped:
+            m.maybe_autocast = maybe_autocast
+        Autocast.__enter__, Autocast.__exit__ = enter, exit_
+        global _autocast_mode
+        _autocast_mode = mode
+        try:
+            yield mode
+        finally:
+            _autocast_mode = None
+            Autocast.__enter__, Autocast.__exit__ = real_enter, real_exit
+            for m in swapped:
+                m.maybe_autocast = real_maybe
+            (amp_common.amp_definitely_not_available, torch.cuda.is_bf16_supported, ckpt._infer_device_type,
+             torch.clear_autocast_cache) = old
+            mode.clear()
+
+    return ctx()
+
+
+def _autocast_forward(model, dtype: torch.dtype):
+    """The model's forward as accelerate's prepare_model wraps it for native
+    AMP: convert_outputs_to_fp32(torch.autocast("cuda", dtype)(forward))."""
+    try:
+        from accelerate.utils import convert_to_fp32
+    except ImportError as e:
+        raise NotSimulated(f"bf16-mixed: accelerate (the Trainer's autocast wrapper) cannot be imported: {e}") from e
+
+    def forward(**kw):
+        with torch.autocast(device_type="cuda", dtype=dtype):
+            out = model(**kw)
+        return convert_to_fp32(out)
+
+    return forward
 
 
 def _patched():
@@ -477,12 +739,34 @@ def is_moe(cfg) -> bool:
     return bool(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None))
 
 
+def peft_maps_experts(model) -> bool:
+    """Whether PEFT maps transformers 4's MoE module names onto this model's
+    fused 3-D expert parameters (target_parameters): Mixtral, Qwen3-MoE,
+    OLMoE, DeepSeek-V2/V3 under the pinned versions."""
+    try:
+        from peft.utils import transformers_weight_conversion as twc
+    except ImportError:
+        return False
+    base = twc._MODEL_TO_CONVERSION_PATTERN.get(getattr(model.config, "model_type", None))
+    return bool(base and twc._MOE_TARGET_MODULE_MAPPING.get(base) and twc._MOE_FUSED_TARGETS.get(base))
+
+
+def model_dtype(req: Request) -> torch.dtype:
+    """The dtype the model is loaded in. bf16-mixed keeps fp32 weights for a
+    full fine-tune (the master copy the optimizer steps); a LoRA base is
+    frozen and loaded in bf16, as the plans canifinetune emits load it (the
+    estimator's frozen base is 2 bytes), with PEFT's adapters upcast to fp32."""
+    if req.precision in AUTOCAST and req.method != "full":
+        return AUTOCAST[req.precision]
+    return DTYPES[req.precision]
+
+
 def build(config_dir: str, req: Request):
     """The model as the run trains it, on the meta device."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = AutoConfig.from_pretrained(config_dir)
-    dtype = DTYPES[req.precision]
+    dtype = model_dtype(req)
     kw = {}
     if is_moe(cfg):
         # transformers' default experts implementation on a GPU. Its tensors
@@ -499,6 +783,12 @@ def build(config_dir: str, req: Request):
     if req.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
+        scopes = {s.strip().lower() for s in req.lora_targets} & {"mlp", "all-linear", "all_linear", "all"}
+        if scopes and peft_maps_experts(model):
+            # PEFT's own all-linear (and transformers 4's MLP names) reach
+            # the routed experts here; the nn.Linear leaves alone would not.
+            raise NotSimulated(f"{cfg.model_type}: PEFT's {'/'.join(sorted(scopes))} scope adapts the routed experts through target_parameters, not run on fake tensors")
+
         targets = lora_targets(model, req.lora_targets)
         lc = LoraConfig(
             r=req.lora_rank,
@@ -511,6 +801,15 @@ def build(config_dir: str, req: Request):
             _qlora_prepare(model, req, lc)
         with torch.device("meta"):
             model = get_peft_model(model, lc)
+        tp = getattr(model.peft_config["default"], "target_parameters", None)
+        if tp:
+            # PEFT (transformers 5) maps transformers 4's expert names
+            # (Mixtral's w1/w2/w3, gate_proj/up_proj/down_proj of Qwen3-MoE,
+            # OLMoE, DeepSeek) onto the fused expert parameters, even when
+            # the names were meant for a dense or shared MLP: a
+            # parametrization (ParamWrapper) whose autocast guard fails on
+            # the meta device.
+            raise NotSimulated(f"{cfg.model_type}: PEFT adapts {', '.join(sorted(tp))} through target_parameters (routed experts), not run on fake tensors")
     if req.grad_ckpt == "full":
         # As the Trainer enables it (use_reentrant False is the default too).
         if hasattr(model, "activation_checkpointing_enable"):
@@ -586,15 +885,17 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
     hook = head.register_forward_hook(lambda *a: live.set_phase("loss"))
     grads_bytes = 0
     saved = None
+    mixed = AUTOCAST.get(req.precision)
+    forward = _autocast_forward(model, mixed) if mixed else model
     try:
-        with _patched(), live:
+        with _patched(), live, (_autocast_patches(mixed) if mixed else contextlib.nullcontext()):
             for _ in range(steps):
                 for _ in range(req.grad_accum):
                     live.set_phase("forward")
                     before = set(live.live) if census else None
                     ids = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
                     labels = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
-                    loss = model(input_ids=ids, labels=labels).loss
+                    loss = forward(input_ids=ids, labels=labels).loss
                     if req.grad_accum > 1:
                         loss = loss / req.grad_accum
                     live.set_phase("backward")

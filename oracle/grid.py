@@ -2,6 +2,7 @@
 
     python -m oracle.grid [--jobs 2] [--models ORG/NAME,...] [--out evidence/oracle.jsonl]
     python -m oracle.grid --methods qlora --merge   (one method's groups, merged into --out)
+    python -m oracle.grid --precisions bf16-mixed --merge   (one precision's groups, likewise)
     python -m oracle.grid --check [--cases evidence/oracle.jsonl]
 
 The grid (PLAN) is one catalog model per model family that transformers
@@ -13,7 +14,9 @@ implements natively, dense and MoE, each simulated by fakestep.simulate at
     grad_ckpt       none, full
     attn            sdpa, eager
     precision       bf16-true (every method x checkpointing x attention),
-                    fp32 (full and lora, checkpointing full, sdpa)
+                    fp32 (full and lora, checkpointing full, sdpa),
+                    bf16-mixed (dense members: full and lora x checkpointing,
+                    the model's first attention)
     seq_len         256 512 1024 2048 4096 8192
     batch           1 2 4 8
     grad_accum      1, 4
@@ -88,6 +91,18 @@ PLAN = {
     "mistralai/Mixtral-8x7B-v0.1": (1, 0),
 }
 
+# bf16-mixed (HF Trainer's default: fp32 weights, CUDA autocast to bf16)
+# shapes per group, full and lora x checkpointing none/full, the first
+# attention of the model (sdpa; eager where it is the only one). Dense
+# members only: the MoE experts' grouped_mm is on no autocast list, so a
+# full fine-tune under autocast hands it fp32 tokens and fp32 experts, a
+# path not checked against CUDA's grouped_mm; the MoE members are left out.
+# These groups come after the others, so the earlier groups' drawn shapes
+# and rows do not move.
+MOE_MEMBERS = {"ibm-granite/granite-3.0-1b-a400m-base", "Qwen/Qwen1.5-MoE-A2.7B", "deepseek-ai/DeepSeek-V2-Lite",
+               "Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1"}
+MIXED = {m: 2 for m in PLAN if m not in MOE_MEMBERS}
+
 # transformers refuses SDPA for these (Gemma 2's attention-logit softcapping):
 # their groups use eager attention, with twice the shapes.
 EAGER_ONLY = {"google/gemma-2-2b"}
@@ -127,6 +142,8 @@ def groups(model: str) -> list[list[fakestep.Request]]:
         attns, n16 = ["eager"], 2 * n16
     settings = [("bf16-true", m, c, a, n16) for m, c, a in itertools.product(["full", "lora"], ["none", "full"], attns)]
     settings += [("fp32", m, "full", attns[0], n32) for m in ["full", "lora"]] if n32 else []
+    if MIXED.get(model):
+        settings += [("bf16-mixed", m, c, attns[0], MIXED[model]) for m, c in itertools.product(["full", "lora"], ["none", "full"])]
     settings = [s + ("",) for s in settings]
     settings += qlora_settings(model, attns[0])
     out = []
@@ -285,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="keep the cases a stopped run left in OUT.partial; simulate only the rest")
     ap.add_argument("--methods", type=words, default=None,
                     help="simulate only the groups of these methods (e.g. qlora), comma-separated")
+    ap.add_argument("--precisions", type=words, default=None,
+                    help="simulate only the groups of these precisions (e.g. bf16-mixed), comma-separated")
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows already in --out and add or replace the simulated ones")
     ap.add_argument("--check", action="store_true", help="re-simulate the CI slice and compare with --cases")
@@ -297,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         return check(a.cases, slice_units(), a.jobs)
     t0 = time.perf_counter()
-    units = [(m, g) for m in a.models for g in groups(m) if a.methods is None or g[0].method in a.methods]
+    units = [(m, g) for m in a.models for g in groups(m)
+             if (a.methods is None or g[0].method in a.methods) and (a.precisions is None or g[0].precision in a.precisions)]
     partial = a.out + ".partial"
     kept: list[dict] = []
     if a.resume and os.path.exists(partial):

@@ -75,8 +75,8 @@ optimizer ``paged_adamw_32bit``) follows ``--quantize bnb.<quant>``:
   ``stable_embedding=False`` is the script before litgpt ae798aba
   (2024-10-04).
 
-Not imitated (``NotSimulated``): ``bf16-mixed`` (autocast does not act on
-meta tensors), FSDP / several devices, the transient of loading and
+Not imitated (``NotSimulated``): ``bf16-mixed`` (Fabric's autocast plugin;
+the HF stack imitates autocast), FSDP / several devices, the transient of loading and
 quantizing a checkpoint (one fp16 weight at a time, before training), and
 the text generation LitGPT runs at each evaluation interval (no grad, KV
 cache of one sequence: far below the training peak for every case here).
@@ -158,6 +158,9 @@ class LitRequest(Request):
 
 def check(req: Request) -> None:
     """What this stack refuses beyond what fakestep.Request.check refuses."""
+    if req.precision not in PLUGIN_PRECISION:
+        # The HF stack imitates autocast; Fabric's mixed plugin is not imitated here.
+        raise NotSimulated(f"precision {req.precision}: Fabric's autocast precision plugin is not imitated by the LitGPT stack")
     if req.method == "qlora":
         # litgpt/finetune/lora.py: with --quantize bnb.* the optimizer is
         # always instantiate_bnb_optimizer's bnb.optim.PagedAdamW (32-bit states).

@@ -173,11 +173,44 @@ class Tiny(unittest.TestCase):
         self.assertIsNone(self.run_req(method="lora", seq_len=32).saved_by_op)
 
     def test_not_simulated(self):
-        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "bf16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
+        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):
                 fakestep.Request.from_json(kw)
         with self.assertRaises(ValueError):
             fakestep.Request.from_json({"seq_len": 0})
+
+
+class TinyMoE(unittest.TestCase):
+    """A 2-layer Qwen3-MoE and Qwen2-MoE: PEFT maps transformers 4's expert
+    names onto Qwen3-MoE's fused expert parameters (target_parameters), which
+    the oracle refuses; Qwen2-MoE's mlp scope is its shared expert."""
+
+    CFG = {"hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+           "num_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 512, "tie_word_embeddings": False}
+
+    def config_dir(self, **extra):
+        d = tempfile.mkdtemp(prefix="fakestep-moe-")
+        self.addCleanup(shutil.rmtree, d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({**self.CFG, **extra}, f)
+        return d
+
+    def test_routed_experts_not_simulated(self):
+        d = self.config_dir(model_type="qwen3_moe")
+        with self.assertRaises(fakestep.NotSimulated):
+            fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["gate_proj", "up_proj"], "seq_len": 32}))
+        # PEFT's all-linear reaches them too (the nn.Linear leaves alone
+        # would be the attention).
+        with self.assertRaises(fakestep.NotSimulated):
+            fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["all-linear"], "seq_len": 32}))
+        res = fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["attention"], "seq_len": 32}))
+        self.assertEqual(sorted(res.lora_targets), ["k_proj", "o_proj", "q_proj", "v_proj"])
+
+    def test_shared_expert_scope(self):
+        d = self.config_dir(model_type="qwen2_moe", shared_expert_intermediate_size=48)
+        res = fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["mlp"], "seq_len": 32}))
+        self.assertEqual(res.lora_targets, ["gate_proj", "up_proj", "down_proj", "shared_expert_gate"])
 
 
 class CLI(unittest.TestCase):
@@ -222,3 +255,201 @@ class CLI(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _saved(fn):
+    """Runs fn, returning its result and the tensors autograd saved, in
+    order, as (shape, dtype, n) with n numbering distinct storages."""
+    import torch
+
+    out, ids = [], {}
+
+    def pack(t):
+        out.append((tuple(t.shape), str(t.dtype).removeprefix("torch."), ids.setdefault(t.untyped_storage()._cdata, len(ids))))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        r = fn()
+    return r, out
+
+
+def _real_cuda_autocast(make, run):
+    """make() builds on meta tensors; every parameter, buffer and input is
+    then swapped for a fake CUDA tensor of the same layout, and run(obj)
+    runs under the real torch.autocast("cuda", bfloat16), whose kernels cast
+    CUDA tensors (no GPU is needed for the forward: the tensors are fakes).
+    The autograd engine cannot run their backward without a device, so only
+    what the forward saves is compared."""
+    import torch
+    import torch.cuda.amp.common as amp_common
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    old = amp_common.amp_definitely_not_available, torch.cuda.is_bf16_supported
+    amp_common.amp_definitely_not_available, torch.cuda.is_bf16_supported = (lambda: False), (lambda *a, **k: True)
+    mode = FakeTensorMode()
+    cuda = torch.device("cuda", 0)
+
+    def fake(t):
+        f = FakeTensor(mode, t.detach(), cuda)
+        return f.requires_grad_() if t.requires_grad else f
+
+    with torch.device("meta"):
+        obj = make()
+    for x in obj:
+        if isinstance(x, torch.nn.Module):
+            for m in x.modules():
+                for k, p in m._parameters.items():
+                    if p is not None:
+                        m._parameters[k] = torch.nn.Parameter(fake(p), requires_grad=p.requires_grad)
+                for k, b in m._buffers.items():
+                    if b is not None:
+                        m._buffers[k] = fake(b)
+    obj = tuple(fake(x) if isinstance(x, torch.Tensor) else x for x in obj)
+    try:
+        with mode, fakestep._patched():
+
+            def f():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    return run(obj)
+
+            return _saved(f)
+    finally:
+        amp_common.amp_definitely_not_available, torch.cuda.is_bf16_supported = old
+
+
+def _imitated_autocast(make, run):
+    """The same on meta tensors through the oracle's autocast imitation."""
+    import torch
+
+    with torch.device("meta"):
+        obj = make()
+    with fakestep._patched(), fakestep._autocast_patches(torch.bfloat16):
+        def f():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                return run(obj)
+
+        return _saved(f)
+
+
+class Autocast(unittest.TestCase):
+    """bf16-mixed: what the imitation saves against what CUDA autocast's own
+    kernels save (shapes, dtypes, and which saved tensors share a storage)."""
+
+    def compare(self, make, run):
+        real, real_saved = _real_cuda_autocast(make, run)
+        imit, imit_saved = _imitated_autocast(make, run)
+        self.assertEqual(imit.dtype, real.dtype)
+        self.assertEqual(imit_saved, real_saved)
+        self.assertGreater(len(real_saved), 0)
+        return real_saved
+
+    def test_linear_and_loss(self):
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = torch.nn.Linear(16, 32)
+                self.frozen = torch.nn.Linear(32, 32, bias=False).requires_grad_(False)
+                self.ln = torch.nn.LayerNorm(32)
+                self.b = torch.nn.Linear(32, 10, bias=False)
+
+            def forward(self, x, y):
+                h = self.ln(self.a(x))
+                h = self.frozen(h) + self.frozen(h)  # a frozen weight is cast on every call
+                att = torch.softmax(h @ h.transpose(-1, -2), -1)
+                z = self.b(att @ h) + self.b(h)  # a trained weight's cast is cached
+                z = z ** 2
+                return torch.nn.functional.cross_entropy(z.view(-1, 10), y.view(-1))
+
+        def make():
+            return M(), torch.empty(2, 5, 16).requires_grad_(), torch.zeros(2, 5, dtype=torch.long)
+
+        saved = self.compare(make, lambda o: o[0](o[1], o[2]))
+        # What CUDA autocast saves here: the linear inputs and weights cast
+        # to bf16, pow's input cast to fp32, LayerNorm in fp32, softmax's
+        # output in fp32 (then cast for the matmul).
+        dtypes = {d for _, d, _ in saved}
+        self.assertEqual(dtypes, {"bfloat16", "float32", "int64"})
+        b_weight = [n for s, d, n in saved if s == (32, 10) and d == "bfloat16"]
+        self.assertEqual(len(b_weight), 2)
+        self.assertEqual(len(set(b_weight)), 1)  # one cached cast, saved by both uses
+        frozen = [n for s, d, n in saved if s == (32, 32) and d == "bfloat16"]
+        self.assertEqual(len(set(frozen)), 2)  # not cached: no grad
+
+    def tiny_model(self, method, cfg, dtype="float32"):
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        def make():
+            d = tempfile.mkdtemp(prefix="fakestep-")
+            try:
+                with open(os.path.join(d, "config.json"), "w") as f:
+                    json.dump(cfg, f)
+                c = AutoConfig.from_pretrained(d)
+            finally:
+                shutil.rmtree(d)
+            m = AutoModelForCausalLM.from_config(c, dtype=getattr(torch, dtype), attn_implementation="eager")
+            if method == "lora":
+                from peft import LoraConfig, get_peft_model
+
+                m = get_peft_model(m, LoraConfig(r=4, lora_alpha=8, target_modules=fakestep.lora_targets(m, ["all-linear"]), task_type="CAUSAL_LM"))
+            m.config.use_cache = False
+            m.train()
+            return m, torch.zeros((2, 16), dtype=torch.long)
+
+        return make
+
+    def test_transformers_forward(self):
+        gpt2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2,
+                "n_positions": 64, "vocab_size": 256, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+        for name, cfg in (("llama", TINY), ("gpt2", gpt2)):
+            # full on fp32 weights; LoRA on fp32 and on bf16 weights (fp32 adapters)
+            for method, dtype in (("full", "float32"), ("lora", "float32"), ("lora", "bfloat16")):
+                with self.subTest(model=name, method=method, dtype=dtype):
+                    saved = self.compare(self.tiny_model(method, cfg, dtype), lambda o: o[0](input_ids=o[1], labels=o[1]).loss)
+                    self.assertIn("bfloat16", {d for _, d, _ in saved})
+
+    def test_sdpa_inputs_cast(self):
+        # scaled_dot_product_attention is on autocast's lower-precision list:
+        # fp32 q and k (rotary with fp32 cos/sin) are cast to bf16, so CUDA
+        # picks the flash kernel, which saves bf16 q, k, v, its output and an
+        # fp32 logsumexp.
+        import torch
+
+        with torch.device("meta"):
+            q = torch.empty(2, 4, 16, 16, requires_grad=True)
+            v = torch.empty(2, 4, 16, 16, dtype=torch.bfloat16, requires_grad=True)
+        with fakestep._patched(), fakestep._autocast_patches(torch.bfloat16):
+            def f():
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    return torch.nn.functional.scaled_dot_product_attention(q, q, v, is_causal=True)
+
+            out, saved = _saved(f)
+        self.assertEqual(out.dtype, torch.bfloat16)
+        self.assertEqual(sum(d == "float32" for _, d, _ in saved), 1)  # the logsumexp
+        self.assertEqual(sum(d == "bfloat16" for _, d, _ in saved), 4)
+
+    def test_mixed_run(self):
+        d = tempfile.mkdtemp(prefix="fakestep-")
+        try:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(TINY, f)
+            full = fakestep.simulate(d, fakestep.Request.from_json({"method": "full", "precision": "bf16-mixed", "seq_len": 32, "batch": 2}))
+            # fp32 master weights, fp32 gradients and AdamW states, as HF Trainer keeps them.
+            self.assertEqual(full.params_bytes, base(4))
+            self.assertEqual(full.grads_bytes, base(4))
+            self.assertEqual(full.optimizer_state_bytes, 2 * base(4))
+            # Checkpointing recomputes each block under the autocast state of
+            # the forward; torch.utils.checkpoint raises if the recomputed
+            # tensors' dtypes differ from the first pass's.
+            for method in ("full", "lora"):
+                plain = fakestep.simulate(d, fakestep.Request.from_json({"method": method, "precision": "bf16-mixed", "seq_len": 64, "batch": 2}))
+                ckpt = fakestep.simulate(d, fakestep.Request.from_json({"method": method, "precision": "bf16-mixed", "seq_len": 64, "batch": 2, "grad_ckpt": "full"}))
+                self.assertLess(ckpt.phase_peak_bytes["forward"], plain.phase_peak_bytes["forward"])
+            true = fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "precision": "bf16-true", "seq_len": 64, "batch": 2}))
+            # A LoRA base loads in bf16 (fp32 adapters), as under bf16-true.
+            self.assertEqual(plain.params_bytes, true.params_bytes)
+            self.assertEqual(plain.adapter_dtype, "float32")
+        finally:
+            shutil.rmtree(d)

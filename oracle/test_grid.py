@@ -43,7 +43,7 @@ class Plan(unittest.TestCase):
         again = [fakestep.case_id(m, r) for m in grid.PLAN for g in grid.groups(m) for r in g]
         self.assertEqual(ids, again)
         for field, want in (("method", {"full", "lora", "qlora"}), ("grad_ckpt", {"none", "full"}), ("attn", {"sdpa", "eager"}),
-                            ("precision", {"bf16-true", "fp32"}), ("seq_len", set(grid.SEQ)), ("batch", set(grid.BATCH)),
+                            ("precision", {"bf16-true", "bf16-mixed", "fp32"}), ("seq_len", set(grid.SEQ)), ("batch", set(grid.BATCH)),
                             ("grad_accum", {1, 4})):
             self.assertEqual({getattr(r, field) for _, r in cases}, want, field)
         for m in grid.PLAN:

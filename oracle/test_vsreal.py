@@ -46,6 +46,9 @@ class Plan(unittest.TestCase):
         both = vsreal.refusal(row(precision="bf16-mixed", sharding={"strategy": "fsdp_full_shard"}, gpu={"count": 4}))
         self.assertIn("autocast", both)
         self.assertIn("fsdp_full_shard over 4 GPUs", both)
+        # The HF stack runs bf16-mixed under the autocast imitation; fp16-mixed's scaler is not imitated.
+        self.assertIsNone(vsreal.refusal(row(precision="bf16-mixed", framework="hf-trainer")))
+        self.assertIn("GradScaler", vsreal.refusal(row(precision="fp16-mixed", framework="hf-trainer")) or "")
 
     def test_qlora_request_and_script_date(self):
         src = lambda d: f"LitGPT table (commit 00af8b0d {d})"

@@ -53,8 +53,10 @@ def refusal(row: dict) -> str | None:
     why = []
     if row["method"] == "qlora" and stack_of(row) == HF and (row.get("optimizer") or "adamw_torch") not in ("adamw_torch", "sgd"):
         why.append(f"QLoRA with {row.get('optimizer')}: the HF stack does not imitate bitsandbytes' optimizers")
-    if row["precision"] in ("bf16-mixed", "fp16-mixed"):
-        why.append(f"{row['precision']}: autocast does not act on meta tensors")
+    if row["precision"] == "fp16-mixed":
+        why.append("fp16-mixed: the GradScaler of a mixed fp16 run is not imitated")
+    elif row["precision"] == "bf16-mixed" and stack_of(row) == LITGPT:
+        why.append("bf16-mixed: Fabric's autocast precision plugin is not imitated by the LitGPT stack")
     sh = (row.get("sharding") or {}).get("strategy") or "none"
     count = (row.get("gpu") or {}).get("count")
     if sh != "none" or (count or 1) > 1:

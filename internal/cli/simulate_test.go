@@ -159,9 +159,25 @@ func TestSimulateRealOracle(t *testing.T) {
 	}
 	t.Logf("Qwen2.5-0.5B LoRA seq 256 ckpt: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
 
+	// bf16-mixed runs under the oracle's autocast imitation; the estimate
+	// spells out the same tensors.
+	stdout, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--seq-len", "256", "--precision", "bf16-mixed", "--simulate", "--python", py, "--json")
+	if code != 0 {
+		t.Fatalf("bf16-mixed: exit %d: %s", code, stderr)
+	}
+	var mixed report.Estimate
+	if err := json.Unmarshal([]byte(stdout), &mixed); err != nil {
+		t.Fatal(err)
+	}
+	if s := mixed.Simulation; s == nil || math.Abs(s.DifferencePct) > 1 {
+		t.Errorf("bf16-mixed: simulation %+v", s)
+	} else {
+		t.Logf("Qwen2.5-0.5B LoRA bf16-mixed seq 256: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
+	}
+
 	// The oracle refuses what it does not imitate, with its reason.
-	_, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--precision", "bf16-mixed", "--simulate", "--python", py)
-	if code != ExitError || !strings.Contains(stderr, "not simulated: precision bf16-mixed") {
-		t.Errorf("bf16-mixed: exit %d, stderr %q", code, stderr)
+	_, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--precision", "fp16-mixed", "--simulate", "--python", py)
+	if code != ExitError || !strings.Contains(stderr, "not simulated: precision fp16-mixed") {
+		t.Errorf("fp16-mixed: exit %d, stderr %q", code, stderr)
 	}
 }
