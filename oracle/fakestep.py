@@ -112,6 +112,9 @@ class Request:
     # QLoRA only (bitsandbytes' bnb_4bit_quant_type, with double quant as
     # "nf4-dq"); left out of case_id for the other methods.
     quant: str = "nf4-dq"
+    # The optimizers this stack simulates (a class attribute, not a field:
+    # the LitGPT stack's request adds bitsandbytes' paged AdamW).
+    OPTIMIZERS = ("adamw_torch", "sgd")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
@@ -144,8 +147,8 @@ class Request:
             no(f"precision {self.precision!r}")
         if self.grad_ckpt not in ("none", "full"):
             no(f"grad_ckpt {self.grad_ckpt!r}")
-        if self.optimizer not in ("adamw_torch", "sgd"):
-            no(f"optimizer {self.optimizer!r} (adamw_torch foreach and sgd are simulated)")
+        if self.optimizer not in self.OPTIMIZERS:
+            no(f"optimizer {self.optimizer!r} ({' and '.join(self.OPTIMIZERS)} are simulated)")
         if self.attn not in ("sdpa", "eager"):
             no(f"attn {self.attn!r}")
         if self.fused_ce != "none":
