@@ -90,3 +90,47 @@ func TestExplainNamesThePeakPhase(t *testing.T) {
 		}
 	}
 }
+
+// A checkpointed full fine-tune under autocast on the transformers path
+// puts the output layer's weight cast (or autocast's whole cache at the
+// forward's end) in the logits component: its source says so, and a
+// request whose logits component is the loss chain alone does not.
+func TestAutocastCastInLogitsSource(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	pp := PhasePeak{Coef: DefaultCoefficients}
+	named := 0
+	for _, ck := range []Checkpointing{CkptFull, CkptNone} {
+		r := Request{Model: m, Method: Full, Precision: BF16Mixed, GradCkpt: ck, SeqLen: 2048, Batch: 8}
+		e, err := pp.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !e.Phases.ForwardPeak {
+			t.Fatalf("ckpt %s: the optimizer step is the peak; the logits component is not shown", ck)
+		}
+		x, err := pp.Explain(r, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt, _, err := pp.terms(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, _ := e.Component(CLogits)
+		chain := int64(hfLogitBytes * tt.LogitUnit)
+		src := x.Source(CLogits)
+		cast := strings.Contains(src, "weight cast")
+		if logits == 0 {
+			t.Fatalf("ckpt %s: no logits component", ck)
+		}
+		if (logits != chain) != cast {
+			t.Errorf("ckpt %s: logits %d B, the loss chain alone %d B; source %q", ck, logits, chain, src)
+		}
+		if cast {
+			named++
+		}
+	}
+	if named != 1 {
+		t.Errorf("the weight cast named in %d of 2 sources, want the checkpointed one", named)
+	}
+}

@@ -5,18 +5,23 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // hfMoETypes are the mixture-of-experts model types whose decoder layer
 // hfLayerSaved spells out: the attention of the dense family they are
 // built on (Mixtral's is Mistral's, Qwen2-MoE's Qwen2's, Qwen3-MoE's
-// Qwen3's, GraniteMoE's Granite's; DeepSeek-V2's multi-head latent
-// attention, hfMLA) and a feed-forward that routes each token
-// through transformers' grouped_mm experts (hfMoELayerSaved).
-var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true, "deepseek_v2": true}
+// Qwen3's, OLMoE's OLMo's q/k norms over the whole projection,
+// GraniteMoE's Granite's; DeepSeek-V2's and V3's multi-head latent
+// attention, hfMLA; GPT-OSS's eager attention with sinks, LoRA only) and a
+// feed-forward that routes each token through transformers' grouped_mm
+// experts (hfMoELayerSaved).
+var hfMoETypes = map[string]bool{"mixtral": true, "qwen2_moe": true, "qwen3_moe": true, "granitemoe": true, "deepseek_v2": true, "olmoe": true, "deepseek_v3": true, "gpt_oss": true}
 
 // hfAdaptsRoutedExperts reports whether a LoRA request's targets include
-// routed experts. transformers keeps them as 3-D parameters, not
-// nn.Linear modules, so PEFT's target_modules cannot adapt them (the
-// oracle's scopes leave them out): what adapters on them would save is not
-// read, and such a request keeps the fitted activation shape.
+// routed experts. transformers keeps them as 3-D parameters, not nn.Linear
+// modules; where a target list reaches them at all
+// (hfconfig.Model.ExpertTargets), PEFT adapts them through
+// target_parameters, a parametrization (ParamWrapper) that adds the
+// low-rank product to each expert's weight, which the oracle does not run
+// on fake tensors: what it saves is not read, and such a request keeps the
+// fitted activation shape.
 func hfAdaptsRoutedExperts(r Request) bool {
-	if r.Model.Experts == 0 {
+	if r.Model.Experts == 0 || !r.Model.ExpertTargets {
 		return false
 	}
 	lins, err := r.Model.Targets(r.LoRATargets)
@@ -76,11 +81,14 @@ func moeShape(m *hfconfig.Model, l hfconfig.Layer) moeLayer {
 //     gated product (S × I). Frozen ones (LoRA) keep neither: grouped_mm
 //     saves an input only for the other operand's gradient;
 //   - the router: a softmax over all E experts in fp32 keeps its output
-//     (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2); GraniteMoE takes the top k of the
-//     fp32 logits and keeps the softmax over those k; dividing the top k by
-//     their sum (Mixtral; norm_topk_prob) keeps an fp32 clone of them and
-//     the sum; Mixtral's and DeepSeek-V2's weights stay fp32 (4 B a copy),
-//     the others cast them to the activation dtype;
+//     (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, DeepSeek-V2), DeepSeek-V3's
+//     sigmoid too (its group-limited choice saves nothing); GraniteMoE
+//     takes the top k of the fp32 logits and keeps the softmax over those
+//     k, GPT-OSS the softmax over its top k logits in the activation
+//     dtype; dividing the top k by their sum (Mixtral; norm_topk_prob)
+//     keeps an fp32 clone of them and the sum; Mixtral's and DeepSeek's
+//     weights stay fp32 (4 B a copy), the others cast them to the
+//     activation dtype;
 //   - a shared expert is a gated MLP (gate, up, silu's output; trained, the
 //     product), and Qwen2-MoE's shared_expert_gate keeps its sigmoid and the
 //     shared expert's output for the multiply.
@@ -93,15 +101,23 @@ func hfMoELayerSaved(r Request, s moeLayer, A float64) float64 {
 	k, I, E := float64(s.k), float64(s.I), float64(s.E)
 	full := r.Method == Full
 	saved := k * (32 + A*(2*I+I+h))
+	if r.Model.ModelType == "gpt_oss" {
+		// GptOssExperts._apply_gate on the strided gate and up halves:
+		// clamp's output and sigmoid's (gate · sigmoid(α·gate)), their
+		// product and up + 1 (the product (up + 1) · glu saves both),
+		// three more S × I tensors than silu's one.
+		saved += k * A * 3 * I
+	}
 	if full {
 		saved += k * A * (h + I)
 	}
 	t := r.Model.ModelType
 	weights := A
-	if t == "mixtral" || t == "deepseek_v2" {
+	deepseek := t == "deepseek_v2" || t == "deepseek_v3"
+	if t == "mixtral" || deepseek {
 		weights = 4
 	}
-	if t == "deepseek_v2" && full {
+	if deepseek && full {
 		// DeepseekV2TopkRouter multiplies in fp32: F.linear(hidden_states
 		// .type(torch.float32), self.weight.type(torch.float32)) keeps the
 		// fp32 copy of its input for the trained weight's gradient. (The
@@ -113,6 +129,8 @@ func hfMoELayerSaved(r Request, s moeLayer, A float64) float64 {
 	switch t {
 	case "granitemoe":
 		saved += 4 * k
+	case "gpt_oss":
+		saved += A * k // the softmax over the top k logits, in the activation dtype
 	default:
 		saved += 4 * E
 	}
@@ -194,7 +212,7 @@ type hfMLA struct {
 // types): q_proj (or q_b_proj) gives nh·qk, kv_b_proj c and nh·(nope + v),
 // o_proj nh·v.
 func hfMLAShape(m *hfconfig.Model) *hfMLA {
-	if m.ModelType != "deepseek_v2" || len(m.Layers) == 0 {
+	if m.ModelType != "deepseek_v2" && m.ModelType != "deepseek_v3" || len(m.Layers) == 0 {
 		return nil
 	}
 	a := &hfMLA{nh: float64(m.Heads)}

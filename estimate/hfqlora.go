@@ -106,8 +106,12 @@ func bnbLinearTransient(r Request) float64 {
 // input, cast back to the fp32 residual dtype from Linear4bit's bf16
 // (nn/modules.py: the input's .to(compute_dtype)), and, in a gated MLP, the
 // two gradients the product's backward makes (gate's activation and up);
-// in a two-matmul MLP the activation's gradient alone.
+// in a two-matmul MLP the activation's gradient alone. A model whose
+// Linears stay unquantized (bnbUnconverted) has no Linear4bit: none.
 func qloraMLPBackward(r Request) float64 {
+	if bnbUnconverted[r.Model.ModelType] {
+		return 0
+	}
 	grads := 2.0
 	if r.Model.MLP == hfconfig.MLPGated {
 		grads = 3

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -40,7 +41,11 @@ func TestHFQLoRAScope(t *testing.T) {
 	}
 	moe := base
 	moe.Model = catalogModel(t, "Qwen/Qwen1.5-MoE-A2.7B")
-	if q, err := moe.Normalize(); err == nil && hfExact(q) {
+	// Each request must normalize: one Normalize refuses would pass the
+	// check without reaching hfExact.
+	if q, err := moe.Normalize(); err != nil {
+		t.Fatalf("MoE QLoRA: %v", err)
+	} else if hfExact(q) {
 		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
 	}
 	for name, mod := range map[string]func(*Request){
@@ -51,7 +56,9 @@ func TestHFQLoRAScope(t *testing.T) {
 	} {
 		q := base
 		mod(&q)
-		if q, err := q.Normalize(); err == nil && hfExact(q) {
+		if q, err := q.Normalize(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if hfExact(q) {
 			t.Errorf("%s: on the transformers path, which the oracle does not imitate", name)
 		}
 	}
@@ -68,8 +75,16 @@ func TestFalconQLoRAIsFP32LoRA(t *testing.T) {
 	if packed, state, _ := bnb4bitStorage(q); packed != 0 || state != 0 {
 		t.Errorf("falcon: %d packed and %d state bytes, want none", packed, state)
 	}
-	if a, b := allocated(t, q), allocated(t, l); a != b {
-		t.Errorf("falcon QLoRA %d B, fp32 LoRA %d B: want equal", a, b)
+	// No Linear4bit, so none of its transients (the loss chain hides them
+	// in the allocated peak, so they are checked term by term).
+	if w, b := bnbLinearTransient(q), qloraMLPBackward(q); w != 0 || b != 0 {
+		t.Errorf("falcon: Linear4bit working set %g B and MLP backward %g B, want none", w, b)
+	}
+	for _, ck := range []Checkpointing{CkptNone, CkptFull} {
+		q.GradCkpt, l.GradCkpt = ck, ck
+		if a, b := allocated(t, q), allocated(t, l); a != b {
+			t.Errorf("ckpt %s: falcon QLoRA %d B, fp32 LoRA %d B: want equal", ck, a, b)
+		}
 	}
 }
 
@@ -103,5 +118,50 @@ func TestGPT2AdapterInputsScoped(t *testing.T) {
 	want := float64(4*16*2) + 4*float64(m.Hidden) // lora_B's inputs (rank) for two modules, and c_attn's input
 	if got != want {
 		t.Errorf("adapters save %.0f B per token and layer, want %.0f", got, want)
+	}
+}
+
+// The quant_overhead and weights sources say how their figures were
+// counted: a flat rate per Linear weight only where the figure is that rate
+// (the fitted path), bitsandbytes' per-Linear tensors on the transformers
+// path, whose figure the flat rate does not give.
+func TestQLoRASourcesFollowThePath(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	pp := PhasePeak{Coef: DefaultCoefficients}
+	flat, perLinear := 0, 0
+	for name, r := range map[string]Request{
+		"transformers": {Model: m, Method: QLoRA, SeqLen: 1024, Batch: 1},
+		"fsdp_qlora":   {Model: m, Method: QLoRA, Stack: StackFSDPQLoRA, SeqLen: 1024, Batch: 1},
+		"nf4":          {Model: m, Method: QLoRA, Quant: NF4, SeqLen: 1024, Batch: 1},
+	} {
+		e, err := pp.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := pp.Explain(r, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := must(r.Normalize())
+		q, _ := e.Component(CQuantOverhead)
+		rate := int64(float64(m.LinearParams()) * quantStateBytesPerParam(n.Quant))
+		src, wsrc := x.Source(CQuantOverhead), x.Source(CWeights)
+		if q == rate {
+			flat++
+			if !strings.Contains(src, "B/param") {
+				t.Errorf("%s: quant state %d B is the flat rate, source %q does not say it", name, q, src)
+			}
+			continue
+		}
+		perLinear++
+		if strings.Contains(src, "B/param") || !strings.Contains(src, "per quantized Linear") {
+			t.Errorf("%s: quant state %d B, not the flat rate's %d B, but source %q", name, q, rate, src)
+		}
+		if !strings.Contains(wsrc, "512-byte") {
+			t.Errorf("%s: weights source %q does not say the packed weights are counted in allocator blocks", name, wsrc)
+		}
+	}
+	if flat == 0 || perLinear == 0 {
+		t.Errorf("%d flat-rate and %d per-Linear requests: both paths must be checked", flat, perLinear)
 	}
 }

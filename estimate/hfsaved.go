@@ -38,6 +38,12 @@ type hfSaved struct {
 	// saved tensors, which are freed before it (hfMoEBackward; 0 for a dense
 	// model).
 	ExpertsBackward float64
+	// FirstUnsaved is, without checkpointing, what the first block saves
+	// less than Layer, per token, when LoRA adapts no module upstream of its
+	// MLP (hfFirstBlockKept); FirstUnsavedScores says its eager scores
+	// (Scores) are not saved either.
+	FirstUnsaved       float64
+	FirstUnsavedScores bool
 	// FirstPass and FirstPassScores are, under checkpointing, what one
 	// block's first forward (which saves nothing) holds at its peak beyond
 	// the blocks' inputs, per token and per token per unit of sequence
@@ -45,8 +51,9 @@ type hfSaved struct {
 	FirstPass, FirstPassScores float64
 	// FirstMLP is what a parallel block's MLP saves per token, which the
 	// first block's does not when its input needs no gradient (frozen
-	// embeddings, no checkpointing): the MLP reads the frozen norm of the
-	// embeddings' output, so no operator in it records a backward.
+	// embeddings, no checkpointing) and its first matmul has no adapter
+	// (hfAdaptsMLPInput): the MLP reads the frozen norm of the embeddings'
+	// output, so no operator in it records a backward.
 	FirstMLP float64
 }
 
@@ -75,7 +82,7 @@ var hfClassicMLPTypes = map[string]bool{"gpt_bigcode": true, "gpt2": true}
 // an RMSNorm before rotary: per head (Qwen3Attention's q_norm, k_norm;
 // Gemma3Attention's, in fp32 with 1 + weight) or
 // over the whole projection (Olmo2Attention's); the bytes are the same.
-var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true}
+var hfQKNormTypes = map[string]bool{"qwen3": true, "olmo2": true, "gemma3_text": true, "qwen3_moe": true, "olmoe": true}
 
 // hfLayerNormTypes are the model types with nn.LayerNorm (StableLM) in place
 // of an RMSNorm; StableLM's partial rotary concatenates the rotated and
@@ -122,6 +129,11 @@ func hfExact(r Request) bool {
 		return false
 	}
 	if r.Method == LoRA && hfAdaptsRoutedExperts(r) {
+		return false
+	}
+	if m.ModelType == "gpt_oss" && (r.Method != LoRA || r.Attn != Eager) {
+		// transformers runs GPT-OSS with eager attention only; its trained
+		// experts (biases indexed per token) are not read yet.
 		return false
 	}
 	if r.Precision.mixed() && m.Experts > 0 {
@@ -183,6 +195,29 @@ func hfLinearReaders(modelType string) (attn, mlp float64) {
 		return 3, 1
 	}
 	return 3, 2
+}
+
+// hfAdaptsMLPInput reports whether a LoRA request adapts the MLP's first
+// matmul (Phi's fc1, GPT-NeoX's and Falcon's dense_h_to_4h: an MLP Linear
+// reading the hidden state). Its adapter makes the matmul's output require
+// grad even in the first block, whose input does not: the activation there
+// records its backward and saves its input, as in every other block (the
+// oracle: Pythia-1b with all-linear targets and no checkpointing peaks at
+// the full count of every block's MLP).
+func hfAdaptsMLPInput(r Request) bool {
+	if r.Method == Full {
+		return false
+	}
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return false
+	}
+	for _, l := range lins {
+		if l.Role == hfconfig.RoleMLP && l.In == r.Model.Hidden {
+			return true
+		}
+	}
+	return false
 }
 
 // hfFalcon7BLayout reports whether a Falcon model has the layer hfLayerSaved
@@ -405,7 +440,7 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 	}
 	var s hfSaved
-	if parallel && !full {
+	if parallel && !full && !hfAdaptsMLPInput(r) {
 		s.FirstMLP = mlp
 	}
 	if full || ckptOn(r) {
@@ -468,6 +503,15 @@ func hfLayerSaved(r Request) hfSaved {
 			// matmul reads.
 			probs = A
 		}
+		if m.ModelType == "gpt_oss" {
+			// GPT-OSS's eager_attention_forward concatenates each head's
+			// sink logit to the scores and takes the softmax in the
+			// activation dtype, which the value matmul reads through a
+			// slice: one s × (s + 1) tensor a head, and the max subtracted
+			// before it keeps its int64 indices.
+			probs = A
+			layer += heads * (A + 8)
+		}
 		if m.ModelType == "gpt2" {
 			// GPT-2's eager_attention_forward: softmax in the activation
 			// dtype saves its output; attn_dropout then keeps a bool mask,
@@ -485,7 +529,7 @@ func hfLayerSaved(r Request) hfSaved {
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
-		if falcon || m.ModelType == "gpt2" {
+		if falcon || m.ModelType == "gpt2" || m.ModelType == "gpt_oss" {
 			// The softmax backward in the activation dtype: its gradient
 			// input and output.
 			s.ScoresBackward = heads * 2 * A
@@ -504,9 +548,9 @@ func hfLayerSaved(r Request) hfSaved {
 		}
 		if ckptOn(r) {
 			s.Mask = R // built in the model's dtype
-			if hfWindowed(r) && m.ModelType == "gemma2" {
-				// Gemma 2 alternates sliding and full layers: a mask of
-				// each kind.
+			if hfWindowed(r) && (m.ModelType == "gemma2" || m.ModelType == "gpt_oss") {
+				// Gemma 2 and GPT-OSS alternate sliding and full
+				// layers: a mask of each kind.
 				s.Mask = 2 * R
 			}
 		}
@@ -553,6 +597,10 @@ func hfLayerSaved(r Request) hfSaved {
 	}
 	s.Layer = layer
 	s.PostAttn = post
+	if r.Method == LoRA && r.LoRARank > 0 && !ckptOn(r) && !r.Precision.mixed() && !parallel && !postNormOnly && !layerNorm && !hfAdaptsAttention(r) {
+		s.FirstUnsaved = max(0, layer-mlp+hfFirstMLP(r, A, gated)-hfFirstBlockKept(r, A, norm, gated))
+		s.FirstUnsavedScores = true
+	}
 	if m.Experts > 0 {
 		s.ExpertsBackward = max(0, hfMoEBackward(r, A)-s.Final)
 	}
@@ -626,6 +674,65 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 	return saved / float64(m.NumLayers)
 }
 
+// hfAdaptsAttention reports whether a LoRA request adapts a module of the
+// attention (or any module outside the feed-forward).
+func hfAdaptsAttention(r Request) bool {
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return true
+	}
+	for _, l := range lins {
+		switch l.Role {
+		case hfconfig.RoleMLP, hfconfig.RoleSharedExpert, hfconfig.RoleRouter:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// hfFirstBlockKept is, per token, what the first block saves when LoRA
+// adapts only its feed-forward (a Llama-layout pre-norm block without
+// checkpointing), as the oracle shows it: autograd saves a tensor only for
+// a gradient something needs, and up to the first adapter nothing needs
+// one (the embedding and every module before it are frozen). So the input
+// norm, the attention, the second norm, the router and the routed experts
+// (frozen, fed a hidden state that needs no gradient) save nothing; the
+// adapted MLP (a dense block's gate, up and their product's operands, or
+// an MoE block's shared expert and its gate) and the adapters themselves
+// save as in any block. norm stands for the final norm, which Layer's
+// first norm counts in its place (Final is 0 here). The adapters counted
+// are the layers' average (hfAdapterSaved), which for DeepSeek's dense
+// first blocks is a little under their own.
+func hfFirstBlockKept(r Request, A, norm float64, gated func(f float64) float64) float64 {
+	m := r.Model
+	kept := norm + hfAdapterSaved(r, A, nil)
+	if len(m.Layers) == 0 || !m.Layers[0].MoE {
+		return kept + hfFirstMLP(r, A, gated)
+	}
+	sh := moeShape(m, m.Layers[0])
+	if sh.Shared > 0 {
+		kept += 3 * A * float64(sh.Shared)
+		if sh.SharedGate {
+			kept += A*float64(m.Hidden) + A
+		}
+	}
+	return kept
+}
+
+// hfFirstMLP is what the first block's feed-forward saves as any block's
+// does (Layer counts the average block's, hfMLPSaved).
+func hfFirstMLP(r Request, A float64, gated func(f float64) float64) float64 {
+	m := r.Model
+	if len(m.Layers) == 0 {
+		return gated(float64(m.ActiveFFN()))
+	}
+	if l := m.Layers[0]; l.MoE {
+		return hfMoELayerSaved(r, moeShape(m, l), A)
+	}
+	return gated(float64(m.Layers[0].FFNActive))
+}
+
 // attnOutNames are the attention output projections whose input is the
 // attention kernel's output (LlamaAttention's o_proj, GPT-NeoX's and Phi's
 // dense, GPT-2's and GPT-BigCode's attn.c_proj).
@@ -674,7 +781,8 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved + hfAdapterCasts(r)/L
 	}
-	return tokens*(L*layer+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved + hfAdapterCasts(r), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
+	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved + hfAdapterCasts(r), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
 }
 
 // hfAdapterCasts is, under autocast, the bf16 casts of the adapters' fp32

@@ -427,7 +427,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		autocast /= float64(r.Sharding.GPUs)
 	}
-	if t.HF != nil && hfAutocastFull(r) && ckptOn(r) && !paramsSharded(r.Sharding.Strategy) {
+	if t.HF != nil && autocastCacheEndsWithForward(r) {
 		// Checkpointed blocks save no weight cast: autocast's cache holds
 		// the casts only until the forward's autocast region ends, which is
 		// before the loss chain's backward peak. There the output layer's
@@ -598,7 +598,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		case CWeights:
 			src = weightSource(r)
 		case CQuantOverhead:
-			src = fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
+			src = quantStateSource(r)
 		case CAdapters:
 			src = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
 		case COptimizer:
@@ -612,6 +612,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "not live in the optimizer-step phase"
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				if autocastCacheEndsWithForward(r) {
+					src += ", + the output layer's bf16 weight cast its matmul saves (2 B per output-layer weight); or, where larger, the forward's end: 10 B per logit beside autocast's whole weight-cast cache (2 B per trained parameter) (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)"
+				}
 				if r.Stack != "" && r.Stack.Spec().HoldsOutputs && lossPath(r) == "full" {
 					src += ", + 4 B per logit: the fp32 logits the training loop keeps through the backward (docs/memory-model.md#logits-and-loss-chain)"
 				}
@@ -663,11 +666,36 @@ func ckptNote(r Request) string {
 func weightSource(r Request) string {
 	switch r.Method {
 	case QLoRA:
+		if hfExact(r) {
+			// bnb4bitStorage: what the figure counts on the transformers path.
+			if bnbUnconverted[r.Model.ModelType] {
+				return fmt.Sprintf("%s Linear layers left unquantized (transformers converts only type nn.Linear), every weight in fp32 (kbit prepare)", r.Model.ModelType)
+			}
+			return fmt.Sprintf("%s-packed Linear layers, (n+1)/2 B each in 512-byte allocator blocks, + embeddings/norms/biases in fp32 (kbit prepare; docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)", r.Quant)
+		}
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[upcastFrozen(r)])
 	case LoRA:
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
+}
+
+// quantStateSource says how the quant_overhead figure was counted: per
+// quantized Linear, tensor by tensor, on the transformers path
+// (bnb4bitStorage), else a flat rate per Linear weight
+// (quantStateBytesPerParam).
+func quantStateSource(r Request) string {
+	if r.Method == QLoRA && hfExact(r) {
+		if bnbUnconverted[r.Model.ModelType] {
+			return fmt.Sprintf("none: transformers quantizes no %s Linear (its Linear class is not type nn.Linear)", r.Model.ModelType)
+		}
+		state := "an fp32 absmax per 64 weights"
+		if r.Quant.Spec().DoubleQuant {
+			state = "a uint8 absmax per 64 weights, an fp32 absmax per 256 of those, the 256-entry fp32 code, an offset"
+		}
+		return fmt.Sprintf("%s quant state per quantized Linear as bitsandbytes allocates it: %s, and the 16-entry 4-bit code; each tensor in 512-byte allocator blocks (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)", r.Quant, state)
+	}
+	return fmt.Sprintf("%s quant state: %.4g B/param (bitsandbytes blockwise absmax)", r.Quant, quantStateBytesPerParam(r.Quant))
 }
 
 // adapterActivations is what LoRA adapters keep for the backward beyond the
@@ -852,6 +880,15 @@ const chunkedLogitBytes = 2
 // 1024×1 and 1024×2 with checkpointing: 14 B per logit with the 12 of the
 // stock chain, not 16). Not fitted.
 const softcapLogitBytes = 2
+
+// autocastCacheEndsWithForward reports whether autocast's weight-cast
+// cache is gone before the loss chain's backward peak: a checkpointed full
+// fine-tune of fp32 weights under autocast on the transformers path, whose
+// blocks save no weight cast (combine moves the cache to the loss chain's
+// forward half and the output layer's cast beside its backward).
+func autocastCacheEndsWithForward(r Request) bool {
+	return hfExact(r) && hfAutocastFull(r) && ckptOn(r) && !paramsSharded(r.Sharding.Strategy)
+}
 
 // heldLogitBytes is what a training loop that keeps the model's output
 // referenced through the backward (Stack.HoldsOutputs) holds beside the loss

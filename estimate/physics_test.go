@@ -388,3 +388,33 @@ func TestReservedLevelWithinTheCard(t *testing.T) {
 		t.Errorf("verdict %s: the plan keeps the allowance, so it should not fit", e.Verdict.Fit)
 	}
 }
+
+// A parallel block's first MLP saves nothing without checkpointing only
+// while its first matmul has no adapter: an adapter on fc1 or
+// dense_h_to_4h makes that matmul's output require grad, so the activation
+// saves its input in the first block as in the others. An adapter on the
+// second matmul alone keeps the first block's MLP free.
+func TestFirstParallelMLPFollowsTheTargets(t *testing.T) {
+	for _, tc := range []struct {
+		id, in, out string
+	}{{"microsoft/phi-2", "fc1", "fc2"}, {"EleutherAI/pythia-1b", "dense_h_to_4h", "dense_4h_to_h"}, {"tiiuae/falcon-7b", "dense_h_to_4h", "dense_4h_to_h"}} {
+		m := catalogModel(t, tc.id)
+		for _, c := range []struct {
+			targets []string
+			free    bool
+		}{{[]string{"attention"}, true}, {[]string{tc.out}, true}, {[]string{tc.in}, false}, {[]string{"all-linear"}, false}} {
+			for _, meth := range []Method{LoRA, QLoRA} {
+				r, err := Request{Model: m, Method: meth, LoRARank: 8, LoRATargets: c.targets, SeqLen: 256, Batch: 1}.Normalize()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !hfExact(r) {
+					t.Fatalf("%s %s: not on the transformers path", tc.id, meth)
+				}
+				if got := hfLayerSaved(r).FirstMLP > 0; got != c.free {
+					t.Errorf("%s %s on %v: first block's MLP left out %v, want %v", tc.id, meth, c.targets, got, c.free)
+				}
+			}
+		}
+	}
+}

@@ -35,8 +35,12 @@ func TestPreparedMatchesEstimate(t *testing.T) {
 			{Model: m8, Method: LoRA, LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
 			{Model: m8, Method: QLoRA, LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 1, GPUTotal: gpu},
 		}},
+		// bf16-mixed on the transformers path: its autocast terms hold on
+		// one GPU and under DDP, not under FSDP or DeepSpeed, so a cached
+		// term read for another strategy differs here.
 		{"mixed-precision-full", Default, []Request{
 			{Model: qwen, Method: Full, Precision: BF16Mixed, SeqLen: 1024, Batch: 2, GPUTotal: 24 * GiB, Available: 20 * GiB},
+			{Model: qwen, Method: LoRA, Precision: BF16Mixed, SeqLen: 1024, Batch: 2, GPUTotal: 24 * GiB},
 		}},
 		{"litgpt-lora-dropout", Default, []Request{
 			{Model: m8, Method: LoRA, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj", "lm_head"}, Stack: StackLitGPT, Precision: BF16Mixed, LoRADropout: ptr(0.05), SeqLen: 1024, Batch: 1, GPUTotal: gpu},

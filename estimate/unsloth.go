@@ -383,11 +383,28 @@ func unslothTailMatch(path, entry []string) bool {
 // M·r + r·H); read from the parsed shapes it is also right for per-layer
 // shapes. all-linear is the family's attention and MLP projections (§2:
 // "all known text linear modules"), routers and per-layer-input projections
-// excluded.
+// excluded. The routed experts, which hfconfig's scopes leave out where no
+// target list reaches them (Model.ExpertTargets), count under an mlp or
+// all-linear scope here as §2 says.
 func unslothAdapterParams(r Request) int64 {
 	sum, err := r.Model.AdapterSum(r.LoRATargets)
 	if err != nil {
 		return 0 // Normalize has already rejected unresolvable targets
+	}
+	if slices.ContainsFunc(r.LoRATargets, func(t string) bool {
+		switch strings.ToLower(strings.TrimSpace(t)) {
+		case hfconfig.ScopeMLP, hfconfig.ScopeAllLinear, "all_linear", "all":
+			return true
+		}
+		return false
+	}) && !r.Model.ExpertTargets {
+		for _, l := range r.Model.Layers {
+			for _, lin := range l.Linears {
+				if lin.Role == hfconfig.RoleExpert {
+					sum += (lin.In + lin.Out) * lin.Copies
+				}
+			}
+		}
 	}
 	return r.LoRARank * sum
 }

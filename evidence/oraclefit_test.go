@@ -11,7 +11,7 @@ import (
 
 // oracleExactTypes are the model types whose layer the default estimator
 // spells out tensor by tensor (estimate's hfExactTypes and hfMoETypes).
-var oracleExactTypes = []string{"llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "phi3", "granite", "olmo2", "stablelm", "gpt_neox", "phi", "falcon", "gpt_bigcode", "gpt2", "gemma3_text", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "deepseek_v2"}
+var oracleExactTypes = []string{"llama", "mistral", "qwen2", "gemma", "qwen3", "gemma2", "phi3", "granite", "olmo2", "stablelm", "gpt_neox", "phi", "falcon", "gpt_bigcode", "gpt2", "gemma3_text", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "deepseek_v2", "olmoe", "deepseek_v3", "gpt_oss"}
 
 // The default estimator held to the fake-tensor oracle: on the simulated
 // rows of the spelled-out model types, the allocated-level error per model

@@ -128,3 +128,42 @@ func TestNarrowestLinear(t *testing.T) {
 		t.Errorf("hand-built: NarrowestLinear() = %d, want 12", got)
 	}
 }
+
+// Where no target list reaches the routed experts (Qwen2-MoE: 3-D
+// parameters PEFT does not map transformers 4's names onto), the MLP scope
+// is the shared expert and its one-output gate, and a name only the routed
+// experts carry is an error.
+func TestUnreachableExperts(t *testing.T) {
+	m, err := Parse([]byte(`{"model_type":"qwen2_moe","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"num_key_value_heads":2,
+		"intermediate_size":32,"moe_intermediate_size":4,"shared_expert_intermediate_size":6,"num_experts":2,
+		"num_experts_per_tok":1,"vocab_size":10,"tie_word_embeddings":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gate and up read the hidden state (8 each), down the shared width
+	// (6), shared_expert_gate the hidden state (8); once per tensor, gate,
+	// up and shared_expert_gate read one.
+	if got, err := m.AdapterInputs([]string{"mlp"}); err != nil || got != 8+8+6+8 {
+		t.Errorf("AdapterInputs(mlp) = %d, %v; want 30", got, err)
+	}
+	if got, err := m.DistinctInputs([]string{"mlp"}, SharedInputs); err != nil || got != 8+6 {
+		t.Errorf("DistinctInputs(mlp) = %d, %v; want 14", got, err)
+	}
+	// r·(in + out): 8+6, 8+6, 6+8 and 8+1.
+	if got, err := m.AdapterSum([]string{"gate_proj", "up_proj", "down_proj"}); err != nil || got != 14+14+14 {
+		t.Errorf("AdapterSum(gate_proj, up_proj, down_proj) = %d, %v; want 42 (the shared expert's only)", got, err)
+	}
+	m2, err := Parse([]byte(`{"model_type":"granitemoe","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"intermediate_size":4,
+		"num_local_experts":2,"num_experts_per_tok":1,"vocab_size":10,"tie_word_embeddings":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range [][]string{{"mlp"}, {"input_linear"}, {"q_proj", "output_linear"}} {
+		if _, err := m2.AdapterSum(spec); err == nil || !strings.Contains(err.Error(), "3-D parameters") {
+			t.Errorf("GraniteMoE %v: %v, want an error naming 3-D parameters", spec, err)
+		}
+	}
+	if got, err := m2.AdapterSum([]string{"all-linear"}); err != nil || got != 4*16 {
+		t.Errorf("GraniteMoE all-linear: %d, %v; want the attention's 64", got, err)
+	}
+}

@@ -109,9 +109,11 @@ func (m *Model) sumTargets(spec []string, inputs bool) (int64, error) {
 var QKV = []string{"q_proj", "k_proj", "v_proj"}
 
 // SharedInputs are groups of Linear modules that read the same tensor in a
-// layer: q/k/v, a gated MLP's gate and up (w1 and w3 in Mixtral's experts),
-// and DeepSeek's two low-rank attention down-projections.
-var SharedInputs = [][]string{QKV, {"gate_proj", "up_proj"}, {"w1", "w3"}, {"q_a_proj", "kv_a_proj_with_mqa"}}
+// layer: q/k/v, a gated MLP's gate and up (with Qwen2-MoE's
+// shared_expert_gate, which reads the shared expert's input; w1 and w3 in
+// Mixtral's experts), and DeepSeek's two low-rank attention
+// down-projections.
+var SharedInputs = [][]string{QKV, {"gate_proj", "up_proj", "shared_expert_gate"}, {"w1", "w3"}, {"q_a_proj", "kv_a_proj_with_mqa"}}
 
 // DistinctInputs is AdapterInputs with the selected modules of each group
 // (names that read one tensor, as in SharedInputs) counted once: the input
@@ -179,10 +181,10 @@ func (m *Model) eachSelected(spec []string, f func(moduleAgg)) error {
 			pick(n, attentionScoped)
 		}
 		for _, n := range mlp {
-			pick(n, mlpScoped)
+			pick(n, m.mlpScoped)
 		}
 		named = named || strings.TrimSpace(s) != ""
-		if name != "" && !pick(name, anyRole) {
+		if name != "" && !pick(name, m.anyRole) {
 			_, err := m.Targets(spec) // the detailed error
 			if err == nil {
 				err = fmt.Errorf("LoRA target %s matches no module", name)

@@ -56,8 +56,9 @@ func TestMoreArchitectures(t *testing.T) {
 			linear: 256 + 192 + 16,
 			total:  256 + 192 + 16 + 16 + 8 + 80,
 			check: func(t *testing.T, m *Model) {
-				if _, err := m.Targets([]string{"input_linear"}); err != nil {
-					t.Error(err)
+				// The experts are GraniteMoeExperts' 3-D parameters.
+				if _, err := m.Targets([]string{"input_linear"}); err == nil || !strings.Contains(err.Error(), "3-D parameters") {
+					t.Errorf("input_linear as a target: %v", err)
 				}
 			},
 		},

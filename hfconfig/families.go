@@ -52,6 +52,9 @@ type familySpec struct {
 	// expertParameters: the experts are 3-D parameters, not nn.Linear
 	// modules (Model.ExpertParameters).
 	expertParameters bool
+	// expertTargets: PEFT adapts the routed experts when a target list
+	// names them (Model.ExpertTargets).
+	expertTargets bool
 
 	// Other layouts.
 	multiQuery    bool // multi_query (default true) leaves one K/V head
@@ -104,22 +107,22 @@ var families = map[string]familySpec{
 	"stablelm": {family: "stablelm", build: buildLlama, qkvBiasKey: "use_qkv_bias", layerNorm: true, qkNorm: qkLayerNormSwitch},
 
 	// MixtralConfig: num_local_experts=8, num_experts_per_tok=2.
-	"mixtral":    {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts, expertsDefault: 8, perTokenDefault: 2},
+	"mixtral":    {family: "mixtral", build: buildLlama, expertProjs: mixtralExperts, expertsDefault: 8, perTokenDefault: 2, expertTargets: true},
 	"qwen2_moe":  {family: "qwen2_moe", build: buildLlama, attnBiasDefault: true, noOutputBias: true, sharedExpertGate: true},
-	"qwen3_moe":  {family: "qwen3_moe", build: buildLlama, qkNorm: qkPerHead},
-	"olmoe":      {family: "olmoe", build: buildLlama, qkNorm: qkWholeProjection},
+	"qwen3_moe":  {family: "qwen3_moe", build: buildLlama, qkNorm: qkPerHead, expertTargets: true},
+	"olmoe":      {family: "olmoe", build: buildLlama, qkNorm: qkWholeProjection, expertTargets: true},
 	"granitemoe": {family: "granitemoe", build: buildLlama, expertProjs: graniteMoEExperts, routerName: "router"},
 	// GptOssConfig: attention_bias true, num_local_experts 128,
 	// num_experts_per_tok 4 by default; layer_types alternate sliding and
 	// full attention.
 	"gpt_oss": {family: "gpt_oss", build: buildLlama, attnBiasDefault: true, expertProjs: gptOSSExperts, routerName: "router",
 		expertBias: true, sinks: true, expertParameters: true, expertsDefault: 128, perTokenDefault: 4, slidingNote: true,
-		note: "GPT-OSS experts are fused 3-D parameters (GptOssExperts), not nn.Linear modules: PEFT adapts them only through target_parameters, and the mlp / all-linear scopes here count them as such"},
+		note: "GPT-OSS experts are fused 3-D parameters (GptOssExperts), not nn.Linear modules: PEFT adapts them only through target_parameters, so no LoRA target list here reaches them"},
 	"llama4_text": {family: "llama4", build: buildLlama, tiedDefault: true, denseWidthKey: "intermediate_size_mlp"},
 	"llama4":      {family: "llama4", build: buildLlama, tiedDefault: true, denseWidthKey: "intermediate_size_mlp"},
 
-	"deepseek_v2": {family: "deepseek", build: buildDeepSeek},
-	"deepseek_v3": {family: "deepseek", build: buildDeepSeek},
+	"deepseek_v2": {family: "deepseek", build: buildDeepSeek, expertTargets: true},
+	"deepseek_v3": {family: "deepseek", build: buildDeepSeek, expertTargets: true},
 	"baichuan":    {family: "baichuan", build: buildBaichuan},
 	"phi":         {family: "phi", build: buildPhi},
 	"phi3":        {family: "phi3", build: buildPhi3},
@@ -150,8 +153,12 @@ var genericFamily = familySpec{family: "generic", build: buildLlama}
 func (s familySpec) buildModel(r raw, m *Model) error {
 	m.Family = s.family
 	m.ExpertParameters = s.expertParameters
+	m.ExpertTargets = s.expertTargets
 	if err := s.build(r, m, s); err != nil {
 		return err
+	}
+	if m.Experts > 0 && !m.ExpertTargets {
+		m.mlpNames = m.linearMLPNames()
 	}
 	if s.note != "" {
 		m.Notes = append(m.Notes, s.note)
@@ -223,6 +230,13 @@ func readMLA(r raw, m *Model) (*mlaShape, error) {
 		return nil, err
 	}
 	d.noAuxBias = topk == "noaux_tc"
+	if m.ModelType == "deepseek_v3" {
+		// DeepseekV3Config's norm_topk_prob (default true) divides the
+		// top-k weights by their sum; DeepseekV2Config drops the field.
+		if m.NormTopK, err = r.boolField("norm_topk_prob", true); err != nil {
+			return nil, err
+		}
+	}
 	m.Experts = d.experts
 	if m.ExpertsPerToken, err = r.first(0, "num_experts_per_tok"); err != nil {
 		return nil, err

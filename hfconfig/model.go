@@ -13,7 +13,7 @@ type Role string
 const (
 	RoleAttention    Role = "attention"     // q/k/v/o projections, fused or not
 	RoleMLP          Role = "mlp"           // dense feed-forward projections
-	RoleExpert       Role = "expert"        // one projection, replicated per routed expert
+	RoleExpert       Role = "expert"        // one projection, replicated per routed expert (a LoRA target only where Model.ExpertTargets)
 	RoleSharedExpert Role = "shared_expert" // the always-active expert of Qwen2-MoE / DeepSeek
 	RoleRouter       Role = "router"        // the expert-choice gate
 	RoleOther        Role = "other"         // per-layer-input projections and the like
@@ -124,6 +124,16 @@ type Model struct {
 	// nn.Linear modules (GPT-OSS's GptOssExperts): bitsandbytes does not
 	// quantize them, so a QLoRA base would keep them in 16 bits.
 	ExpertParameters bool
+	// ExpertTargets: PEFT adapts the routed experts when a LoRA target list
+	// names them. transformers 5 (which the oracle pins) keeps every MoE
+	// family's routed experts as 3-D parameters, which target_modules cannot
+	// reach; PEFT (0.21) maps transformers 4's expert names onto them as
+	// target_parameters for the types transformers converts checkpoints of
+	// (Mixtral's w1/w2/w3; Qwen3-MoE's, OLMoE's and DeepSeek-V2/V3's
+	// gate_proj/up_proj/down_proj), so there the mlp and all-linear scopes
+	// reach the experts. Elsewhere (Qwen2-MoE, GraniteMoE, GPT-OSS, Llama 4)
+	// no target list does (linearMLPNames).
+	ExpertTargets bool
 	// Seq2Seq is set for an encoder-decoder model (T5, BART): Layers holds
 	// the encoder's blocks, then the decoder's (seq2seq.go).
 	Seq2Seq *Seq2Seq
@@ -236,8 +246,9 @@ const (
 // AttentionTargets is the family's attention scope (seed 000's table).
 func (m *Model) AttentionTargets() []string { return slices.Clone(m.attentionNames) }
 
-// AllLinearTargets is the family's all-linear scope: attention plus MLP and
-// expert projections. Routers are left out, as in seed 000's table.
+// AllLinearTargets is the family's all-linear scope: attention plus the MLP
+// projections that are nn.Linear modules. Routers are left out, as in seed
+// 000's table, and so are routed experts (linearMLPNames).
 func (m *Model) AllLinearTargets() []string {
 	return append(slices.Clone(m.attentionNames), m.mlpNames...)
 }
@@ -251,7 +262,9 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 	// explicit names must all exist.
 	wantAttn, wantMLP := map[string]bool{}, map[string]bool{}
 	explicit := map[string]bool{}
+	named := false
 	for _, s := range spec {
+		named = named || strings.TrimSpace(s) != ""
 		attn, mlp, name := m.scope(s)
 		for _, n := range attn {
 			wantAttn[n] = true
@@ -263,14 +276,14 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 			explicit[name] = true
 		}
 	}
-	if len(wantAttn)+len(wantMLP)+len(explicit) == 0 {
+	if !named {
 		return nil, fmt.Errorf("empty LoRA target list")
 	}
 	found := map[string]bool{}
 	var out []Linear
 	for _, l := range m.Layers {
 		for _, lin := range l.Linears {
-			if explicit[lin.Name] || (wantAttn[lin.Name] && attentionScoped(lin.Role)) || (wantMLP[lin.Name] && mlpScoped(lin.Role)) {
+			if (explicit[lin.Name] && m.anyRole(lin.Role)) || (wantAttn[lin.Name] && attentionScoped(lin.Role)) || (wantMLP[lin.Name] && m.mlpScoped(lin.Role)) {
 				found[lin.Name] = true
 				out = append(out, lin)
 			}
@@ -284,10 +297,19 @@ func (m *Model) Targets(spec []string) ([]Linear, error) {
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
+		for _, n := range missing {
+			if m.routedOnly(n) {
+				return nil, fmt.Errorf("LoRA target %s names the routed experts of this %s model, 3-D parameters that PEFT's target_modules cannot adapt; its nn.Linear modules are %s",
+					n, m.ModelType, strings.Join(m.linearModuleNames(), ", "))
+			}
+		}
 		return nil, fmt.Errorf("LoRA target %s matches no module of this %s model; its modules are %s",
 			strings.Join(missing, ", "), m.ModelType, strings.Join(m.moduleNames(), ", "))
 	}
 	if len(out) == 0 {
+		if m.Experts > 0 && !m.ExpertTargets {
+			return nil, fmt.Errorf("LoRA targets %v match no nn.Linear module of this %s model (its routed experts are 3-D parameters that PEFT's target_modules cannot adapt); its nn.Linear modules are %s", spec, m.ModelType, strings.Join(m.linearModuleNames(), ", "))
+		}
 		return nil, fmt.Errorf("LoRA targets %v match no module of this %s model; its modules are %s", spec, m.ModelType, strings.Join(m.moduleNames(), ", "))
 	}
 	return out, nil
@@ -302,9 +324,52 @@ func attentionScoped(r Role) bool {
 	return r != RoleMLP && r != RoleExpert && r != RoleSharedExpert
 }
 
-func mlpScoped(r Role) bool { return r != RoleAttention }
+func (m *Model) mlpScoped(r Role) bool { return r != RoleAttention && m.reachable(r) }
 
-func anyRole(Role) bool { return true }
+// anyRole selects an explicitly named module whatever its role, routed
+// experts aside where no target list reaches them (ExpertTargets).
+func (m *Model) anyRole(r Role) bool { return m.reachable(r) }
+
+func (m *Model) reachable(r Role) bool { return r != RoleExpert || m.ExpertTargets }
+
+// linearMLPNames is the MLP scope of a mixture of experts whose routed
+// experts no target list reaches (ExpertTargets false): the names of the
+// feed-forward modules that are nn.Linear in transformers 5 (which the
+// oracle pins): dense blocks' and shared experts' projections, and
+// Qwen2-MoE's one-output shared_expert_gate. Its routed experts are 3-D
+// nn.Parameters (gate_up_proj and down_proj of a *Experts module), which
+// PEFT's target_modules cannot adapt and PEFT does not map transformers 4's
+// names onto: PEFT's all-linear adapts the attention and these, and a scope
+// that leaves nothing (mlp on GraniteMoE) selects no module.
+func (m *Model) linearMLPNames() []string {
+	var names []string
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			ok := lin.Role == RoleMLP || lin.Role == RoleSharedExpert || lin.Name == "shared_expert_gate"
+			if ok && !slices.Contains(names, lin.Name) {
+				names = append(names, lin.Name)
+			}
+		}
+	}
+	return names
+}
+
+// routedOnly reports whether name is a routed expert's and no other
+// module's: a target list naming it reaches nothing.
+func (m *Model) routedOnly(name string) bool {
+	expert := false
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if lin.Name == name {
+				if lin.Role != RoleExpert {
+					return false
+				}
+				expert = true
+			}
+		}
+	}
+	return expert
+}
 
 // scope expands one entry of a LoRA target list, as Targets and sumTargets
 // both read it: a scope keyword gives the family's attention and/or MLP names;
@@ -321,6 +386,21 @@ func (m *Model) scope(s string) (attn, mlp []string, name string) {
 		return nil, m.mlpNames, ""
 	}
 	return nil, nil, t
+}
+
+// linearModuleNames is a mixture of experts' moduleNames without the routed
+// experts and the routers (a parameter of the router's own module in the
+// pinned transformers, Llama 4's nn.Linear router aside), the
+// shared_expert_gate kept.
+func (m *Model) linearModuleNames() []string {
+	var names []string
+	for _, n := range m.moduleNames() {
+		router := (n == "gate" || n == "router") && !strings.HasPrefix(m.ModelType, "llama4")
+		if !m.routedOnly(n) && !router {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 func (m *Model) moduleNames() []string {

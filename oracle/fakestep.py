@@ -48,7 +48,10 @@ imitated).
 
 Not simulated (``NotSimulated`` names the reason): QLoRA under autocast,
 8-bit or GPTQ bases, fp16-mixed (the Trainer's GradScaler is not
-imitated), the eager MoE experts loop, fused cross-entropy kernels, 8-bit/paged
+imitated), the eager MoE experts loop, LoRA on routed experts (PEFT maps
+transformers 4's expert names onto the fused 3-D expert parameters as
+``target_parameters`` for Mixtral, Qwen3-MoE, OLMoE and DeepSeek-V2/V3; its
+parametrization does not run on meta tensors), fused cross-entropy kernels, 8-bit/paged
 optimizers, sharding and offload, unsloth/offloaded checkpointing, padded
 (dynamic) batches.
 
@@ -109,6 +112,9 @@ class Request:
     # QLoRA only (bitsandbytes' bnb_4bit_quant_type, with double quant as
     # "nf4-dq"); left out of case_id for the other methods.
     quant: str = "nf4-dq"
+    # The optimizers this stack simulates (a class attribute, not a field:
+    # the LitGPT stack's request adds bitsandbytes' paged AdamW).
+    OPTIMIZERS = ("adamw_torch", "sgd")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
@@ -155,8 +161,8 @@ class Request:
             no(f"precision {self.precision!r}")
         if self.grad_ckpt not in ("none", "full"):
             no(f"grad_ckpt {self.grad_ckpt!r}")
-        if self.optimizer not in ("adamw_torch", "sgd"):
-            no(f"optimizer {self.optimizer!r} (adamw_torch foreach and sgd are simulated)")
+        if self.optimizer not in self.OPTIMIZERS:
+            no(f"optimizer {self.optimizer!r} ({' and '.join(self.OPTIMIZERS)} are simulated)")
         if self.attn not in ("sdpa", "eager"):
             no(f"attn {self.attn!r}")
         if self.fused_ce != "none":
@@ -754,6 +760,18 @@ def is_moe(cfg) -> bool:
     return bool(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None) or getattr(cfg, "n_routed_experts", None))
 
 
+def peft_maps_experts(model) -> bool:
+    """Whether PEFT maps transformers 4's MoE module names onto this model's
+    fused 3-D expert parameters (target_parameters): Mixtral, Qwen3-MoE,
+    OLMoE, DeepSeek-V2/V3 under the pinned versions."""
+    try:
+        from peft.utils import transformers_weight_conversion as twc
+    except ImportError:
+        return False
+    base = twc._MODEL_TO_CONVERSION_PATTERN.get(getattr(model.config, "model_type", None))
+    return bool(base and twc._MOE_TARGET_MODULE_MAPPING.get(base) and twc._MOE_FUSED_TARGETS.get(base))
+
+
 def model_dtype(req: Request) -> torch.dtype:
     """The dtype the model is loaded in. bf16-mixed keeps fp32 weights for a
     full fine-tune (the master copy the optimizer steps); a LoRA base is
@@ -786,6 +804,12 @@ def build(config_dir: str, req: Request):
     if req.method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
+        scopes = {s.strip().lower() for s in req.lora_targets} & {"mlp", "all-linear", "all_linear", "all"}
+        if scopes and peft_maps_experts(model):
+            # PEFT's own all-linear (and transformers 4's MLP names) reach
+            # the routed experts here; the nn.Linear leaves alone would not.
+            raise NotSimulated(f"{cfg.model_type}: PEFT's {'/'.join(sorted(scopes))} scope adapts the routed experts through target_parameters, not run on fake tensors")
+
         targets = lora_targets(model, req.lora_targets)
         lc = LoraConfig(
             r=req.lora_rank,
@@ -798,6 +822,15 @@ def build(config_dir: str, req: Request):
             _qlora_prepare(model, req, lc)
         with torch.device("meta"):
             model = get_peft_model(model, lc)
+        tp = getattr(model.peft_config["default"], "target_parameters", None)
+        if tp:
+            # PEFT (transformers 5) maps transformers 4's expert names
+            # (Mixtral's w1/w2/w3, gate_proj/up_proj/down_proj of Qwen3-MoE,
+            # OLMoE, DeepSeek) onto the fused expert parameters, even when
+            # the names were meant for a dense or shared MLP: a
+            # parametrization (ParamWrapper) whose autocast guard fails on
+            # the meta device.
+            raise NotSimulated(f"{cfg.model_type}: PEFT adapts {', '.join(sorted(tp))} through target_parameters (routed experts), not run on fake tensors")
     if req.grad_ckpt == "full":
         # As the Trainer enables it (use_reentrant False is the default too).
         if hasattr(model, "activation_checkpointing_enable"):

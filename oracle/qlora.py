@@ -155,6 +155,8 @@ class MatMul4Bit(torch.autograd.Function):
 class Linear4bit(torch.nn.Module):
     """nn/modules.py: Linear4bit (forward as in bitsandbytes 0.49.2)."""
 
+    matmul = MatMul4Bit  # the autograd function matmul_4bit applies (a subclass may pin an older release's)
+
     def __init__(self, in_features, out_features, bias, compute_dtype, quant, weight, bias_param=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
@@ -181,7 +183,7 @@ class Linear4bit(torch.nn.Module):
         bias = None if self.bias is None else self.bias.to(self.compute_dtype)
         if x.numel() == x.shape[-1] and not x.requires_grad:
             raise NotImplementedError("bitsandbytes' gemv_4bit inference path (one token, no gradient) is not imitated")
-        return MatMul4Bit.apply(x, self.weight.t(), bias, self.weight.quant_state).to(inp_dtype)
+        return self.matmul.apply(x, self.weight.t(), bias, self.weight.quant_state).to(inp_dtype)
 
 
 def quantize_model(model: torch.nn.Module, quant: str, compute_dtype=torch.bfloat16, skip_modules=None) -> list[str]:

@@ -190,6 +190,39 @@ class Tiny(unittest.TestCase):
                          fakestep.case_id("m", fakestep.Request.from_json({})))
 
 
+class TinyMoE(unittest.TestCase):
+    """A 2-layer Qwen3-MoE and Qwen2-MoE: PEFT maps transformers 4's expert
+    names onto Qwen3-MoE's fused expert parameters (target_parameters), which
+    the oracle refuses; Qwen2-MoE's mlp scope is its shared expert."""
+
+    CFG = {"hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+           "num_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 512, "tie_word_embeddings": False}
+
+    def config_dir(self, **extra):
+        d = tempfile.mkdtemp(prefix="fakestep-moe-")
+        self.addCleanup(shutil.rmtree, d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({**self.CFG, **extra}, f)
+        return d
+
+    def test_routed_experts_not_simulated(self):
+        d = self.config_dir(model_type="qwen3_moe")
+        with self.assertRaises(fakestep.NotSimulated):
+            fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["gate_proj", "up_proj"], "seq_len": 32}))
+        # PEFT's all-linear reaches them too (the nn.Linear leaves alone
+        # would be the attention).
+        with self.assertRaises(fakestep.NotSimulated):
+            fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["all-linear"], "seq_len": 32}))
+        res = fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["attention"], "seq_len": 32}))
+        self.assertEqual(sorted(res.lora_targets), ["k_proj", "o_proj", "q_proj", "v_proj"])
+
+    def test_shared_expert_scope(self):
+        d = self.config_dir(model_type="qwen2_moe", shared_expert_intermediate_size=48)
+        res = fakestep.simulate(d, fakestep.Request.from_json({"method": "lora", "lora_targets": ["mlp"], "seq_len": 32}))
+        self.assertEqual(res.lora_targets, ["gate_proj", "up_proj", "down_proj", "shared_expert_gate"])
+
+
 class CLI(unittest.TestCase):
     def test_rows_validate(self):
         """The command's rows parse, are marked simulated and `canifinetune validate` accepts them."""

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/hfconfig"
 	"github.com/canifinetune/canifinetune/plan"
 )
 
@@ -143,17 +142,6 @@ func readFor(in Input, render bool) (*settings, error) {
 		return nil, unsupported("model", m.ModelType, "an encoder-decoder model; the emitted scripts load AutoModelForCausalLM (a Seq2SeqTrainer script with AutoModelForSeq2SeqLM is not emitted)", "canifinetune estimate for the memory, and your own seq2seq script")
 	case m.Encoder:
 		return nil, unsupported("model", m.ModelType, "an encoder-only model; the emitted scripts load AutoModelForCausalLM", "canifinetune estimate for the memory, and your own classification or masked-LM script")
-	case m.ExpertParameters && r.Method != estimate.Full:
-		// GPT-OSS's experts are 3-D parameters: PEFT's target_modules
-		// cannot name them (target_parameters can, which the scripts do
-		// not write).
-		if lins, err := m.Targets(r.LoRATargets); err == nil {
-			for _, l := range lins {
-				if l.Role == hfconfig.RoleExpert {
-					return nil, unsupported("LoRA target", l.Name, "a routed expert of "+m.ModelType+", a 3-D parameter rather than an nn.Linear: PEFT reaches it only through target_parameters, which the emitted configs do not write", "--targets attention")
-				}
-			}
-		}
 	}
 	s := &settings{in: in, req: r, world: p.World, nodes: max(p.Nodes, 1), micro: p.MicroBatch, accum: max(p.GradAccum, 1)}
 	if s.world < 1 {

@@ -356,22 +356,35 @@ func TestRefuses(t *testing.T) {
 }
 
 // TestRefusesNonCausalModels: the scripts load AutoModelForCausalLM, so a
-// plan for an encoder-decoder or encoder-only model is refused by name, and
-// so are LoRA targets PEFT's target_modules cannot reach (GPT-OSS experts).
+// plan for an encoder-decoder or encoder-only model is refused by name.
 func TestRefusesNonCausalModels(t *testing.T) {
 	for _, c := range []struct{ id, want string }{
 		{"google-t5/t5-small", "model t5: an encoder-decoder model"},
 		{"FacebookAI/xlm-roberta-base", "model xlm-roberta: an encoder-only model"},
-		{"openai/gpt-oss-20b", "LoRA target gate_up_proj"},
 	} {
 		req := estimate.Request{SeqLen: 512, Batch: 1}
-		if c.id == "openai/gpt-oss-20b" {
-			req.LoRATargets = []string{"all-linear"}
-		}
 		_, err := Files(Input{ModelID: c.id, Plan: chosen(t, c.id, req, 1, 1)})
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an ErrUnsupported naming %q", c.id, err, c.want)
 		}
+	}
+}
+
+// TestMoEAllLinearTargets: GPT-OSS's routed experts are 3-D parameters
+// PEFT's target_modules cannot name, so its all-linear recipe adapts the
+// attention and names no expert projection.
+func TestMoEAllLinearTargets(t *testing.T) {
+	const id = "openai/gpt-oss-20b"
+	files, err := Files(Input{ModelID: id, Plan: chosen(t, id, estimate.Request{SeqLen: 512, Batch: 1, LoRATargets: []string{"all-linear"}}, 1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all strings.Builder
+	for _, b := range files {
+		all.Write(b)
+	}
+	if !strings.Contains(all.String(), "q_proj") || strings.Contains(all.String(), "gate_up_proj") {
+		t.Errorf("GPT-OSS all-linear recipe: want q_proj and no gate_up_proj among its targets")
 	}
 }
 
