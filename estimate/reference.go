@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // Reference is the reference memory model (docs/memory-model.md), every
@@ -276,6 +277,9 @@ func requestAssumptions(r Request) []string {
 			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms stay 16-bit (%s does not upcast them)", r.Quant, r.Stack))
 		}
 	}
+	if a1 := moeQLoRAAssumption(r); a1 != "" {
+		a = append(a, a1)
+	}
 	if !fusedCE(r) && r.Task.Spec().VocabLogits {
 		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
 	}
@@ -319,4 +323,32 @@ func confidence(r Request, estimator string) Confidence {
 		why = append(why, "reference estimator")
 	}
 	return Confidence{Grade: g, Reason: strings.Join(why, "; ")}
+}
+
+// moeQLoRAAssumption warns that a MoE model's routed experts are counted as
+// 4-bit under QLoRA, which holds where they are per-expert nn.Linear modules
+// (transformers 4.x, and the stacks that keep that layout) but not under
+// transformers 5, which stores them as fused 3-D parameters: its
+// bitsandbytes integration replaces only nn.Linear modules, so the experts
+// stay in the load dtype, and prepare_model_for_kbit_training then casts
+// every non-4-bit 16-bit parameter to fp32 (the fake-tensor oracle shows
+// both on the pinned transformers 5.23 and PEFT 0.21).
+func moeQLoRAAssumption(r Request) string {
+	if r.Method != QLoRA || r.Model == nil {
+		return ""
+	}
+	p := r.Model.RoutedExpertParams()
+	if p == 0 {
+		return ""
+	}
+	stored := int64(2) // bf16 as loaded
+	how := "bf16"
+	if r.UpcastFrozen == nil || *r.UpcastFrozen {
+		stored, how = 4, "fp32 after prepare_model_for_kbit_training"
+	}
+	// nf4 packs two weights per byte; the quantization state is left out
+	// of the difference (it only lowers it).
+	more := p*stored - p/2
+	return fmt.Sprintf("MoE under QLoRA: the %.2fB routed-expert weights are counted as 4-bit, as bitsandbytes quantizes per-expert Linear layers (transformers 4.x); transformers 5 stores them as fused 3-D parameters that bitsandbytes leaves unquantized (%s): about %.1f GiB more there",
+		float64(p)/1e9, how, bytesize.InGiB(more))
 }

@@ -1,7 +1,9 @@
 package estimate
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/catalog"
@@ -299,5 +301,48 @@ func TestReservedCappedByCard(t *testing.T) {
 	if roomy.Levels.Reserved <= tight.Levels.Reserved || roomy.Levels.Allocated != tight.Levels.Allocated {
 		t.Errorf("without a card reserved is %d, on 24 GiB %d (want larger without); allocated %d vs %d (want equal)",
 			roomy.Levels.Reserved, tight.Levels.Reserved, roomy.Levels.Allocated, tight.Levels.Allocated)
+	}
+}
+
+// TestMoEQLoRAAssumption: a MoE QLoRA estimate says its routed experts are
+// counted as 4-bit and how much more transformers 5's unquantized fused
+// experts take; the figure follows from the config's expert widths
+// (Mixtral-8x7B: 32 layers × 8 experts × 3 × 4096 × 14336 weights).
+// A dense model and a LoRA request carry no such line.
+func TestMoEQLoRAAssumption(t *testing.T) {
+	m := catalogModel(t, "mistralai/Mixtral-8x7B-v0.1")
+	const routed = int64(32 * 8 * 3 * 4096 * 14336)
+	if got := m.RoutedExpertParams(); got != routed {
+		t.Fatalf("Mixtral routed-expert params = %d, want %d", got, routed)
+	}
+	line := func(r Request) string {
+		t.Helper()
+		n, err := r.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return moeQLoRAAssumption(n)
+	}
+	base := Request{Model: m, Method: QLoRA, SeqLen: 512, Batch: 1}
+	fp32 := fmt.Sprintf("about %.1f GiB more", float64(routed*4-routed/2)/(1<<30))
+	if got := line(base); !strings.Contains(got, fp32) || !strings.Contains(got, "fp32 after prepare_model_for_kbit_training") {
+		t.Errorf("Mixtral QLoRA: %q, want it to say %q", got, fp32)
+	}
+	no := false
+	kept := base
+	kept.UpcastFrozen = &no
+	bf16 := fmt.Sprintf("about %.1f GiB more", float64(routed*2-routed/2)/(1<<30))
+	if got := line(kept); !strings.Contains(got, bf16) {
+		t.Errorf("Mixtral QLoRA without the upcast: %q, want it to say %q", got, bf16)
+	}
+	lora := base
+	lora.Method = LoRA
+	if got := line(lora); got != "" {
+		t.Errorf("Mixtral LoRA: %q, want no line", got)
+	}
+	dense := base
+	dense.Model = catalogModel(t, "Qwen/Qwen2.5-7B")
+	if got := line(dense); got != "" {
+		t.Errorf("dense QLoRA: %q, want no line", got)
 	}
 }

@@ -186,6 +186,21 @@ func (m *Model) LinearParams() int64 {
 	return n
 }
 
+// RoutedExpertParams counts the routed experts' weights: the Linears a MoE
+// block replicates per expert (Copies > 1). Shared experts and routers are
+// not counted.
+func (m *Model) RoutedExpertParams() int64 {
+	var n int64
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if lin.Copies > 1 {
+				n += lin.Params()
+			}
+		}
+	}
+	return n
+}
+
 // NormParams counts all norm weights, in blocks and after them.
 func (m *Model) NormParams() int64 {
 	if m.indexed {

@@ -112,15 +112,29 @@ class Request:
     # QLoRA only (bitsandbytes' bnb_4bit_quant_type, with double quant as
     # "nf4-dq"); left out of case_id for the other methods.
     quant: str = "nf4-dq"
+    # The optimizers this stack simulates (a class attribute, not a field:
+    # the LitGPT stack's request adds bitsandbytes' paged AdamW).
+    OPTIMIZERS = ("adamw_torch", "sgd")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
+        # estimate --json's task is not a field (the ids of the rows predate
+        # it) but must not be dropped: the oracle builds the causal-LM head.
+        task = d.get("task")
+        if task not in (None, "", "causal-lm"):
+            raise NotSimulated(f"task {task!r}: the oracle builds transformers' causal-LM model and loss (AutoModelForCausalLM), not this head")
+        for k in ("kernels", "compile", "optimizer_in_backward"):
+            if d.get(k):
+                raise NotSimulated(f"{k} {d[k]!r}: Triton/CUDA kernels, torch.compile and optimizer steps in the backward do not run on meta tensors")
         known = {f.name for f in dataclasses.fields(cls)}
         # estimate --json spells these without the lora_ prefix in places.
         aliases = {"rank": "lora_rank", "alpha": "lora_alpha", "targets": "lora_targets", "dropout": "lora_dropout"}
         kw = {}
         for k, v in d.items():
             k = aliases.get(k, k)
+            if k not in known and k not in ESTIMATE_ONLY:
+                # A misspelt field would otherwise leave its default in place unsaid.
+                raise ValueError(f"request field {k!r}: unknown (the fields are {', '.join(sorted(known))})")
             if k in known and v is not None:
                 kw[k] = v
         r = cls(**kw)
@@ -136,6 +150,9 @@ class Request:
                 no(f"qlora quant {self.quant!r} (nf4, nf4-dq and fp4 with uint8 storage are imitated)")
             if self.precision != "bf16-true":
                 no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, no autocast, is imitated)")
+            if self.seq_len == 1 and self.batch == 1 and self.grad_ckpt == "none":
+                no("qlora with seq_len 1, batch 1 and no checkpointing: bitsandbytes takes its one-token gemv_4bit path "
+                   "for the first layer's inputs (no gradient there), which is not imitated")
         if self.method not in ("full", "lora", "qlora"):
             no(f"method {self.method!r}")
         if self.precision == "fp16-mixed":
@@ -144,8 +161,8 @@ class Request:
             no(f"precision {self.precision!r}")
         if self.grad_ckpt not in ("none", "full"):
             no(f"grad_ckpt {self.grad_ckpt!r}")
-        if self.optimizer not in ("adamw_torch", "sgd"):
-            no(f"optimizer {self.optimizer!r} (adamw_torch foreach and sgd are simulated)")
+        if self.optimizer not in self.OPTIMIZERS:
+            no(f"optimizer {self.optimizer!r} ({' and '.join(self.OPTIMIZERS)} are simulated)")
         if self.attn not in ("sdpa", "eager"):
             no(f"attn {self.attn!r}")
         if self.fused_ce != "none":
@@ -164,6 +181,12 @@ class Request:
 
 
 QLORA_QUANTS = ("nf4", "nf4-dq", "fp4")  # oracle/qlora.py imitates these
+# Fields of estimate --json's config block that are not Request fields:
+# task, kernels, compile and optimizer_in_backward are checked by from_json;
+# target_len belongs to seq2seq (a task refused), seq_len_p50 to dynamic
+# padding (refused), stack to the Go side (it runs this oracle for the HF
+# Trainer stack only; litgptstep.py reads the same requests).
+ESTIMATE_ONLY = {"task", "kernels", "compile", "optimizer_in_backward", "target_len", "seq_len_p50", "stack"}
 # The dtype the model is built in; bf16-mixed keeps fp32 weights and runs
 # the forward under autocast (AUTOCAST).
 DTYPES = {"bf16-true": torch.bfloat16, "fp16-true": torch.float16, "fp32": torch.float32, "bf16-mixed": torch.float32}
@@ -451,7 +474,7 @@ def _cuda_dropout(input, p=0.5, training=True, inplace=False):
 # would see one by one. cross_entropy is therefore given its parts' policy
 # (fp32); transformers' loss upcasts the logits before it anyway, and the
 # other composites the supported models call hold no listed operator.
-# oracle/test_fakestep.py (TestAutocast) compares the saved tensors with
+# oracle/test_fakestep.py (class Autocast) compares the saved tensors with
 # those the real autocast kernels save on fake CUDA tensors.
 
 AUTOCAST = {"bf16-mixed": torch.bfloat16}  # precision -> autocast dtype
@@ -472,7 +495,8 @@ def autocast_policies() -> dict[str, str]:
 
     path = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
     try:
-        text = open(path).read()
+        with open(path) as f:
+            text = f.read()
     except OSError as e:
         raise NotSimulated(f"bf16-mixed: torch's autocast operator lists ({path}) cannot be read: {e}") from e
     lists = {

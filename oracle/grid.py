@@ -37,7 +37,7 @@ OUT.partial as the run goes; --resume keeps them and simulates only the
 groups not there yet (the result is the same file a single run writes).
 
 --check re-simulates the CI slice (the first case of the SLICE_GROUPS of
-the SLICE_MODELS) and fails unless every row equals, byte for byte, the
+the SLICE_MODELS and of their SLICE_EXTRA groups) and fails unless every row equals, byte for byte, the
 committed row with the same id; a slice with no case compared fails too.
 """
 
@@ -51,6 +51,7 @@ import random
 import sys
 import tempfile
 import time
+import types
 from concurrent.futures import ProcessPoolExecutor
 
 from oracle import fakestep
@@ -99,9 +100,14 @@ PLAN = {
 # path not checked against CUDA's grouped_mm; the MoE members are left out.
 # These groups come after the others, so the earlier groups' drawn shapes
 # and rows do not move.
-MOE_MEMBERS = {"ibm-granite/granite-3.0-1b-a400m-base", "Qwen/Qwen1.5-MoE-A2.7B", "deepseek-ai/DeepSeek-V2-Lite",
-               "Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1"}
-MIXED = {m: 2 for m in PLAN if m not in MOE_MEMBERS}
+MIXED_SHAPES = 2
+
+
+def is_moe_member(model: str) -> bool:
+    """Whether the catalog config of a PLAN member has experts (fakestep.is_moe)."""
+    with open(os.path.join(ROOT, "catalog", "models", model, "config.json")) as f:
+        return fakestep.is_moe(types.SimpleNamespace(**json.load(f)))
+
 
 # transformers refuses SDPA for these (Gemma 2's attention-logit softcapping):
 # their groups use eager attention, with twice the shapes.
@@ -114,10 +120,17 @@ EAGER_ONLY = {"google/gemma-2-2b"}
 # checkpointing settings, attention implementations and precisions are checked.
 SLICE_MODELS = ["Qwen/Qwen2.5-0.5B", "google/gemma-3-1b-pt", "ibm-granite/granite-3.0-1b-a400m-base"]
 SLICE_GROUPS = [2, 5, 7, 8]
+# And the first case of more groups of the two dense members, so that every
+# method and precision of the plan is checked (test_grid holds the slice to
+# that): a bf16-mixed LoRA group with checkpointing (autocast re-entered by
+# the recomputation) and a QLoRA group on each (nf4 with double quantization
+# without checkpointing on Qwen2.5, nf4 with checkpointing on gemma-3), and
+# on gemma-3 the fp32 LoRA group and a bf16-mixed full group (checkpointing).
+SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14], "google/gemma-3-1b-pt": [9, 11, 13, 17]}
 
 
-# QLoRA groups (oracle/qlora.py), after the others so that their seeds and
-# rows stay as they were: dense models only, bf16-loaded base with bf16
+# QLoRA groups (oracle/qlora.py), after the others so that the others' drawn
+# shapes and rows stay as they were: dense models only, bf16-loaded base with bf16
 # compute, double quantization on and off, checkpointing none and full, the
 # model's first attention implementation. MoE models are left out: their
 # experts are 3-D parameters, not nn.Linear, so transformers does not
@@ -127,9 +140,7 @@ QLORA_QUANTS = ["nf4-dq", "nf4"]
 
 
 def qlora_settings(model: str, attn: str) -> list[tuple]:
-    with open(os.path.join(ROOT, "catalog", "models", model, "config.json")) as f:
-        cfg = json.load(f)
-    if cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts"):
+    if is_moe_member(model):
         return []
     return [("bf16-true", "qlora", c, attn, QLORA_SHAPES, q) for q in QLORA_QUANTS for c in ["none", "full"]]
 
@@ -142,8 +153,8 @@ def groups(model: str) -> list[list[fakestep.Request]]:
         attns, n16 = ["eager"], 2 * n16
     settings = [("bf16-true", m, c, a, n16) for m, c, a in itertools.product(["full", "lora"], ["none", "full"], attns)]
     settings += [("fp32", m, "full", attns[0], n32) for m in ["full", "lora"]] if n32 else []
-    if MIXED.get(model):
-        settings += [("bf16-mixed", m, c, attns[0], MIXED[model]) for m, c in itertools.product(["full", "lora"], ["none", "full"])]
+    if not is_moe_member(model):
+        settings += [("bf16-mixed", m, c, attns[0], MIXED_SHAPES) for m, c in itertools.product(["full", "lora"], ["none", "full"])]
     settings = [s + ("",) for s in settings]
     settings += qlora_settings(model, attns[0])
     out = []
@@ -227,7 +238,8 @@ def run(units: list[tuple[str, list[fakestep.Request]]], jobs: int, progress: bo
                 pf.flush()
             if progress:
                 print(f"grid: {done}/{len(units)} groups, {len(rows)} cases, {time.perf_counter() - t0:.0f} s: "
-                      f"{m} {g[0].precision} {g[0].method} ckpt {g[0].grad_ckpt} {g[0].attn}: {len(r)} cases {c:.0f} CPU s",
+                      f"{m} {g[0].precision} {g[0].method}{' ' + g[0].quant if g[0].method == 'qlora' else ''} "
+                      f"ckpt {g[0].grad_ckpt} {g[0].attn}: {len(r)} cases {c:.0f} CPU s",
                       file=sys.stderr, flush=True)
     finally:
         if ex is not None:
@@ -257,7 +269,7 @@ def write_rows(path: str, rows: list[dict]) -> None:
 
 
 def slice_units() -> list[tuple[str, list[fakestep.Request]]]:
-    return [(m, groups(m)[i][:1]) for m in SLICE_MODELS for i in SLICE_GROUPS]
+    return [(m, groups(m)[i][:1]) for m in SLICE_MODELS for i in SLICE_GROUPS + SLICE_EXTRA.get(m, [])]
 
 
 def check(path: str, units: list[tuple[str, list[fakestep.Request]]], jobs: int) -> int:
@@ -301,9 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="groups simulated at once, one process each")
     ap.add_argument("--resume", action="store_true", help="keep the cases a stopped run left in OUT.partial; simulate only the rest")
     ap.add_argument("--methods", type=words, default=None,
-                    help="simulate only the groups of these methods (e.g. qlora), comma-separated")
+                    help="simulate only the groups of these methods (e.g. qlora), comma-separated; without --merge, --out then holds only their rows")
     ap.add_argument("--precisions", type=words, default=None,
-                    help="simulate only the groups of these precisions (e.g. bf16-mixed), comma-separated")
+                    help="simulate only the groups of these precisions (e.g. bf16-mixed), comma-separated; without --merge, --out then holds only their rows")
     ap.add_argument("--merge", action="store_true",
                     help="keep the rows already in --out and add or replace the simulated ones")
     ap.add_argument("--check", action="store_true", help="re-simulate the CI slice and compare with --cases")
@@ -316,8 +328,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         return check(a.cases, slice_units(), a.jobs)
     t0 = time.perf_counter()
-    units = [(m, g) for m in a.models for g in groups(m)
+    planned = [(m, g) for m in a.models for g in groups(m)]
+    for flag, field, chosen in (("--methods", "method", a.methods), ("--precisions", "precision", a.precisions)):
+        have = sorted({getattr(g[0], field) for _, g in planned})
+        unknown = [x for x in chosen or [] if x not in have]
+        if chosen is not None and (unknown or not chosen):
+            print(f"grid: {flag} {','.join(chosen)!r}: the plan's groups of --models have {field} {', '.join(have)}", file=sys.stderr)
+            return 2
+    units = [(m, g) for m, g in planned
              if (a.methods is None or g[0].method in a.methods) and (a.precisions is None or g[0].precision in a.precisions)]
+    if not units:
+        print("grid: --methods and --precisions select no group of --models", file=sys.stderr)
+        return 2
     partial = a.out + ".partial"
     kept: list[dict] = []
     if a.resume and os.path.exists(partial):

@@ -44,11 +44,42 @@ Where the meta path differs from LitGPT on CUDA, the CUDA path is imitated:
   micro-batch's logits are live through the next forward, and through the
   optimizer step; the oracle keeps them the same way.
 
-Not imitated (``NotSimulated``): QLoRA (bitsandbytes' 4-bit layers and paged
-8-bit optimizers are not faked), ``bf16-mixed`` (autocast does not act on
-meta tensors), FSDP / several devices, and the text generation LitGPT runs at
-each evaluation interval (no grad, KV cache of one sequence: far below the
-training peak for every case here).
+QLoRA (``method: qlora``, ``quant`` nf4 / nf4-dq / fp4, ``bf16-true``,
+optimizer ``paged_adamw_32bit``) follows ``--quantize bnb.<quant>``:
+
+* Fabric's ``BitsandbytesPrecision(quant, bf16)`` (lightning 2.6.6,
+  ``fabric/plugins/precision/bitsandbytes.py``): ``module_init_context``
+  swaps the class ``torch.nn.Linear`` for its 4-bit layer while the model is
+  built, and LitGPT passes no ``ignore_modules``, so every Linear is 4-bit:
+  the projections, the LM head, and the frozen ``linear`` inside LitGPT's
+  own LoRALinear / LoRAQKVLinear (the adapters are Parameters, bf16).
+  ``_Linear4bit.quantize`` casts the weight to ``torch.half`` before
+  ``quantize_4bit``, so the quantization state is fp16 and every matmul
+  dequantizes to fp16 and then copies to bf16. Storage and matmul are
+  ``oracle/qlora.py``'s (bitsandbytes 0.49.2, inside litgpt 0.5.13's range
+  >=0.45.2,<0.50); ``bnb_saves_input`` swaps in MatMul4Bit as it was before
+  bitsandbytes 0.43.2 (0.42.0, which LitGPT pinned in 2024, and 2023's
+  releases): ``ctx.tensors = (A, B)`` keeps the matmul's input, and since it
+  is a ctx attribute, not ``save_for_backward``, the backward does not free
+  it; it lives as long as the graph, which fit() keeps through the next
+  forward. Which bitsandbytes a measured row used is not recorded.
+* The optimizer is bitsandbytes' PagedAdamW (``instantiate_bnb_optimizer``):
+  fp32 states; those of parameters with at least 1e5 elements are in CUDA
+  unified memory (``get_paged``: cudaMallocManaged + ``torch.frombuffer``),
+  which ``torch.cuda.max_memory_allocated`` does not count, so they are left
+  out (``paged_state_bytes`` reports them); smaller parameters' states are
+  ``torch.zeros_like`` on the device and counted. The update is one kernel.
+* litgpt 0.5.13's script then swaps the embedding for bitsandbytes'
+  StableEmbedding (trainable weight and LayerNorm outside the optimizer,
+  so their gradients stay; the old embedding stays alive in ``main()``);
+  ``stable_embedding=False`` is the script before litgpt ae798aba
+  (2024-10-04).
+
+Not imitated (``NotSimulated``): ``bf16-mixed`` (Fabric's autocast plugin;
+the HF stack imitates autocast), FSDP / several devices, the transient of loading and
+quantizing a checkpoint (one fp16 weight at a time, before training), and
+the text generation LitGPT runs at each evaluation interval (no grad, KV
+cache of one sequence: far below the training peak for every case here).
 """
 
 from __future__ import annotations
@@ -64,9 +95,21 @@ from typing import Any
 
 import torch
 
+from oracle import qlora
 from oracle.fakestep import DataDependent, LiveBytes, NotSimulated, Request, _cuda_dropout, _cuda_sdpa
 
 STACK = "litgpt"
+PAGED = "paged_adamw_32bit"
+QUANTS = ("nf4", "nf4-dq", "fp4")  # --quantize bnb.<quant> (fp4-dq is not in the request vocabulary)
+# bitsandbytes' get_state_buffer: a paged optimizer state goes to CUDA unified
+# memory only when the parameter has at least this many elements; smaller
+# parameters get torch.zeros_like on the device (counted).
+PAGED_MIN_NUMEL = 100_000
+# litgpt 0.5.13's bitsandbytes range on Linux is >=0.45.2,<0.50: oracle/qlora.py's
+# 0.49.2 MatMul4Bit (no activation saved). bitsandbytes before 0.43.2 (LitGPT
+# pinned 0.42.0 from 2024-03-15 to 2024-12-28) kept the matmul's input in
+# ctx.tensors until the backward: bnb_saves_input.
+LITGPT_BNB = qlora.BNB_VERSION
 PLUGIN_PRECISION = {"bf16-true": "bf16-true", "fp16-true": "16-true", "fp32": "32-true"}
 LM_HEAD_CHUNK = 128  # litgpt/finetune/lora.py: model(input_ids, lm_head_chunk_size=128)
 
@@ -106,9 +149,26 @@ def lora_switches(targets: list[str]) -> dict[str, bool]:
     return {s: s in on for s in SWITCHES}
 
 
+class LitRequest(Request):
+    """A request to this stack: as fakestep.Request, plus bitsandbytes'
+    PagedAdamW, which LitGPT's QLoRA always runs."""
+
+    OPTIMIZERS = ("adamw_torch", PAGED)
+
+
 def check(req: Request) -> None:
     """What this stack refuses beyond what fakestep.Request.check refuses."""
-    if req.optimizer != "adamw_torch":
+    if req.precision not in PLUGIN_PRECISION:
+        # The HF stack imitates autocast; Fabric's mixed plugin is not imitated here.
+        raise NotSimulated(f"precision {req.precision}: Fabric's autocast precision plugin is not imitated by the LitGPT stack")
+    if req.method == "qlora":
+        # litgpt/finetune/lora.py: with --quantize bnb.* the optimizer is
+        # always instantiate_bnb_optimizer's bnb.optim.PagedAdamW (32-bit states).
+        if req.optimizer != PAGED:
+            raise NotSimulated(f"optimizer {req.optimizer!r} with qlora: LitGPT's QLoRA always runs bitsandbytes' PagedAdamW ({PAGED!r})")
+        if req.quant not in QUANTS:
+            raise NotSimulated(f"qlora quant {req.quant!r}: the LitGPT stack imitates {', '.join(QUANTS)} (Fabric's BitsandbytesPrecision)")
+    elif req.optimizer != "adamw_torch":
         raise NotSimulated(f"optimizer {req.optimizer!r}: the LitGPT stack simulates torch AdamW (foreach)")
     if req.attn != "sdpa":
         raise NotSimulated(f"attn {req.attn!r}: LitGPT always calls SDPA (eager only where the model soft-caps logits)")
@@ -135,19 +195,136 @@ def config_name(name: str) -> str:
     raise ValueError(f"model {name!r}: LitGPT {version_map()['litgpt']} has no config of that name")
 
 
+class MatMul4BitSavesInput(qlora.MatMul4Bit):
+    """MatMul4Bit of bitsandbytes before 0.43.2 (0.42.0's
+    autograd/_functions.py): as 0.49.2's, but ``ctx.tensors = (A, B)`` keeps
+    the matmul's input alive until the backward (bitsandbytes 9e753741,
+    "fix QLoRA mem bug: delete useless buffered activation", removed it)."""
+
+    @staticmethod
+    def forward(ctx, A, B, bias, qs):
+        out = qlora.MatMul4Bit.forward(ctx, A, B, bias, qs)
+        if any(ctx.needs_input_grad[:2]):
+            ctx.tensors = (A, B)
+        return out
+
+
+class Linear4bitSavesInput(qlora.Linear4bit):
+    matmul = MatMul4BitSavesInput
+
+
+def quantize_linears(model: torch.nn.Module, quant: str, dtype: torch.dtype, saves_input: bool) -> list[str]:
+    """Fabric's BitsandbytesPrecision(quant, dtype) as LitGPT sets it up.
+
+    ``module_init_context`` replaces the class ``torch.nn.Linear`` while the
+    model is built (``ignore_modules`` is empty: LitGPT passes none), so every
+    Linear becomes a 4-bit layer: the attention and MLP projections, the LM
+    head, and the frozen ``linear`` inside LitGPT's LoRALinear /
+    LoRAQKVLinear (the adapters are plain Parameters and stay in ``dtype``).
+    Embeddings and norms are not Linear and stay in ``dtype``. The weight is
+    quantized on load by ``_Linear4bit.quantize``, which casts it to
+    ``torch.half`` first, so the quantization state's dtype (what
+    dequantize_4bit returns) is fp16 and MatMul4Bit casts it to the input's
+    bf16. ``convert_module`` sets ``compute_dtype`` to ``dtype``.
+    """
+    cls = Linear4bitSavesInput if saves_input else qlora.Linear4bit
+    done = []
+
+    def walk(mod: torch.nn.Module, prefix: str) -> None:
+        for name, child in list(mod.named_children()):
+            full = f"{prefix}.{name}" if prefix else name
+            if isinstance(child, torch.nn.Linear):
+                w = torch.empty((child.out_features, child.in_features), dtype=torch.half, device="meta")
+                new = cls(child.in_features, child.out_features, child.bias is not None, dtype, quant, w, child.bias)
+                setattr(mod, name, new)
+                done.append(full)
+            else:
+                walk(child, full)
+
+    walk(model, "")
+    return done
+
+
+class StableEmbedding(torch.nn.Embedding):
+    """bitsandbytes' nn.StableEmbedding: an embedding followed by a LayerNorm
+    run in the default dtype (bf16 inside the plugin's forward context)."""
+
+    def __init__(self, num, dim, device=None, dtype=None):
+        super().__init__(num, dim, device=device, dtype=dtype)
+        self.norm = torch.nn.LayerNorm(dim, device=device, dtype=dtype)
+
+    def forward(self, input):
+        emb = torch.nn.functional.embedding(input, self.weight, self.padding_idx, self.max_norm,
+                                            self.norm_type, self.scale_grad_by_freq, self.sparse)
+        emb = emb.to(torch.get_default_dtype())
+        return self.norm(emb).to(self.weight.dtype)
+
+
+class PagedAdamW:
+    """bitsandbytes' optim.PagedAdamW (Optimizer2State, optim_bits 32,
+    is_paged): on the first step of a parameter with a gradient, init_state
+    makes two fp32 states with get_state_buffer, which for a parameter of at
+    least 1e5 elements calls functional.get_paged: cudaMallocManaged memory
+    wrapped by torch.frombuffer, outside torch's caching allocator, so
+    torch.cuda.max_memory_allocated never counts it; smaller parameters get
+    torch.zeros_like on the device (counted). The update is one CUDA kernel
+    (optimizer_update_32bit) writing the parameter and states in place: no
+    torch allocation. percentile_clipping 100 and max_unorm 0 (the
+    defaults) allocate no gnorm/unorm vectors. zero_grad is torch's
+    (set_to_none)."""
+
+    def __init__(self, params):
+        self.params = list(params)
+        self.state: dict[torch.Tensor, dict[str, Any]] = {}
+        self.paged_bytes = 0
+
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is None:
+                continue
+            st = self.state.get(p)
+            if st is None:
+                st = self.state[p] = {"step": 0}
+                if p.numel() < PAGED_MIN_NUMEL:
+                    st["state1"] = torch.zeros_like(p, dtype=torch.float32)
+                    st["state2"] = torch.zeros_like(p, dtype=torch.float32)
+                else:
+                    self.paged_bytes += 2 * 4 * p.numel()  # unified memory, not a device tensor
+            st["step"] += 1
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+
 @dataclasses.dataclass
 class Built:
     model: torch.nn.Module
     plugin: Any
     config: Any
     switches: dict[str, bool]
+    # QLoRA only: the parameters the optimizer was given (before the
+    # embedding swap), what the finetune script keeps alive beside the model,
+    # and which script / bitsandbytes behaviour was imitated.
+    opt_params: list | None = None
+    kept: list = dataclasses.field(default_factory=list)
+    quantized: list = dataclasses.field(default_factory=list)
+    stable_embedding: bool = False
+    bnb_saves_input: bool = False
 
 
-def build(name: str, req: Request, config_overrides: dict[str, Any] | None = None) -> Built:
+def build(name: str, req: Request, config_overrides: dict[str, Any] | None = None,
+          stable_embedding: bool = True, bnb_saves_input: bool = False) -> Built:
     """The model as LitGPT's finetune script sets it up, on the meta device.
 
     name is a LitGPT config name or an HF org/name LitGPT knows;
     config_overrides replace Config fields (tests use a tiny model).
+
+    QLoRA only: stable_embedding is litgpt 0.5.13's script (since litgpt
+    ae798aba, 2024-10-04: the embedding swapped for bitsandbytes'
+    StableEmbedding after the optimizer is built); bnb_saves_input imitates
+    bitsandbytes before 0.43.2 (MatMul4Bit keeps its input) instead of the
+    0.49.2 that litgpt 0.5.13's requirement range allows.
     """
     import litgpt.lora as lora
     import litgpt.model as full
@@ -157,7 +334,8 @@ def build(name: str, req: Request, config_overrides: dict[str, Any] | None = Non
     plugin = _plugin(req.precision)
     over = dict(config_overrides or {})
     switches: dict[str, bool] = {}
-    if req.method == "lora":
+    lora_like = req.method in ("lora", "qlora")
+    if lora_like:
         switches = lora_switches(req.lora_targets)
         over.update(
             lora_r=req.lora_rank,
@@ -172,10 +350,31 @@ def build(name: str, req: Request, config_overrides: dict[str, Any] | None = Non
         raise ValueError(f"request field seq_len: {req.seq_len} exceeds {cfg.name}'s block size {cfg.block_size}")
     # fabric.init_module(): created on the device under the plugin's dtype.
     with torch.device("meta"), plugin.module_init_context():
-        model = (lora.GPT if req.method == "lora" else full.GPT)(cfg)
-    if req.method == "lora":
+        model = (lora.GPT if lora_like else full.GPT)(cfg)
+    quantized: list[str] = []
+    if req.method == "qlora":
+        # BitsandbytesPrecision's module_init_context: the Linear layers are
+        # built as 4-bit layers (here replaced right after; same result).
+        quantized = quantize_linears(model, req.quant, torch.bfloat16, bnb_saves_input)
+    if lora_like:
         lora.mark_only_lora_as_trainable(model)
-    model = plugin.convert_module(model)  # fabric.setup_module
+    opt_params, kept = None, []
+    if req.method == "qlora":
+        # BitsandbytesPrecision.convert_module casts nothing (the model was
+        # built in bf16); the optimizer gets model.parameters() now.
+        opt_params = list(model.parameters())
+        if stable_embedding:
+            # litgpt/finetune/lora.py after instantiate_bnb_optimizer: the
+            # embedding becomes a StableEmbedding (weight and norm trainable,
+            # as nn.Embedding/LayerNorm create them, but not in the optimizer,
+            # so their gradients are never zeroed); main()'s local
+            # old_embedding keeps the old weight alive through fit().
+            old = model.transformer.wte
+            new = StableEmbedding(old.num_embeddings, old.embedding_dim, device="meta", dtype=old.weight.dtype)
+            model.transformer.wte = new
+            kept.append(old)
+    else:
+        model = plugin.convert_module(model)  # fabric.setup_module
     if req.grad_ckpt == "full":
         # Block-level activation checkpointing, non-reentrant (what
         # Fabric's activation_checkpointing_policy={Block} applies).
@@ -190,7 +389,8 @@ def build(name: str, req: Request, config_overrides: dict[str, Any] | None = Non
     # a length other than the block size rebuilds the RoPE cache in fp32.
     model.max_seq_length = req.seq_len
     model.train()
-    return Built(model, plugin, cfg, switches)
+    return Built(model, plugin, cfg, switches, opt_params, kept, quantized,
+                 stable_embedding and req.method == "qlora", bnb_saves_input and req.method == "qlora")
 
 
 @dataclasses.dataclass
@@ -201,9 +401,11 @@ class Result:
     trainable_params_bytes: int
     grads_bytes: int
     optimizer_state_bytes: int
+    paged_state_bytes: int  # bitsandbytes' paged states: unified memory, not counted in the peak
     trainable_params: int
     total_params: int
     micro_batches_run: int
+    later_seq_len: int | None  # the micro-batches after the first, when shorter
     build_s: float
     run_s: float
     cpu_s: float
@@ -253,18 +455,23 @@ def _fabric_forward(model: torch.nn.Module, plugin: Any, *args: Any, **kwargs: A
 
 def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, validate_iters: int = 2,
              built: Built | None = None, config_overrides: dict[str, Any] | None = None,
-             census: dict[str, Any] | None = None) -> Result:
+             later_seq_len: int | None = None, census: dict[str, Any] | None = None, **build_kw: Any) -> Result:
     """Runs LitGPT's sanity-check validation and `steps` optimizer steps.
+
+    later_seq_len: the length of every micro-batch after the first (default
+    the request's seq_len), for a run whose first batch alone is the longest
+    (lit-gpt's resource-table script put the longest sample first).
 
     census, a dict, is filled (first training micro-batch) with what each
     block's forward leaves alive ("blocks": one {origin: bytes} per block),
     what the forward leaves alive after the last block ("head"), what the
-    loss adds ("loss"), and the live bytes at the end of the forward and of
-    the loss ("live_forward", "live_loss")."""
+    loss adds ("loss"), the live bytes at the end of the forward and of the
+    loss ("live_forward", "live_loss"), and what is live at the step's peak
+    ("peak")."""
     from litgpt.utils import chunked_cross_entropy
 
     c0, t0 = time.process_time(), time.perf_counter()
-    b = built if built is not None else build(name, req, config_overrides)
+    b = built if built is not None else build(name, req, config_overrides, **build_kw)
     model, plugin = b.model, b.plugin
     t1 = time.perf_counter()
     live = _CensusBytes(params_of=model) if census is not None else LiveBytes()
@@ -274,8 +481,15 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
         live.track(p)
     for buf in model.buffers():
         live.track(buf)
-    # instantiate_torch_optimizer("AdamW", model.parameters()); foreach as on CUDA.
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.0, betas=(0.9, 0.95), foreach=True)
+    for m in b.kept:
+        for t in list(m.parameters()) + list(m.buffers()):
+            live.track(t)
+    if req.method == "qlora":
+        # instantiate_bnb_optimizer: bnb.optim.PagedAdamW(model.parameters()).
+        opt = PagedAdamW(b.opt_params)
+    else:
+        # instantiate_torch_optimizer("AdamW", model.parameters()); foreach as on CUDA.
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.0, betas=(0.9, 0.95), foreach=True)
     micro = min(req.grad_accum, max_micro)
     grads_bytes = 0
     B, T = req.batch, req.seq_len
@@ -297,11 +511,12 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
         # from one iteration into the next: the previous micro-batch's logits
         # are only released when the next forward returns and is assigned.
         logits = loss = None
-        first = census is not None
+        cfirst = census is not None
+        first = True
         for _ in range(steps):
             for _ in range(micro):
                 live.set_phase("forward")
-                if first:
+                if cfirst:
                     hooks, before, lastkeys = [], {}, [set(live.live)]
                     census["blocks"] = []
 
@@ -315,28 +530,30 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
                     for blk in model.transformer.h:
                         hooks.append(blk.register_forward_pre_hook(pre))
                         hooks.append(blk.register_forward_hook(post))
-                ids = torch.zeros((B, T), dtype=torch.long, device="meta")
-                targets = torch.zeros((B, T), dtype=torch.long, device="meta")
-                if req.method == "lora":
+                t = T if first or later_seq_len is None else later_seq_len
+                first = False
+                ids = torch.zeros((B, t), dtype=torch.long, device="meta")
+                targets = torch.zeros((B, t), dtype=torch.long, device="meta")
+                if req.method in ("lora", "qlora"):
                     logits = _fabric_forward(model, plugin, ids, lm_head_chunk_size=LM_HEAD_CHUNK)
                 else:
                     logits = _fabric_forward(model, plugin, ids)
-                if first:
+                if cfirst:
                     for hk in hooks:
                         hk.remove()
                     census["head"] = live.by_origin(exclude=lastkeys[0])
                     census["live_forward"] = live.cur
                     fwdkeys = set(live.live)
                 live.set_phase("loss")
-                if req.method == "lora":
+                if req.method in ("lora", "qlora"):
                     logits[-1] = logits[-1][..., :-1, :]
                     loss = chunked_cross_entropy(logits, targets[..., 1:])
                 else:
                     loss = chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])
-                if first:
+                if cfirst:
                     census["loss"] = live.by_origin(exclude=fwdkeys)
                     census["live_loss"] = live.cur
-                    first = False
+                    cfirst = False
                 live.set_phase("backward")
                 plugin.backward(loss / req.grad_accum, model)
             grads_bytes = live.bytes_of(p.grad for p in trainable)
@@ -348,6 +565,7 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
     if census is not None:
         census["peak"] = live.at_peak
     state = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    paged = getattr(opt, "paged_bytes", 0)
     phases = {k: v for k, v in live.phase_peak.items() if k in ("validate", "forward", "loss", "backward", "optimizer")}
     return Result(
         peak_bytes=live.peak,
@@ -356,9 +574,11 @@ def simulate(name: str, req: Request, steps: int = 2, max_micro: int = 2, valida
         trainable_params_bytes=live.bytes_of(trainable),
         grads_bytes=grads_bytes,
         optimizer_state_bytes=live.bytes_of(state),
+        paged_state_bytes=paged,
         trainable_params=sum(p.numel() for p in trainable),
         total_params=sum(p.numel() for p in params),
         micro_batches_run=micro,
+        later_seq_len=later_seq_len,
         build_s=t1 - t0,
         run_s=time.perf_counter() - t1,
         cpu_s=time.process_time() - c0,
@@ -393,22 +613,26 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
         "arch": arch or built.config.name,
         "method": req.method,
         "precision": req.precision,
-        "quant": None,
+        "quant": (
+            {"scheme": "fp4" if req.quant == "fp4" else "nf4", "double_quant": req.quant == "nf4-dq",
+             "compute_dtype": "bf16", "storage_dtype": "uint8"}
+            if req.method == "qlora" else None
+        ),
         "lora": (
             {"rank": req.lora_rank, "alpha": req.lora_alpha if req.lora_alpha is not None else 16,
              # the request's target names (the schema's HF module names,
              # which the estimator reads); the LitGPT switches they turn
              # on are in the notes.
              "targets": list(req.lora_targets), "extra_trainable": []}
-            if req.method == "lora" else None
+            if req.method in ("lora", "qlora") else None
         ),
         "seq_len": req.seq_len,
         "seq_len_kind": "fixed",
         "batch": req.batch,
         "grad_accum": req.grad_accum,
         "grad_ckpt": req.grad_ckpt,
-        "optimizer": "adamw_torch",
-        "optimizer_state_dtype": dt,
+        "optimizer": req.optimizer,
+        "optimizer_state_dtype": "fp32" if req.method == "qlora" else dt,
         "attn": "sdpa",
         "fused_ce": "none",
         "other_kernels": [],
@@ -421,10 +645,19 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LitGPT config {built.config.name}; LoRA switches {', '.join(k for k, v in built.switches.items() if v) or 'none'}; LoRA dropout {req.lora_dropout}; micro-batches run per step {res.micro_batches_run} of {req.grad_accum}; "
+            + (f"the first micro-batch at {req.seq_len} tokens, the later ones at {res.later_seq_len}; " if res.later_seq_len else "")
+            +
             "CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask), AdamW foreach; "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }
+    if req.method == "qlora":
+        bnb = "bitsandbytes before 0.43.2 (MatMul4Bit keeps its input)" if built.bnb_saves_input else f"bitsandbytes {LITGPT_BNB}"
+        script = ("litgpt 0.5.13's finetune script (StableEmbedding swapped in after the optimizer)" if built.stable_embedding
+                  else "LitGPT's finetune script before the StableEmbedding swap (litgpt ae798aba, 2024-10-04)")
+        row["notes"] += (f"; QLoRA: Fabric's BitsandbytesPrecision({req.quant!r}, bf16) with {len(built.quantized)} Linear layers "
+                         f"4-bit (LM head included), {bnb}'s Linear4bit/MatMul4Bit imitated (oracle/qlora.py), {script}; "
+                         f"bitsandbytes PagedAdamW: {res.paged_state_bytes} bytes of states in CUDA unified memory, not counted")
     if mirrors:
         row["notes"] = f"mirrors the measured row {mirrors}; " + row["notes"]
     return row
@@ -448,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, d in enumerate(raw if isinstance(raw, list) else [raw]):
         try:
             name = d.get("model", a.model)
-            req = Request.from_json(d.get("config", d))
+            req = LitRequest.from_json(d.get("config", d))
             b = build(name, req, {"n_layer": a.layers} if a.layers else None)
             cen: dict[str, Any] | None = {} if a.census else None
             res = simulate(name, req, built=b, census=cen)

@@ -50,8 +50,9 @@ as pinned in requirements.lock:
 
 Not imitated: bitsandbytes' CUDA kernels themselves (their workspaces, if
 any, are outside torch's counters), the fused ``gemm_4bit`` of
-bitsandbytes 0.50 and later (for at most 1536 tokens a step it skips the
-forward's dequantized temporary), paged optimizers (their states live in
+bitsandbytes 0.50 and later (for a matmul of at most 1536 tokens, where
+its per-architecture heuristic picks its own kernel for the GPU and the
+weight's shape, it skips the forward's dequantized temporary), paged optimizers (their states live in
 CUDA unified memory, outside ``max_memory_allocated``), 8-bit
 (``load_in_8bit``) bases, ``bnb_4bit_quant_storage`` other than uint8,
 autocast (bf16-mixed) runs.
@@ -89,6 +90,8 @@ class Params4bit(torch.nn.Parameter):
 
 def quantize(weight: torch.Tensor, quant: str) -> tuple[torch.Tensor, QuantState]:
     """The packed weight and quantization state quantize_4bit leaves (meta)."""
+    if quant not in QUANTS:
+        raise ValueError(f"quant {quant!r}: the 4-bit schemes imitated are {', '.join(QUANTS)}")
     n = weight.numel()
     blocks = -(n // -BLOCK)
     dev = weight.device
@@ -152,6 +155,8 @@ class MatMul4Bit(torch.autograd.Function):
 class Linear4bit(torch.nn.Module):
     """nn/modules.py: Linear4bit (forward as in bitsandbytes 0.49.2)."""
 
+    matmul = MatMul4Bit  # the autograd function matmul_4bit applies (a subclass may pin an older release's)
+
     def __init__(self, in_features, out_features, bias, compute_dtype, quant, weight, bias_param=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
@@ -178,7 +183,7 @@ class Linear4bit(torch.nn.Module):
         bias = None if self.bias is None else self.bias.to(self.compute_dtype)
         if x.numel() == x.shape[-1] and not x.requires_grad:
             raise NotImplementedError("bitsandbytes' gemv_4bit inference path (one token, no gradient) is not imitated")
-        return MatMul4Bit.apply(x, self.weight.t(), bias, self.weight.quant_state).to(inp_dtype)
+        return self.matmul.apply(x, self.weight.t(), bias, self.weight.quant_state).to(inp_dtype)
 
 
 def quantize_model(model: torch.nn.Module, quant: str, compute_dtype=torch.bfloat16, skip_modules=None) -> list[str]:

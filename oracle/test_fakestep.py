@@ -173,11 +173,21 @@ class Tiny(unittest.TestCase):
         self.assertIsNone(self.run_req(method="lora", seq_len=32).saved_by_op)
 
     def test_not_simulated(self):
-        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"}):
+        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"},
+                   {"task": "sequence-classification"}, {"task": "seq2seq-lm", "target_len": 128},
+                   {"kernels": ["liger-rmsnorm"]}, {"compile": True}, {"optimizer_in_backward": True}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):
                 fakestep.Request.from_json(kw)
         with self.assertRaises(ValueError):
             fakestep.Request.from_json({"seq_len": 0})
+        with self.assertRaisesRegex(fakestep.NotSimulated, "task 'sequence-classification'"):
+            fakestep.Request.from_json({"task": "sequence-classification"})
+        # A misspelt field is an error naming it, not a default used in silence.
+        with self.assertRaisesRegex(ValueError, "request field 'grad_ckp': unknown"):
+            fakestep.Request.from_json({"grad_ckp": "full"})
+        # estimate --json's causal-LM task is the oracle's own, and leaves the case id alone.
+        self.assertEqual(fakestep.case_id("m", fakestep.Request.from_json({"task": "causal-lm"})),
+                         fakestep.case_id("m", fakestep.Request.from_json({})))
 
 
 class TinyMoE(unittest.TestCase):
@@ -251,10 +261,6 @@ class CLI(unittest.TestCase):
             self.assertEqual(p.returncode, 1)
             self.assertEqual(p.stdout, "")
             self.assertIn("not simulated: qlora quant 'int8'", p.stderr)
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 def _saved(fn):
@@ -453,3 +459,7 @@ class Autocast(unittest.TestCase):
             self.assertEqual(plain.adapter_dtype, "float32")
         finally:
             shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -3,12 +3,15 @@
 Run from the repository root: python -m unittest discover -s oracle -t .
 """
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import tempfile
 import types
 import unittest
+from unittest import mock
 
 from oracle import fakestep, grid
 
@@ -50,7 +53,7 @@ class Plan(unittest.TestCase):
             self.assertTrue(os.path.isfile(os.path.join(grid.ROOT, "catalog", "models", m, "config.json")), m)
 
     def test_qlora_groups_last_and_dense_only(self):
-        """QLoRA groups come after the others (their seeds and rows unchanged), dense models only,
+        """QLoRA groups come after the others (their drawn shapes and rows unchanged), dense models only,
         double quantization on and off, checkpointing none and full."""
         for m in grid.PLAN:
             gs = grid.groups(m)
@@ -87,6 +90,70 @@ class Plan(unittest.TestCase):
         with open(grid.CASES) as f:
             committed = {json.loads(x)["id"] for x in f if x.strip()}
         self.assertLessEqual(set(sl), committed, "the CI slice must be in the committed grid")
+
+    def test_slice_covers_every_method_and_precision(self):
+        """--check re-simulates a case of every (method, precision) the plan has, QLoRA's quant schemes
+        and bf16-mixed under checkpointing included."""
+        def kinds(units):
+            return {(r.method, r.precision, r.quant if r.method == "qlora" else "") for _, g in units for r in g}
+
+        sl = grid.slice_units()
+        self.assertEqual(kinds(sl), kinds((m, g) for m in grid.PLAN for g in grid.groups(m)))
+        self.assertIn(("lora", "bf16-mixed", "full"), {(r.method, r.precision, r.grad_ckpt) for _, g in sl for r in g})
+
+
+class Main(unittest.TestCase):
+    """main's --methods/--precisions/--merge, with the simulation replaced by canned rows."""
+
+    def fake_run(self, calls):
+        def run(units, jobs, progress=False, partial=None):
+            calls.append(units)
+            open(partial, "a").close()
+            return [{"id": fakestep.case_id(m, r), "model": m, "row": "new"} for m, g in units for r in g], [], 0.0
+
+        return run
+
+    def main(self, *argv):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = grid.main(list(argv))
+        return rc, err.getvalue()
+
+    def test_bad_filters_are_refused_before_anything_is_written(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "grid.jsonl")
+            with open(out, "w") as f:
+                f.write('{"id": "kept"}\n')
+            calls = []
+            with mock.patch.object(grid, "run", self.fake_run(calls)):
+                for argv, flag in ((["--methods", "QLoRA"], "--methods"), (["--precisions", "bf16"], "--precisions"),
+                                   (["--methods", ","], "--methods"),
+                                   (["--methods", "qlora", "--models", "Qwen/Qwen1.5-MoE-A2.7B"], "--methods")):
+                    with self.subTest(argv=argv):
+                        rc, err = self.main(*argv, "--out", out, "--merge")
+                        self.assertEqual(rc, 2)
+                        self.assertIn(flag, err)
+            self.assertEqual(calls, [])
+            with open(out) as f:
+                self.assertEqual(f.read(), '{"id": "kept"}\n')
+
+    def test_merge_keeps_other_rows_and_replaces_simulated_ones(self):
+        model = "Qwen/Qwen2.5-0.5B"
+        qlora = [fakestep.case_id(model, r) for g in grid.groups(model) if g[0].method == "qlora" for r in g]
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "grid.jsonl")
+            other = {"id": "oracle-zzz-other", "model": "other/model", "row": "old"}
+            grid.write_rows(out, [other, {"id": qlora[0], "model": model, "row": "old"}])
+            calls = []
+            with mock.patch.object(grid, "run", self.fake_run(calls)):
+                rc, err = self.main("--methods", "qlora", "--models", model, "--merge", "--out", out)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual({g[0].method for _, g in calls[0]}, {"qlora"})
+            with open(out) as f:
+                rows = [json.loads(x) for x in f]
+            self.assertEqual([r["id"] for r in rows], sorted(qlora + [other["id"]]))
+            self.assertIn(other, rows)
+            self.assertEqual({r["row"] for r in rows if r["id"] in qlora}, {"new"})
 
 
 class Check(unittest.TestCase):

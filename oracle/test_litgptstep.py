@@ -164,6 +164,148 @@ class TinyLitGPT(unittest.TestCase):
         y.sum().backward()
         self.assertEqual(x.grad.shape, x.shape)
 
+    # QLoRA: Fabric's BitsandbytesPrecision, oracle/qlora.py's 4-bit storage,
+    # bitsandbytes' PagedAdamW.
+
+    def qlora(self, quant="nf4", seq_len=32, grad_accum=1, **kw):
+        req = litgptstep.LitRequest.from_json(dict(method="qlora", quant=quant, optimizer="paged_adamw_32bit",
+                                                   lora_rank=8, lora_targets=["q_proj", "v_proj"], seq_len=seq_len, batch=2,
+                                                   grad_accum=grad_accum))
+        return req, litgptstep.build(NAME, req, config_overrides=TINY, **kw)
+
+    def test_qlora_quantizes_every_linear_including_head_and_lora_bases(self):
+        import torch
+
+        from oracle import qlora
+
+        for quant in ("nf4", "nf4-dq"):
+            with self.subTest(quant=quant):
+                req, b = self.qlora(quant)
+                mods = dict(b.model.named_modules())
+                self.assertFalse([n for n, m in mods.items() if isinstance(m, torch.nn.Linear)])
+                # lm_head and every block's qkv (LoRA'd: its frozen .linear), proj, fc_1, fc_2, mlp proj.
+                self.assertEqual(len(b.quantized), 1 + 2 * 5)
+                self.assertIn("lm_head.linear", b.quantized)  # litgpt.lora.GPT: a LoRALinear (r 0 when off)
+                self.assertIn("transformer.h.0.attn.qkv.linear", b.quantized)
+                for n in b.quantized:
+                    m = mods[n]
+                    self.assertIsInstance(m, qlora.Linear4bit)
+                    # _Linear4bit.quantize casts to torch.half before quantize_4bit.
+                    self.assertEqual(m.weight.quant_state.dtype, torch.float16)
+                    self.assertEqual(m.compute_dtype, torch.bfloat16)
+                    self.assertFalse(m.weight.requires_grad)
+
+                # Storage by hand: per quantized layer of n weights, the packed
+                # uint8 weight (n/2), the absmax per 64 weights (fp32, or uint8
+                # plus the nested fp32 absmax per 256 blocks, a 256-entry fp32
+                # code and an fp32 offset), the 16-entry fp32 4-bit code.
+                def q_bytes(n):
+                    blocks = -(n // -64)
+                    if quant == "nf4":
+                        return r512((n + 1) // 2) + r512(4 * blocks) + r512(64)
+                    return r512((n + 1) // 2) + r512(blocks) + r512(64) + r512(4) + r512(4 * -(blocks // -256)) + r512(1024)
+
+                linears = [V * H] + 2 * BLOCK[:5]
+                a, bb = 2 * 8 * H, (4 * 16 + KV) * 8
+                # bf16: embedding (the StableEmbedding: its LayerNorm's weight and
+                # bias too), final norm, two norms per block, the adapters.
+                rest = r512(V * H * 2) + 2 * r512(H * 2) + r512(H * 2) + 2 * (2 * r512(H * 2) + r512(a * 2) + r512(bb * 2))
+                got = sum(r512(t.untyped_storage().nbytes()) for t in
+                          {t.untyped_storage()._cdata: t for t in list(b.model.parameters()) + list(b.model.buffers())
+                           if t.device.type == "meta"}.values())
+                # RoPE cos/sin buffers are the model's own, not the quantization's.
+                rope = sum(r512(t.untyped_storage().nbytes()) for n, t in b.model.named_buffers() if n in ("cos", "sin"))
+                self.assertEqual(got - rope, sum(q_bytes(n) for n in linears) + rest)
+
+    def test_paged_states_are_not_counted(self):
+        import torch
+
+        from oracle.fakestep import LiveBytes
+
+        big = torch.zeros(litgptstep.PAGED_MIN_NUMEL, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        small = torch.zeros(litgptstep.PAGED_MIN_NUMEL - 1, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        frozen = torch.zeros(10, dtype=torch.bfloat16, device="meta")
+        for p in (big, small):
+            p.grad = torch.zeros_like(p)
+        opt = litgptstep.PagedAdamW([big, small, frozen])
+        live = LiveBytes()
+        with live:
+            opt.step()
+            opt.step()
+        # Only the small parameter's two fp32 states are device tensors.
+        self.assertEqual(live.cur, 2 * r512(4 * small.numel()))
+        self.assertEqual(live.peak, live.cur)
+        self.assertEqual(opt.paged_bytes, 2 * 4 * big.numel())
+        self.assertNotIn("state1", opt.state[big])
+        self.assertNotIn(frozen, opt.state)
+        self.assertEqual(opt.state[small]["step"], 2)
+
+    def test_qlora_run_counts_small_states_and_not_paged_ones(self):
+        req, b = self.qlora("nf4-dq", stable_embedding=False)
+        r = litgptstep.simulate(NAME, req, built=b)
+        # Tiny adapters (< 1e5 elements) get torch.zeros_like states: two fp32 per bf16 weight.
+        self.assertEqual(r.optimizer_state_bytes, 2 * sum(r512(p.numel() * 4) for p in b.model.parameters() if p.requires_grad))
+        self.assertEqual(r.paged_state_bytes, 0)
+        self.assertEqual(r.grads_bytes, r.trainable_params_bytes)
+        self.assertEqual(r.peak_bytes, max(r.phase_peak_bytes.values()))
+        row = litgptstep.case(NAME, req, r, b)
+        self.assertEqual(row["method"], "qlora")
+        self.assertEqual(row["quant"]["double_quant"], True)
+        self.assertEqual(row["optimizer"], "paged_adamw_32bit")
+
+    def test_old_matmul4bit_keeps_its_input(self):
+        import torch
+
+        from oracle.fakestep import LiveBytes
+
+        for saves, cls in ((False, litgptstep.qlora.Linear4bit), (True, litgptstep.Linear4bitSavesInput)):
+            with self.subTest(saves_input=saves):
+                w = torch.empty((128, 64), dtype=torch.half, device="meta")
+                layer = cls(64, 128, False, torch.bfloat16, "nf4", w)
+                leaf = torch.zeros((4, 64), dtype=torch.bfloat16, device="meta", requires_grad=True)
+                live = LiveBytes()
+                with live:
+                    x = leaf * 2  # mul by a scalar saves nothing: x lives only while referenced
+                    y = layer(x)
+                    before = live.cur
+                    del x
+                    after = live.cur
+                    y.sum().backward()
+                self.assertEqual(before - after, 0 if saves else r512(4 * 64 * 2))
+                self.assertEqual(leaf.grad.shape, leaf.shape)
+
+    def test_old_matmul4bit_stash_outlives_the_backward(self):
+        # ctx.tensors is not save_for_backward: the backward does not free it,
+        # and fit()'s loop keeps the previous micro-batch's graph (through
+        # logits and loss) until the next forward returns, so the previous
+        # inputs are live through the next forward; a shorter later batch
+        # leaves the first iteration's peak as the peak.
+        def fwd(saves, accum, later=None):
+            req, b = self.qlora("nf4", seq_len=64, grad_accum=accum, stable_embedding=False, bnb_saves_input=saves)
+            return litgptstep.simulate(NAME, req, built=b, steps=1, later_seq_len=later)
+
+        grow_old = fwd(True, 2).phase_peak_bytes["forward"] - fwd(True, 1).phase_peak_bytes["forward"]
+        grow_new = fwd(False, 2).phase_peak_bytes["forward"] - fwd(False, 1).phase_peak_bytes["forward"]
+        # At least the previous batch's MLP-projection inputs (2 x 64 x 128 bf16) per block.
+        self.assertGreaterEqual(grow_old - grow_new, 2 * r512(2 * 64 * I * 2))
+        short = fwd(True, 2, later=16)
+        self.assertEqual(short.later_seq_len, 16)
+        self.assertLess(short.peak_bytes, fwd(True, 2).peak_bytes)
+
+    def test_stable_embedding_of_the_current_script(self):
+        req, b = self.qlora("nf4", stable_embedding=True)
+        self.assertIsInstance(b.model.transformer.wte, litgptstep.StableEmbedding)
+        self.assertEqual(len(b.kept), 1)  # main()'s old_embedding
+        opt_ids = {id(p) for p in b.opt_params}
+        self.assertNotIn(id(b.model.transformer.wte.weight), opt_ids)
+        r = litgptstep.simulate(NAME, req, built=b)
+        _, old = self.qlora("nf4", stable_embedding=False)
+        r_old = litgptstep.simulate(NAME, req, built=old)
+        # Trainable now: the new embedding and its LayerNorm (bf16), whose gradients stay.
+        self.assertEqual(r.grads_bytes - r_old.grads_bytes, r512(V * H * 2) + 2 * r512(H * 2))
+        self.assertEqual(r.optimizer_state_bytes, r_old.optimizer_state_bytes)
+        self.assertGreater(r.peak_bytes, r_old.peak_bytes + r512(V * H * 2))
+
     def test_switches(self):
         self.assertEqual(litgptstep.lora_switches(["query_key_value"]),
                          dict(query=True, key=False, value=True, projection=False, mlp=False, head=False))

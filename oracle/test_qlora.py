@@ -47,6 +47,12 @@ class TestStorage(unittest.TestCase):
         got = storage_bytes(m.weight) + sum(storage_bytes(b) for b in m.buffers())
         self.assertEqual(got, want)
 
+    def test_unknown_quant_is_refused(self):
+        # fakestep's request check and this module name the same schemes; anything else is an error here.
+        self.assertEqual(set(fakestep.QLORA_QUANTS), set(qlora.QUANTS))
+        with self.assertRaisesRegex(ValueError, "quant 'int8'"):
+            self.layer("int8")
+
     def test_odd_sizes_round_up(self):
         w = torch.empty(3, 43, dtype=torch.bfloat16, device="meta")  # 129 weights: 65 bytes, 3 blocks
         m = qlora.Linear4bit(43, 3, False, torch.bfloat16, "nf4", w)
@@ -57,8 +63,8 @@ class TestStorage(unittest.TestCase):
 class TestMatMul4Bit(unittest.TestCase):
     """What the forward and backward allocate and save, counted by the oracle's LiveBytes."""
 
-    def run_layer(self, quant, x_dtype, requires_grad=True):
-        out_f, in_f, tokens = 96, 128, 40
+    def run_layer(self, quant, x_dtype, requires_grad=True, tokens=40):
+        out_f, in_f = 96, 128
         w = torch.empty(out_f, in_f, dtype=torch.bfloat16, device="meta")
         m = qlora.Linear4bit(in_f, out_f, False, torch.bfloat16, quant, w)
         live = fakestep.LiveBytes()
@@ -77,19 +83,24 @@ class TestMatMul4Bit(unittest.TestCase):
                     peak=live.peak, sizes=(out_f, in_f, tokens))
 
     def test_forward_dequantizes_a_temporary_and_saves_nothing(self):
-        r = self.run_layer("nf4", torch.float32)
-        out_f, in_f, tokens = r["sizes"]
-        self.assertEqual(r["y"].dtype, torch.float32)  # cast back to the input's dtype
-        self.assertEqual(r["saved"], [])  # MatMul4Bit keeps only the packed weight, as an attribute
-        # Live after the forward: the fp32 output only (the bf16 input cast and the bf16
-        # product died: nothing saved them).
-        self.assertEqual(r["fwd_live"] - r["before"], r512(tokens * out_f * 4))
-        # The forward's peak holds the bf16 input, the dequantized bf16 weight and the bf16 product
-        # at once, then the product and its fp32 cast.
-        w16, x16, y16, y32 = r512(out_f * in_f * 2), r512(tokens * in_f * 2), r512(tokens * out_f * 2), r512(tokens * out_f * 4)
-        self.assertEqual(r["fwd_peak"] - r["before"], max(x16 + w16 + y16, y16 + y32))
-        self.assertEqual(r["x"].grad.dtype, torch.float32)
-        self.assertEqual(tuple(r["x"].grad.shape), (tokens, in_f))
+        # 40 tokens: the dequantized weight makes the peak; 400: the output's fp32 cast does.
+        for n, first in ((40, True), (400, False)):
+            with self.subTest(tokens=n):
+                r = self.run_layer("nf4", torch.float32, tokens=n)
+                out_f, in_f, tokens = r["sizes"]
+                self.assertEqual(r["y"].dtype, torch.float32)  # cast back to the input's dtype
+                self.assertEqual(r["saved"], [])  # MatMul4Bit keeps only the packed weight, as an attribute
+                # Live after the forward: the fp32 output only (the bf16 input cast and the bf16
+                # product died: nothing saved them).
+                self.assertEqual(r["fwd_live"] - r["before"], r512(tokens * out_f * 4))
+                # The forward's peak holds the bf16 input, the dequantized bf16 weight and the bf16
+                # product at once, then (Linear4bit.forward still holding its bf16 input) the
+                # product and its fp32 cast.
+                w16, x16, y16, y32 = r512(out_f * in_f * 2), r512(tokens * in_f * 2), r512(tokens * out_f * 2), r512(tokens * out_f * 4)
+                self.assertEqual(x16 + w16 + y16 > x16 + y16 + y32, first)
+                self.assertEqual(r["fwd_peak"] - r["before"], max(x16 + w16 + y16, x16 + y16 + y32))
+                self.assertEqual(r["x"].grad.dtype, torch.float32)
+                self.assertEqual(tuple(r["x"].grad.shape), (tokens, in_f))
 
     def test_double_quant_adds_an_fp32_absmax_temporary(self):
         out_f, in_f = 96, 128
@@ -179,6 +190,18 @@ class TestModel(unittest.TestCase):
             fakestep.Request(method="qlora", precision="bf16-mixed").check()
         with self.assertRaises(fakestep.NotSimulated):
             fakestep.Request(method="qlora", quant="int8").check()
+        # One token: bitsandbytes' inference kernel, refused by the request check, not a
+        # NotImplementedError from the layer in the middle of a run.
+        with self.assertRaisesRegex(fakestep.NotSimulated, "seq_len 1, batch 1"):
+            fakestep.Request(method="qlora", seq_len=1, batch=1).check()
+        fakestep.Request(method="qlora", seq_len=1, batch=2).check()
+        fakestep.Request(method="qlora", seq_len=1, batch=1, grad_ckpt="full").check()  # inputs require grad
+
+    def test_one_token_runs_with_checkpointing(self):
+        (model, targets), req = self.build(ckpt="full")
+        req.seq_len, req.batch = 1, 1
+        req.check()
+        self.assertGreater(fakestep.simulate(self.dir, req, built=(model, targets)).peak_bytes, 0)
 
 
 if __name__ == "__main__":

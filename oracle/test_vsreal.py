@@ -29,7 +29,8 @@ class Plan(unittest.TestCase):
     def test_refusals(self):
         cases = [
             (row(), None),
-            (row(method="qlora"), "QLoRA"),
+            (row(method="qlora", optimizer="paged_adamw_32bit"), None),  # LitGPT's QLoRA is imitated
+            (row(method="qlora", optimizer="paged_adamw_32bit", framework="trl"), "bitsandbytes' optimizers"),
             (row(precision="bf16-mixed"), "autocast"),
             (row(sharding={"strategy": "fsdp_full_shard"}, gpu={"count": 2}), "sharding"),
             (row(gpu={"count": None}, sharding={"strategy": "fsdp_full_shard"}), "unsettled"),
@@ -49,6 +50,20 @@ class Plan(unittest.TestCase):
         self.assertIsNone(vsreal.refusal(row(precision="bf16-mixed", framework="hf-trainer")))
         self.assertIn("GradScaler", vsreal.refusal(row(precision="fp16-mixed", framework="hf-trainer")) or "")
 
+    def test_qlora_request_and_script_date(self):
+        src = lambda d: f"LitGPT table (commit 00af8b0d {d})"
+        r = row(method="qlora", optimizer="paged_adamw_32bit", quant={"scheme": "nf4", "double_quant": True}, source=src("2024-09-27"))
+        q = vsreal.request(r)
+        self.assertEqual((q["quant"], q["lora_rank"], q["optimizer"]), ("nf4-dq", 8, "paged_adamw_32bit"))
+        self.assertEqual(vsreal.litgpt_script(r), {"stable_embedding": False, "bnb_saves_input": True})
+        self.assertEqual(vsreal.litgpt_script(dict(r, source=src("2025-03-01"))), {"stable_embedding": True, "bnb_saves_input": False})
+        self.assertEqual(vsreal.litgpt_script(dict(r, source="no date")), {})
+        self.assertEqual(vsreal.litgpt_script(row(source=src("2023-10-20"))), {})  # not QLoRA
+
+    def test_later_micro_batches_of_the_resource_table_script(self):
+        self.assertEqual(vsreal.later_seq_len(row(seq_len=1304, notes="first iteration deliberately uses the longest Alpaca sample")), 652)
+        self.assertIsNone(vsreal.later_seq_len(row(seq_len=512, notes="each batch padded to its longest sample")))
+
     def test_request_and_dropout(self):
         q = vsreal.request(row(grad_accum=None, notes="lora_dropout 0.1; measured ..."))
         self.assertEqual(q["grad_accum"], 1)
@@ -63,7 +78,7 @@ class Plan(unittest.TestCase):
     def test_table_errors_and_summary(self):
         dev = [row(id="a", measured={"kind": "allocated", "gib": 10.0}),
                row(id="b", measured={"kind": "allocated", "gib": 20.0}, trust="low"),
-               row(id="c", method="qlora"),
+               row(id="c", method="qlora", framework="trl", optimizer="paged_adamw_32bit"),
                row(id="d", measured={"kind": "allocated", "gib": None, "oom": True}),
                row(id="e", measured={"kind": "active", "gib": 3.0}, framework="torchtune"),
                row(id="f", measured={"kind": "reserved", "gib": 3.0}, framework="trl")]
@@ -73,7 +88,8 @@ class Plan(unittest.TestCase):
         t = vsreal.table(dev, sims)
         self.assertIn("| a | high | org/m | lora | r8 q_proj,v_proj; bf16-true s512 b2 ga4 | 10.00 | 10.50 | +5.0 | litgpt |", t)
         self.assertIn("| 19.00 | -5.0 |", t)
-        self.assertIn("not simulated: QLoRA", t)
+        self.assertIn("not simulated: QLoRA with paged_adamw_32bit", t)
+        self.assertIn("| litgpt | lora | 1 | high | 5.0 | 5.0 | 5.0 |", t)  # per method
         self.assertIn("| OOM | 30.00 | — | litgpt; measured OOM on a 24 GB card, the oracle's peak exceeds it too |", t)
         small = vsreal.table(dev, sims[:2] + [{"id": "oracle-d", "framework": "litgpt", "measured": {"gib": 20.0}}])
         self.assertIn("| OOM | 20.00 | — | litgpt; measured OOM on a 24 GB card, the oracle's peak fits: disagrees |", small)
@@ -116,7 +132,7 @@ class Plan(unittest.TestCase):
         """simulate rewrites one stack's rows, keeps the other's, and sorts by id."""
         d = tempfile.mkdtemp()
         dev, out = os.path.join(d, "dev.jsonl"), os.path.join(d, "out.jsonl")
-        rows = [row(id="lit-b"), row(id="lit-a"), row(id="hf-a", framework="trl"), row(id="lit-q", method="qlora")]
+        rows = [row(id="lit-b"), row(id="lit-a"), row(id="hf-a", framework="trl"), row(id="lit-q", method="qlora", precision="bf16-mixed")]
         with open(dev, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
         with open(out, "w") as f:
@@ -133,7 +149,7 @@ class Plan(unittest.TestCase):
         finally:
             vsreal._simulate_one = real
         got = [r["id"] for r in vsreal.read_jsonl(out)]
-        # QLoRA is refused; the stale LitGPT row goes; the HF row stays.
+        # bf16-mixed is refused; the stale LitGPT row goes; the HF row stays.
         self.assertEqual(got, ["oracle-hf-a", "oracle-lit-a", "oracle-lit-b"])
 
 
