@@ -29,7 +29,7 @@ func litgptExact(r Request) bool {
 	if r.Stack != StackLitGPT || r.Precision != BF16True || r.GradCkpt.Spec().Recomputes || r.GradCkpt.Spec().OffloadsInputs {
 		return false
 	}
-	if r.Method != Full && r.Method != LoRA {
+	if r.Method != Full && r.Method != LoRA && (r.Method != QLoRA || !litgptQLoRA(r)) {
 		return false
 	}
 	m := r.Model
@@ -39,13 +39,13 @@ func litgptExact(r Request) bool {
 	if r.Attn != SDPA || fusedCE(r) || r.Compile || len(r.Kernels) > 0 || r.OptimizerInBackward {
 		return false
 	}
-	if r.Sharding.GPUs > 1 || (r.Sharding.Strategy != "" && r.Sharding.Strategy != NoSharding) || r.Optimizer != AdamWTorch || (r.OptimizerStateDtype != "" && r.OptimizerStateDtype != DtypeBF16) {
+	if r.Sharding.GPUs > 1 || (r.Sharding.Strategy != "" && r.Sharding.Strategy != NoSharding) || (r.Method != QLoRA && r.Optimizer != AdamWTorch) || (r.OptimizerStateDtype != "" && r.OptimizerStateDtype != DtypeBF16 && r.Method != QLoRA) {
 		return false
 	}
 	if !r.Task.Spec().VocabLogits || m.Seq2Seq != nil {
 		return false
 	}
-	if r.Method == LoRA {
+	if r.Method == LoRA || r.Method == QLoRA {
 		if r.ExtraLoRAOnHead || len(r.ExtraTrainable) > 0 {
 			return false
 		}
@@ -167,6 +167,21 @@ func litgptLayerSaved(r Request) hfSaved {
 		}
 		hs.FirstUnsaved = first
 		hs.Final = norm
+		if r.Method == QLoRA {
+			// Twice: this micro-batch's and the previous one's
+			// (litgptQLoRASaved).
+			l, f, fin := litgptQLoRASaved(r)
+			layer += 2 * l
+			hs.FirstUnsaved += 2 * f
+			hs.Final += 2 * fin
+			if litgptNoDropout(r) {
+				// This micro-batch's norm_1 output is lora_A's saved
+				// input already (counted above); the first block's
+				// qkv keeps none, lora_A does.
+				layer -= 2 * h
+				hs.FirstUnsaved -= 2 * h
+			}
+		}
 	}
 	hs.Layer = layer
 	return hs
@@ -205,3 +220,10 @@ func litgptLogitBytes(r Request) float64 {
 // the gradients and states: fit() keeps the micro-batch's fp32 logits
 // referenced until the next forward has returned.
 const litgptStepLogitBytes = 4
+
+// LitGPTExact reports whether the default estimator spells a request out
+// on LitGPT's own code path (litgptExact) rather than the fitted shape.
+func LitGPTExact(req Request) bool {
+	r, err := req.Normalize()
+	return err == nil && litgptExact(r)
+}

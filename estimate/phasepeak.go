@@ -185,6 +185,14 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 	case QLoRA:
+		if litgptExact(r) {
+			// Fabric's BitsandbytesPrecision over LitGPT's GPT
+			// (litgptqlora.go); the rest stays bf16.
+			packed, state, n := litgptQLoRAStorage(r)
+			t.Weights = packed + (P-n)*2
+			t.QuantMeta = state
+			break
+		}
 		if hfExact(r) {
 			// The oracle's loading of a bitsandbytes 4-bit base
 			// (hfqlora.go); the rest, biases included, upcast to fp32.
@@ -265,6 +273,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			// step (seed 000 §4: 3× vs 2× parameter bytes).
 			t.OptTransient = trainable * stateBytes
 		}
+	}
+
+	if r.Method == QLoRA && litgptExact(r) {
+		// PagedAdamW: the states of parameters of 1e5 elements or more are
+		// in unified memory (litgptPagedStates).
+		t.OptStates, t.OptTransient = litgptPagedStates(r), 0
 	}
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
@@ -383,6 +397,11 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		logits += sc * t.LogitUnit
 	}
+	if r.Method == QLoRA && litgptExact(r) {
+		// The last LM head chunk's dequantized head beside the loss chain's
+		// forward half (litgptQLoRAHeadBytes).
+		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit))
+	}
 	recompute := 0.0
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs+t.BlockExtra)/layers
@@ -395,7 +414,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
-		if r.Method == QLoRA {
+		if r.Method == QLoRA && !litgptExact(r) {
 			// A Linear4bit's working set, or the MLP's backward: beside
 			// the one layer recomputed, or (without checkpointing) the
 			// saved tensors, against the loss chain.
@@ -477,6 +496,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	stepHeld := 0.0
 	if litgptExact(r) {
 		stepHeld = litgptStepLogitBytes * t.LogitUnit
+		if r.Method == QLoRA {
+			stepHeld += litgptQLoRAStepHeld(r)
+		}
 	}
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
@@ -681,6 +703,9 @@ func ckptNote(r Request) string {
 func weightSource(r Request) string {
 	switch r.Method {
 	case QLoRA:
+		if litgptExact(r) {
+			return fmt.Sprintf("%s-packed Linear layers (LitGPT's fused qkv and LM head included), (n+1)/2 B each in 512-byte allocator blocks, + embeddings/norms in bf16 (Fabric's BitsandbytesPrecision; docs/memory-model.md#litgpts-own-code-path)", r.Quant)
+		}
 		if hfExact(r) {
 			// bnb4bitStorage: what the figure counts on the transformers path.
 			if bnbUnconverted[r.Model.ModelType] {
@@ -700,8 +725,8 @@ func weightSource(r Request) string {
 // (bnb4bitStorage), else a flat rate per Linear weight
 // (quantStateBytesPerParam).
 func quantStateSource(r Request) string {
-	if r.Method == QLoRA && hfExact(r) {
-		if bnbUnconverted[r.Model.ModelType] {
+	if r.Method == QLoRA && (hfExact(r) || litgptExact(r)) {
+		if bnbUnconverted[r.Model.ModelType] && !litgptExact(r) {
 			return fmt.Sprintf("none: transformers quantizes no %s Linear (its Linear class is not type nn.Linear)", r.Model.ModelType)
 		}
 		state := "an fp32 absmax per 64 weights"

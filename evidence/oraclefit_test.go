@@ -84,7 +84,8 @@ var litgptExactTypes = []string{"llama", "mistral"}
 
 // The LitGPT stack's oracle rows (oracle-litgpt.jsonl: the LitGPT
 // development rows' configurations and probes of other shapes, from
-// oracle/testdata/litgpt-study.json) of the spelled-out model types: per
+// oracle/testdata/litgpt-study.json) of the spelled-out model types that
+// the estimate takes on LitGPT's own code path (LoRA, QLoRA and full): per
 // model type, median ≤ 1 %, p90 ≤ 3 %, worst ≤ 6 %.
 func TestOracleLitGPTHeld(t *testing.T) {
 	const name = "oracle-litgpt.jsonl"
@@ -98,7 +99,7 @@ func TestOracleLitGPTHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	def, _ := estimate.ByName("")
-	errs := map[string][]float64{}
+	errs, fitted := map[string][]float64{}, map[string]int{}
 	for _, c := range cases {
 		if !c.Simulated || c.Framework != "litgpt" || c.Measured.GiB == nil {
 			continue
@@ -109,6 +110,12 @@ func TestOracleLitGPTHeld(t *testing.T) {
 		}
 		typ := p.Request.Model.ModelType
 		if !slices.Contains(litgptExactTypes, typ) {
+			continue
+		}
+		if !estimate.LitGPTExact(p.Request) {
+			// A configuration of these types off the spelled-out path
+			// (Mistral 7B v0.1's sliding window, say): validate scores it.
+			fitted[typ]++
 			continue
 		}
 		got := float64(p.Predicted(c.Measured.Kind)) / estimate.GiB
@@ -126,7 +133,7 @@ func TestOracleLitGPTHeld(t *testing.T) {
 		}
 		slices.Sort(abs)
 		med, p90, worst := abs[len(abs)/2], abs[int(math.Ceil(0.9*float64(len(abs))))-1], abs[len(abs)-1]
-		t.Logf("%s: %d rows, median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", typ, len(abs), med, p90, worst)
+		t.Logf("%s: %d rows on the exact path (%d off it), median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", typ, len(abs), fitted[typ], med, p90, worst)
 		if med > 1 || p90 > 3 || worst > 6 {
 			t.Errorf("%s: LitGPT oracle error median %.2f %%, p90 %.2f %%, worst %.2f %%; want ≤ 1, 3, 6", typ, med, p90, worst)
 		}

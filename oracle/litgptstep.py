@@ -623,7 +623,7 @@ def case(name: str, req: Request, res: Result, built: Built, mirrors: str | None
              # the request's target names (the schema's HF module names,
              # which the estimator reads); the LitGPT switches they turn
              # on are in the notes.
-             "targets": list(req.lora_targets), "extra_trainable": []}
+             "targets": list(req.lora_targets), "extra_trainable": [], "dropout": req.lora_dropout}
             if req.method in ("lora", "qlora") else None
         ),
         "seq_len": req.seq_len,
@@ -682,7 +682,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             name = d.get("model", a.model)
             req = LitRequest.from_json(d.get("config", d))
-            b = build(name, req, {"n_layer": a.layers} if a.layers else None)
+            # "script": build()'s QLoRA switches (stable_embedding,
+            # bnb_saves_input), e.g. the code a dated measured row ran.
+            script = {k: bool(v) for k, v in d.get("script", {}).items() if k in ("stable_embedding", "bnb_saves_input")}
+            b = build(name, req, {"n_layer": a.layers} if a.layers else None, **script)
             cen: dict[str, Any] | None = {} if a.census else None
             res = simulate(name, req, built=b, census=cen)
             if cen is not None:
