@@ -18,11 +18,12 @@ import (
 // sequence classification, process level), and when the reserved level under
 // dynamic padding was capped by what the caching allocator can hold over the
 // stated length distribution (the swift rows' median moves up, the tail
-// down). Refit on the merged model: 139 rows, 4.77 / 17.83 / 8.15.
+// down). Refit on the merged model: 139 rows, 4.77 / 17.83 / 8.15; with
+// LitGPT's Llama and Mistral QLoRA on the exact path: 4.36 / 16.53 / 8.00.
 const (
-	pinMedianAbs = 4.77
-	pinP90Abs    = 17.83
-	pinMAPE      = 8.15
+	pinMedianAbs = 4.36
+	pinP90Abs    = 16.53
+	pinMAPE      = 8.00
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
@@ -59,13 +60,18 @@ func TestDevFiguresPinned(t *testing.T) {
 	// 22.5–23.1 GiB reserved on 24 GiB cards, estimated within 2.2 % — from
 	// marginal to no: 12 of 16; LitGPT's exact path raised litgpt-hub-013,
 	// 18.41 GiB allocated on a 24 GiB A10G, from 17.78 to 18.38 GiB
-	// estimated, which moved it from marginal to no: 13 of 17).
+	// estimated, which moved it from marginal to no: 13 of 17; the refit
+	// with LitGPT's QLoRA on the exact path, whose Llama and Mistral QLoRA
+	// rows no longer inform the fitted activation shape, raised
+	// act_classic 0.7131 → 0.7144 and moved hf-perf-001, BERT-large at
+	// 14.60 GiB of a 16 GiB V100, estimated 14.73 GiB (+0.9 %), from
+	// marginal to no: 14 of 18).
 	cl := rep.Classification
 	if cl.PredictedYesOOM != 0 {
 		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
 	}
-	if cl.PredictedNoOK > 13 {
-		t.Errorf("%d of %d rows predicted no succeeded (pin: 13)", cl.PredictedNoOK, cl.PredictedNo)
+	if cl.PredictedNoOK > 14 {
+		t.Errorf("%d of %d rows predicted no succeeded (pin: 14)", cl.PredictedNoOK, cl.PredictedNo)
 	}
 	// Beats both references on MAPE over the same observations.
 	for _, ref := range []string{"seed000", "unsloth"} {
