@@ -17,8 +17,13 @@ import (
 // litgptExactTypes are the model types whose LitGPT block litgptLayerSaved
 // spells out: LitGPT builds Llama 2/3.x, TinyLlama and Mistral 7B with
 // RMSNorm, LLaMAMLP and full rotary, and pads none of their vocabularies
-// (padded_vocab_size equals the HF vocab_size). Others keep the fitted shape.
-var litgptExactTypes = map[string]bool{"llama": true, "mistral": true}
+// (padded_vocab_size equals the HF vocab_size). Gemma (v1) saves the same
+// tensors, as its census and the oracle's rows show: GemmaMLP's tanh GELU
+// keeps fc_1's output as silu does and its own output as silu's, the
+// norms' unit offset (1 + weight) and the embedding's √hidden scale keep
+// nothing more, and its 256 000 vocabulary is not padded either. Others
+// keep the fitted shape.
+var litgptExactTypes = map[string]bool{"llama": true, "mistral": true, "gemma": true}
 
 // litgptExact reports whether the request runs the LitGPT code path
 // litgptLayerSaved spells out: the litgpt stack, bf16-true, no
