@@ -2,7 +2,6 @@ package evidence
 
 import (
 	"math"
-	"os"
 	"slices"
 	"testing"
 
@@ -33,16 +32,19 @@ func TestOracleGridQLoRAHeld(t *testing.T) {
 	checkOracleErrors(t, "oracle.jsonl", func(c Case) bool { return c.Method == "qlora" }, 1, 3, 6)
 }
 
+// absErrorStats are the median, p90 and worst of the absolute values of
+// errs (percent).
+func absErrorStats(errs []float64) (med, p90, worst float64) {
+	abs := make([]float64, len(errs))
+	for i, v := range errs {
+		abs[i] = math.Abs(v)
+	}
+	slices.Sort(abs)
+	return abs[len(abs)/2], abs[int(math.Ceil(0.9*float64(len(abs))))-1], abs[len(abs)-1]
+}
+
 func checkOracleErrors(t *testing.T, name string, keep func(Case) bool, wantMed, wantP90, wantWorst float64) {
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cases, err := ReadCases(f, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cases := readCasesFile(t, name)
 	def, _ := estimate.ByName("")
 	errs := map[string][]float64{}
 	for _, c := range cases {
@@ -64,13 +66,8 @@ func checkOracleErrors(t *testing.T, name string, keep func(Case) bool, wantMed,
 		t.Fatal("no simulated rows of the spelled-out model types")
 	}
 	for arch, e := range errs {
-		abs := make([]float64, len(e))
-		for i, v := range e {
-			abs[i] = math.Abs(v)
-		}
-		slices.Sort(abs)
-		med, p90, worst := abs[len(abs)/2], abs[int(math.Ceil(0.9*float64(len(abs))))-1], abs[len(abs)-1]
-		t.Logf("%s: %d rows, median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", arch, len(abs), med, p90, worst)
+		med, p90, worst := absErrorStats(e)
+		t.Logf("%s: %d rows, median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", arch, len(e), med, p90, worst)
 		if med > wantMed || p90 > wantP90 || worst > wantWorst {
 			t.Errorf("%s: oracle error median %.2f %%, p90 %.2f %%, worst %.2f %%; want ≤ %g, %g, %g", arch, med, p90, worst, wantMed, wantP90, wantWorst)
 		}
@@ -88,16 +85,7 @@ var litgptExactTypes = []string{"llama", "mistral", "gemma"}
 // the estimate takes on LitGPT's own code path (LoRA, QLoRA and full): per
 // model type, median ≤ 1 %, p90 ≤ 3 %, worst ≤ 6 %.
 func TestOracleLitGPTHeld(t *testing.T) {
-	const name = "oracle-litgpt.jsonl"
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cases, err := ReadCases(f, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cases := readCasesFile(t, "oracle-litgpt.jsonl")
 	def, _ := estimate.ByName("")
 	errs, fitted := map[string][]float64{}, map[string]int{}
 	for _, c := range cases {
@@ -127,13 +115,8 @@ func TestOracleLitGPTHeld(t *testing.T) {
 			t.Errorf("%s: %d LitGPT oracle rows, want at least 3", typ, len(e))
 			continue
 		}
-		abs := make([]float64, len(e))
-		for i, v := range e {
-			abs[i] = math.Abs(v)
-		}
-		slices.Sort(abs)
-		med, p90, worst := abs[len(abs)/2], abs[int(math.Ceil(0.9*float64(len(abs))))-1], abs[len(abs)-1]
-		t.Logf("%s: %d rows on the exact path (%d off it), median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", typ, len(abs), fitted[typ], med, p90, worst)
+		med, p90, worst := absErrorStats(e)
+		t.Logf("%s: %d rows on the exact path (%d off it), median |err| %.2f %%, p90 %.2f %%, worst %.2f %%", typ, len(e), fitted[typ], med, p90, worst)
 		if med > 1 || p90 > 3 || worst > 6 {
 			t.Errorf("%s: LitGPT oracle error median %.2f %%, p90 %.2f %%, worst %.2f %%; want ≤ 1, 3, 6", typ, med, p90, worst)
 		}
