@@ -61,19 +61,29 @@ func bnb4bitStorage(r Request) (packed, state, weights int64) {
 	for _, l := range r.Model.Layers {
 		for _, lin := range l.Linears {
 			n := lin.In * lin.Out
-			blocks := (n + bnbBlock - 1) / bnbBlock
-			st := round512(4 * 16) // the 4-bit code
-			if dq {
-				st += round512(blocks) + round512(4*((blocks+bnbNestedBlock-1)/bnbNestedBlock)) + round512(4*256) + round512(4)
-			} else {
-				st += round512(4 * blocks)
-			}
-			packed += round512((n+1)/2) * lin.Copies
+			p, st := bnb4bitLinear(n, dq)
+			packed += p * lin.Copies
 			state += st * lin.Copies
 			weights += n * lin.Copies
 		}
 	}
 	return packed, state, weights
+}
+
+// bnb4bitLinear is one Linear4bit of n weights as bitsandbytes stores it,
+// each tensor rounded to the allocator's 512 B: the packed uint8 weight and
+// the quantization state (the 4-bit code, and an fp32 absmax per 64-weight
+// block, or with double quant a uint8 absmax, an fp32 absmax per 256 blocks,
+// the 256-entry code and an fp32 offset).
+func bnb4bitLinear(n int64, doubleQuant bool) (packed, state int64) {
+	blocks := (n + bnbBlock - 1) / bnbBlock
+	state = round512(4 * 16) // the 4-bit code
+	if doubleQuant {
+		state += round512(blocks) + round512(4*((blocks+bnbNestedBlock-1)/bnbNestedBlock)) + round512(4*256) + round512(4)
+	} else {
+		state += round512(4 * blocks)
+	}
+	return round512((n + 1) / 2), state
 }
 
 func round512(n int64) int64 { return (n + 511) / 512 * 512 }

@@ -37,14 +37,8 @@ func litgptQLoRAStorage(r Request) (packed, state, weights int64) {
 	m := r.Model
 	dq := r.Quant.Spec().DoubleQuant
 	one := func(n int64) {
-		blocks := (n + bnbBlock - 1) / bnbBlock
-		st := round512(4 * 16) // the 4-bit code
-		if dq {
-			st += round512(blocks) + round512(4*((blocks+bnbNestedBlock-1)/bnbNestedBlock)) + round512(4*256) + round512(4)
-		} else {
-			st += round512(4 * blocks)
-		}
-		packed += round512((n + 1) / 2)
+		p, st := bnb4bitLinear(n, dq)
+		packed += p
 		state += st
 		weights += n
 	}
