@@ -1,6 +1,10 @@
 package estimate
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
 
 // QLoRA on LitGPT's own code path, as the LitGPT oracle imitates it
 // (oracle/litgptstep.py): Fabric's BitsandbytesPrecision(quant, bf16)
@@ -45,7 +49,7 @@ func litgptQLoRAStorage(r Request) (packed, state, weights int64) {
 	for _, l := range m.Layers {
 		var qkv int64
 		for _, lin := range l.Linears {
-			if slices.Contains([]string{"q_proj", "k_proj", "v_proj"}, lin.Name) {
+			if slices.Contains(hfconfig.QKV, lin.Name) {
 				qkv += lin.In * lin.Out
 				continue
 			}
