@@ -72,19 +72,20 @@ func litgptQLoRAStorage(r Request) (packed, state, weights int64) {
 const litgptPagedMinNumel = 100_000
 
 // litgptPagedStates is the device part of PagedAdamW's fp32 states (two per
-// element) for LitGPT's fused-qkv adapters: per block, lora_A
-// (r·enabled × hidden) and lora_B (enabled width × r), each counted only
-// when it stays under litgptPagedMinNumel.
+// element) for LitGPT's adapters (litgptAdapterShapes): each lora_A and
+// lora_B is counted only when it stays under litgptPagedMinNumel.
 func litgptPagedStates(r Request) int64 {
-	w, n := litgptQKVAdapters(r)
-	rank := int64(r.LoRARank)
-	var per int64
-	for _, numel := range []int64{rank * n * r.Model.Hidden, w * rank} {
-		if numel < litgptPagedMinNumel {
-			per += 2 * 4 * numel
+	a, _ := litgptAdapters(r)
+	perBlock, head := litgptAdapterShapes(r, a)
+	device := func(numels []int64) (b int64) {
+		for _, n := range numels {
+			if n < litgptPagedMinNumel {
+				b += 2 * 4 * n
+			}
 		}
+		return b
 	}
-	return per * r.Model.NumLayers
+	return device(perBlock)*r.Model.NumLayers + device(head)
 }
 
 // litgptQLoRASaved is what MatMul4Bit (bitsandbytes before 0.43.2) keeps
@@ -106,6 +107,14 @@ func litgptPagedStates(r Request) int64 {
 func litgptQLoRASaved(r Request) (layer, first, final float64) {
 	m := r.Model
 	h, q, ffn := float64(m.Hidden), float64(m.Heads*m.HeadDim), float64(m.ActiveFFN())
+	if litgptLNTypes[m.ModelType] {
+		// Parallel blocks: fc reads the norm output too (Phi: the qkv's
+		// own), and in the first block fc's input needs no gradient, nor,
+		// unless the MLP is adapted, proj's.
+		a, _ := litgptAdapters(r)
+		sep := b2f(litgptLNNorms(m) == 2)
+		return 2*h + 2*h*sep + 2*q + 2*ffn, 2*h + 2*h*sep + 2*ffn*b2f(!a.MLP), 2 * h
+	}
 	return 2*h + 2*h + 2*q + 2*ffn, 2 * h, 2 * h
 }
 
@@ -124,7 +133,34 @@ func litgptNoDropout(r Request) bool { return r.LoRADropout == nil || *r.LoRADro
 func litgptQLoRAHeadBytes(r Request, logitUnit float64) float64 {
 	m := r.Model
 	chunk := min(1, float64(litgptLMHeadChunk)/float64(r.SeqLen))
-	return 4*float64(m.Vocab*m.Hidden) + (4+2*(1-chunk))*logitUnit
+	prev := 4.0
+	if r.LongestFirst {
+		prev = 0
+	}
+	return 4*float64(m.Vocab*m.Hidden) + (prev+2*(1-chunk))*logitUnit
+}
+
+// litgptQLoRAHeadBackward is the backward's moment at the LM head of a
+// QLoRA step, per the census of a longest-first step's peak: the head's
+// MatMul4Bit backward dequantizes the whole head again (fp16, then the bf16
+// copy: 2 + 2 B per head weight) while the fp32 logits fit() holds (4 B
+// per logit) and their gradients converted back to bf16 (2 B) are alive.
+// The previous micro-batch's kept inputs are gone by then (fit() let its
+// graph go when this forward returned): the caller sets this moment
+// against the forward's less what they add there.
+func litgptQLoRAHeadBackward(r Request, logitUnit float64) float64 {
+	return 4*float64(r.Model.Vocab*r.Model.Hidden) + 6*logitUnit
+}
+
+// litgptKept is how many micro-batches' MatMul4Bit inputs
+// (litgptQLoRASaved) are alive at the forward's peak: this one's and the
+// previous one's, or, when the first micro-batch is the longest
+// (Request.LongestFirst), its own alone.
+func litgptKept(r Request) float64 {
+	if r.LongestFirst {
+		return 1
+	}
+	return 2
 }
 
 // litgptQLoRAStepHeld is what the optimizer step holds of the last

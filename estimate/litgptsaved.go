@@ -27,9 +27,9 @@ var litgptExactTypes = map[string]bool{"llama": true, "mistral": true, "gemma": 
 
 // litgptExact reports whether the request runs the LitGPT code path
 // litgptLayerSaved spells out: the litgpt stack, bf16-true, no
-// checkpointing, full fine-tuning or LoRA on (a subset of) the fused qkv
-// (LitGPT's query, key, value switches), one GPU, torch AdamW, its chunked
-// loss, a Llama-style dense model.
+// checkpointing, full fine-tuning or LoRA with LitGPT's switches (query,
+// key, value on the fused qkv, at least one of them; projection; mlp;
+// head), one GPU, torch AdamW, its chunked loss, a Llama-style dense model.
 func litgptExact(r Request) bool {
 	if r.Stack != StackLitGPT || r.Precision != BF16True || r.GradCkpt.Spec().Recomputes || r.GradCkpt.Spec().OffloadsInputs {
 		return false
@@ -38,7 +38,12 @@ func litgptExact(r Request) bool {
 		return false
 	}
 	m := r.Model
-	if !litgptExactTypes[m.ModelType] || m.Experts > 0 || m.MLP != hfconfig.MLPGated || m.SlidingWindow > 0 || m.LogitSoftcap > 0 {
+	switch {
+	case m.Experts > 0 || m.SlidingWindow > 0 || m.LogitSoftcap > 0:
+		return false
+	case litgptExactTypes[m.ModelType] && m.MLP == hfconfig.MLPGated:
+	case litgptLNTypes[m.ModelType] && m.MLP == hfconfig.MLPClassic && m.KVHeads == m.Heads:
+	default:
 		return false
 	}
 	if r.Attn != SDPA || fusedCE(r) || r.Compile || len(r.Kernels) > 0 || r.OptimizerInBackward {
@@ -51,57 +56,119 @@ func litgptExact(r Request) bool {
 		return false
 	}
 	if r.Method == LoRA || r.Method == QLoRA {
-		if r.ExtraLoRAOnHead || len(r.ExtraTrainable) > 0 {
+		if len(r.ExtraTrainable) > 0 {
 			return false
 		}
-		_, n := litgptQKVAdapters(r)
-		if n == 0 {
+		a, ok := litgptAdapters(r)
+		if !ok || a.QKV == 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// litgptQKVAdapters is, for LoRA targets that name only q, k and v, the
-// summed output width of the enabled slices and how many there are; 0, 0
-// when a target names anything else (the projection, the MLP, the head:
-// not read yet).
-func litgptQKVAdapters(r Request) (width, n int64) {
+// litgptSwitches is which of LitGPT's LoRA switches a request's targets
+// turn on (litgpt/lora.py's Config: lora_query, lora_key, lora_value on
+// the fused qkv, lora_projection, lora_mlp for every Linear of the MLP,
+// lora_head), with the enabled qkv slices' summed output width.
+type litgptSwitches struct {
+	QKV, QKVWidth   int64 // enabled q/k/v slices and their output width
+	Query           bool  // the q slice is enabled
+	Proj, MLP, Head bool
+}
+
+// litgptAdapters maps the request's LoRA targets (the HF names the rows
+// use: q_proj, k_proj, v_proj; o_proj for the attention's proj; gate_proj,
+// up_proj and down_proj for the MLP's fc_1, fc_2 and proj; lm_head) onto
+// LitGPT's switches. LitGPT's lora_mlp adapts all three MLP Linears, so a
+// target list naming only some of them is not a LitGPT run: ok is false
+// then, and for any name LitGPT has no switch for.
+func litgptAdapters(r Request) (a litgptSwitches, ok bool) {
 	m := r.Model
+	mlp := map[string]bool{}
+	if len(m.Layers) > 0 {
+		for _, lin := range m.Layers[0].Linears {
+			if lin.Role == hfconfig.RoleMLP {
+				mlp[lin.Name] = false
+			}
+		}
+	}
 	on := map[string]bool{}
 	for _, t := range r.LoRATargets {
-		switch strings.ToLower(strings.TrimSpace(t)) {
+		name := strings.TrimSpace(t)
+		switch strings.ToLower(name) {
 		case "q_proj", "query", "q":
 			on["q"] = true
 		case "k_proj", "key", "k":
 			on["k"] = true
 		case "v_proj", "value", "v":
 			on["v"] = true
+		case "query_key_value":
+			// A fused query_key_value target is LitGPT's default slices,
+			// lora_query and lora_value (as the LitGPT oracle reads it).
+			on["q"], on["v"] = true, true
+		case "o_proj", "dense", "projection", "proj":
+			a.Proj = true
+		case hfconfig.ScopeMLP:
+			for n := range mlp {
+				mlp[n] = true
+			}
 		default:
-			return 0, 0
+			if _, isMLP := mlp[name]; !isMLP {
+				return a, false
+			}
+			mlp[name] = true
 		}
 	}
+	named := 0
+	for _, on := range mlp {
+		if on {
+			named++
+		}
+	}
+	if named != 0 && named != len(mlp) {
+		return a, false
+	}
+	a.MLP = named > 0
+	a.Head = r.ExtraLoRAOnHead
 	if on["q"] {
-		width, n = width+m.Heads*m.HeadDim, n+1
+		a.QKVWidth, a.QKV, a.Query = a.QKVWidth+m.Heads*m.HeadDim, a.QKV+1, true
 	}
 	if on["k"] {
-		width, n = width+m.KVHeads*m.HeadDim, n+1
+		a.QKVWidth, a.QKV = a.QKVWidth+m.KVHeads*m.HeadDim, a.QKV+1
 	}
 	if on["v"] {
-		width, n = width+m.KVHeads*m.HeadDim, n+1
+		a.QKVWidth, a.QKV = a.QKVWidth+m.KVHeads*m.HeadDim, a.QKV+1
 	}
-	return width, n
+	return a, true
 }
 
-// litgptAdaptsQuery reports whether the LoRA targets adapt the q slice.
-func litgptAdaptsQuery(r Request) bool {
-	for _, t := range r.LoRATargets {
-		switch strings.ToLower(strings.TrimSpace(t)) {
-		case "q_proj", "query", "q":
-			return true
+// litgptAdapterShapes is every LoRA factor LitGPT builds per block, as
+// numel: lora_A (r·enabled × in) and lora_B (out × r) of the fused qkv
+// (LoRAQKVLinear), of the attention's proj, and of the MLP's fc_1, fc_2
+// and proj; the head's (lora_A r × hidden, lora_B vocab × r) are returned
+// apart, since the head is one per model.
+func litgptAdapterShapes(r Request, a litgptSwitches) (perBlock, head []int64) {
+	m := r.Model
+	rank, h := int64(r.LoRARank), m.Hidden
+	q, ffn := m.Heads*m.HeadDim, m.ActiveFFN()
+	if a.QKV > 0 {
+		perBlock = append(perBlock, rank*a.QKV*h, a.QKVWidth*rank)
+	}
+	if a.Proj {
+		perBlock = append(perBlock, rank*q, h*rank)
+	}
+	if a.MLP {
+		if m.MLP == hfconfig.MLPGated { // fc_1 and fc_2, then proj
+			perBlock = append(perBlock, rank*h, ffn*rank, rank*h, ffn*rank, rank*ffn, h*rank)
+		} else { // GptNeoxMLP: fc, then proj
+			perBlock = append(perBlock, rank*h, ffn*rank, rank*ffn, h*rank)
 		}
 	}
-	return false
+	if a.Head {
+		head = []int64{rank * h, m.Vocab * rank}
+	}
+	return perBlock, head
 }
 
 // litgptNormSaved is what one of LitGPT's RMSNorms keeps per token when its
@@ -126,18 +193,28 @@ func litgptNormSaved(h float64) float64 { return 4*h + 16 + 4 }
 //     copies of k and v SDPA reads instead (2·2q), and the qkv output dies;
 //   - LLaMAMLP: fc_1's and fc_2's outputs and silu's (3·2·ffn); a full
 //     fine-tune adds the product proj reads (2·ffn);
-//   - LoRA: the adapter input, dropout's output (or the norm's bf16 output
-//     without dropout, 2h) with dropout's bool mask (h), lora_A's output
-//     (2·r per enabled slice) and, where a slice is left out and the qkv
-//     output is saved, lora_B's (the grouped convolution, 2 B per enabled
-//     output), which zero_pad scatters into the full width; a grouped-query
-//     block adapting q but not all three slices keeps one more 2q.
+//   - LoRA, per adapted Linear (the fused qkv, proj, and the MLP's fc_1,
+//     fc_2 and proj, each a LoRALinear with its own dropout): dropout's
+//     output (2 B per input element) with its bool mask (1 B), or without
+//     dropout the input itself, which lora_A saves (the norms' bf16
+//     outputs, 2h, the one after norm_2 shared by fc_1 and fc_2; SDPA's
+//     output reshaped for proj, 2q; the MLP product, 2·ffn), and lora_A's
+//     output (2·r, per enabled slice for the qkv); where a qkv slice is
+//     left out and the qkv output is saved, lora_B's (the grouped
+//     convolution, 2 B per enabled output), which zero_pad scatters into
+//     the full width; a grouped-query block adapting q but not all three
+//     slices keeps one more 2q. A LoRA head (lora_head) keeps the same per
+//     chunk of the final norm's output (2h and h, or 2h without dropout;
+//     2·r), counted with the final norm.
 //
 // The block's output (2h) is not saved: the next norm copies it to fp32.
 // The first block reads the frozen embeddings (LoRA): its norm_1 keeps no
 // copy and its dropout no mask.
 func litgptLayerSaved(r Request) hfSaved {
 	m := r.Model
+	if litgptLNTypes[m.ModelType] {
+		return litgptLNLayerSaved(r)
+	}
 	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
 	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
 	mha := m.KVHeads == m.Heads
@@ -153,38 +230,63 @@ func litgptLayerSaved(r Request) hfSaved {
 		layer += 2*(4*h+2*h) + 2*q + 2*ffn
 		hs.Final = norm + 4*h + 2*h
 	} else {
-		w, n := litgptQKVAdapters(r)
-		layer += 2*h + 2*float64(r.LoRARank*n)
-		if mha && n < 3 {
-			layer += 2 * float64(w)
+		a, _ := litgptAdapters(r)
+		rank := 2 * float64(r.LoRARank)
+		dropout := !litgptNoDropout(r)
+		in, mask := 2*h, 0.0 // the qkv adapter's input
+		if dropout {
+			mask = h
 		}
-		if !mha && n < 3 && litgptAdaptsQuery(r) {
+		if a.Proj {
+			in, mask = in+2*q, mask+q*b2f(dropout)
+		}
+		if a.MLP {
+			if dropout {
+				in, mask = in+2*(2*h)+2*ffn, mask+2*h+ffn
+			} else {
+				in += 2*h + 2*ffn
+			}
+		}
+		adapters := float64(a.QKV) + b2f(a.Proj) + 3*b2f(a.MLP)
+		layer += in + mask + rank*adapters
+		if mha && a.QKV < 3 {
+			layer += 2 * float64(a.QKVWidth)
+		}
+		if !mha && a.QKV < 3 && a.Query {
 			// The census of a grouped-query block whose adapters cover q
 			// but not all three slices (Mistral 7B, q and v) shows one more
 			// q-sized torch.cat output saved (2q); with all three, or
 			// without q (TinyLlama, k), it does not.
 			layer += 2 * q
 		}
-		first := norm
-		if r.LoRADropout != nil && *r.LoRADropout > 0 {
-			layer += h
-			first += h
-		}
-		hs.FirstUnsaved = first
+		// The first block's qkv reads the frozen embeddings through
+		// norm_1: the norm keeps no copy and the dropout no mask; every
+		// adapter after it reads an input that needs a gradient.
+		hs.FirstUnsaved = norm + h*b2f(dropout)
 		hs.Final = norm
+		if a.Head {
+			hs.Final += 2*h + h*b2f(dropout) + rank
+		}
 		if r.Method == QLoRA {
 			// Twice: this micro-batch's and the previous one's
-			// (litgptQLoRASaved).
+			// (litgptQLoRASaved), once for the longest-first peak.
 			l, f, fin := litgptQLoRASaved(r)
-			layer += 2 * l
-			hs.FirstUnsaved += 2 * f
-			hs.Final += 2 * fin
-			if litgptNoDropout(r) {
-				// This micro-batch's norm_1 output is lora_A's saved
-				// input already (counted above); the first block's
-				// qkv keeps none, lora_A does.
-				layer -= 2 * h
+			k := litgptKept(r)
+			layer += k * l
+			hs.FirstUnsaved += k * f
+			hs.Final += k * fin
+			if !dropout {
+				// Without dropout the input lora_A saves is the tensor
+				// MatMul4Bit keeps for its base: norm_1's output (the
+				// first block's qkv keeps none, lora_A does), proj's,
+				// norm_2's for fc_1 and fc_2, the MLP product, the
+				// final norm's for the head; this micro-batch's copy is
+				// counted above already.
+				layer -= in
 				hs.FirstUnsaved -= 2 * h
+				if a.Head {
+					hs.Final -= 2 * h
+				}
 			}
 		}
 	}
@@ -214,7 +316,11 @@ const litgptLMHeadChunk = 128
 // zero-padded backward and the logits coexist: 12.
 func litgptLogitBytes(r Request) float64 {
 	chunk := min(1, float64(litgptLMHeadChunk)/float64(r.SeqLen))
-	b := max(10, 8+8*chunk)
+	fwd := 10.0
+	if r.LongestFirst {
+		fwd = 6 // no previous micro-batch's logits yet
+	}
+	b := max(fwd, 8+8*chunk)
 	if r.Method == Full {
 		b = max(b, 12)
 	}
@@ -231,4 +337,118 @@ const litgptStepLogitBytes = 4
 func LitGPTExact(req Request) bool {
 	r, err := req.Normalize()
 	return err == nil && litgptExact(r)
+}
+
+// litgptLNTypes are the model types whose LitGPT block litgptLNLayerSaved
+// spells out: LayerNorm (bf16, saving its input and fp32 mean and rstd),
+// GptNeoxMLP (fc, GELU, proj), biases, partial rotary, and attention and
+// MLP in parallel off the block input (LitGPT's parallel_residual, as
+// hfParallelTypes assumes for the same HF types): Phi-1.5 and Phi-2 (one
+// norm both read, shared_attention_norm) and GPT-NeoX (StableLM-Alpha,
+// Pythia: norm_1 and norm_2). Multi-head attention only (Falcon's
+// multi-query blocks keep the fitted shape).
+var litgptLNTypes = map[string]bool{"phi": true, "gpt_neox": true}
+
+// litgptLNSaved is what one of LitGPT's LayerNorms keeps per token beyond
+// its input: the fp32 mean and rstd (8 B). Its input, the block's input,
+// is the previous block's output, counted there.
+const litgptLNSaved = 8
+
+// litgptLNNorms is how many LayerNorms a LitGPT block of this type runs
+// on its input: Phi shares one between attention and MLP.
+func litgptLNNorms(m *hfconfig.Model) float64 {
+	if m.ModelType == "phi" {
+		return 1
+	}
+	return 2
+}
+
+// litgptLNLayerSaved is litgptLayerSaved for the LayerNorm, parallel
+// blocks of litgptLNTypes, as the LitGPT oracle's census of Phi-1.5 and
+// StableLM-Alpha-3B blocks shows them (per token):
+//
+//   - the block's output (2h), which the next block's LayerNorm (or the
+//     final one) saves as its input, and each norm's mean and rstd;
+//   - the fused qkv output (2·(q+2kv)), a view of which (v) SDPA saves; the
+//     rotated q and k (torch.cat, 2·(q+kv), whole heads also under partial
+//     rotary); SDPA's output (2q) and log-sum-exp (4 per head);
+//   - fc's output (2·ffn), which GELU saves;
+//   - a full fine-tune adds the norms' outputs (2h each) the trained qkv and
+//     fc save, SDPA's output made contiguous for proj (2q) and GELU's
+//     output (2·ffn) proj saves; its first block reads the trained
+//     embedding and saves all of it;
+//   - LoRA adds litgptLayerSaved's adapter terms for fc and proj instead of
+//     fc_1, fc_2 and proj (without dropout fc's lora_A saves norm_2's
+//     output, Phi's shared norm's being the qkv adapter's already), and
+//     lora_B's output where a qkv slice is left out (2 B per enabled
+//     output). The first block's norms read the frozen embedding (no
+//     statistics kept) and, in parallel, so does fc: unless the MLP is
+//     adapted its output needs no gradient and GELU keeps nothing.
+func litgptLNLayerSaved(r Request) hfSaved {
+	m := r.Model
+	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
+	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
+	norms := litgptLNNorms(m)
+	layer := 2*h + litgptLNSaved*norms + 2*(q+2*kv) + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 2*ffn
+	var hs hfSaved
+	if r.Method == Full {
+		layer += 2*h*norms + 2*q + 2*ffn
+		hs.Final = litgptLNSaved + 2*h
+		hs.Layer = layer
+		return hs
+	}
+	a, _ := litgptAdapters(r)
+	rank := 2 * float64(r.LoRARank)
+	dropout := !litgptNoDropout(r)
+	in, mask := 2*h, h*b2f(dropout) // the qkv adapter's input
+	if a.Proj {
+		in, mask = in+2*q, mask+q*b2f(dropout)
+	}
+	if a.MLP {
+		switch {
+		case dropout:
+			in, mask = in+2*h+2*ffn, mask+h+ffn
+		case norms == 1: // fc reads the qkv adapter's input
+			in += 2 * ffn
+		default:
+			in += 2*h + 2*ffn
+		}
+	}
+	adapters := float64(a.QKV) + b2f(a.Proj) + 2*b2f(a.MLP)
+	layer += in + mask + rank*adapters
+	if a.QKV < 3 {
+		layer += 2 * float64(a.QKVWidth)
+	}
+	hs.FirstUnsaved = litgptLNSaved*norms + h*b2f(dropout)
+	if a.MLP {
+		hs.FirstUnsaved += h * b2f(dropout)
+	} else {
+		hs.FirstUnsaved += 2 * ffn
+	}
+	hs.Final = litgptLNSaved
+	if a.Head {
+		hs.Final += 2*h + h*b2f(dropout) + rank
+	}
+	if r.Method == QLoRA {
+		l, f, fin := litgptQLoRASaved(r)
+		k := litgptKept(r)
+		layer += k * l
+		hs.FirstUnsaved += k * f
+		hs.Final += k * fin
+		if !dropout {
+			// lora_A's saved inputs are MatMul4Bit's kept ones
+			// (litgptLayerSaved); in the first block the qkv's and, with
+			// separate norms and the MLP adapted, fc's are lora_A's only.
+			layer -= in
+			hs.FirstUnsaved -= 2 * h
+			if a.MLP && norms == 2 {
+				hs.FirstUnsaved -= 2 * h
+			}
+			if a.Head {
+				hs.Final -= 2 * h
+			}
+		}
+	}
+	hs.Layer = layer
+	return hs
 }

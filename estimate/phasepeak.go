@@ -24,11 +24,6 @@ type Coefficients struct {
 	// Logits is bytes per logit element of the stock loss chain (seed 000:
 	// 14 — bf16 logits, fp32 upcast, log-softmax, fp32 gradient).
 	Logits float64 `json:"logits_bytes"`
-	// LogitsLitGPT is bytes per logit element on litgpt's loss path
-	// (lm_head_chunk_size=128 and chunked_cross_entropy over litgpt's own
-	// model code): fitted separately because litgpt's runs carry more per
-	// token than the chunked chain alone explains.
-	LogitsLitGPT float64 `json:"logits_litgpt_bytes"`
 	// CkptPerLayer is bytes per token per hidden unit each checkpointed
 	// block keeps (its input; seed 000: 2 × act_bytes = 4 for bf16).
 	CkptPerLayer float64 `json:"ckpt_bytes_per_token_hidden"`
@@ -400,7 +395,8 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	if r.Method == QLoRA && litgptExact(r) {
 		// The last LM head chunk's dequantized head beside the loss chain's
 		// forward half (litgptQLoRAHeadBytes).
-		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit))
+		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit),
+			litgptQLoRAHeadBackward(r, t.LogitUnit)-(litgptKept(r)-1)*litgptQLoRAStepHeld(r))
 	}
 	recompute := 0.0
 	if ckptOn(r) {
@@ -594,10 +590,10 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 	}
 	switch loss {
 	case "litgpt":
-		logitsCoef = k.LogitsLitGPT
-		if litgptExact(r) {
-			logitsCoef = litgptLogitBytes(r)
-		}
+		// LitGPT's chunked LM head, chunked_cross_entropy and fit() are
+		// the same code for every model it builds: the LitGPT oracle's
+		// chain, on the spelled-out path and off it (not fitted).
+		logitsCoef = litgptLogitBytes(r)
 	case "chunked":
 		logitsCoef = chunkedLogitBytes
 	case "full":

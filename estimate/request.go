@@ -73,6 +73,18 @@ type Request struct {
 	// step's tensor shapes change from batch to batch (SeqLen is then the
 	// longest); the caching allocator keeps blocks of several sizes.
 	DynamicShapes bool
+	// LongestFirst: the first micro-batch holds the longest sample (SeqLen)
+	// and the later ones are much shorter, as lit-gpt's finetune scripts of
+	// 2023 arranged it (get_batch(..., longest_seq_ix if iter_num == 0)).
+	// The peak is then the first micro-batch's, when no earlier
+	// micro-batch's tensors are alive: on the litgpt stack the previous
+	// micro-batch's logits that fit() holds and, on LitGPT's spelled-out
+	// QLoRA path, the inputs bitsandbytes before 0.43.2 kept are left out
+	// of the forward and backward (the LitGPT oracle finds that peak for
+	// any later length up to about 0.6 of the longest). The optimizer step
+	// is still counted with a full-length last micro-batch, an upper
+	// bound. Other stacks ignore it.
+	LongestFirst bool
 	// Lengths is the distribution of sample lengths when SeqLen is only
 	// the bound (nil: unknown). It implies DynamicShapes; the peak is
 	// estimated at the longest batch (SeqLen, or the distribution's

@@ -67,6 +67,12 @@ type Case struct {
 	// distribution: the peak at the longest batch, the reserved level by
 	// replaying its batch shapes through the caching-allocator model.
 	SeqLenDist *SeqLenDist `json:"seq_len_dist,omitempty"`
+	// LongestFirst is true when the run's first micro-batch holds its
+	// longest sample and the later ones are shorter (lit-gpt's 2023
+	// finetune scripts); nil when the case does not say. Rows of the
+	// shared cohort, kept byte for byte, say it in their notes
+	// (longestFirstOf).
+	LongestFirst *bool `json:"longest_first,omitempty"`
 }
 
 // SeqLenDist is a case's sample-length distribution, in tokens, as its

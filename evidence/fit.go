@@ -81,7 +81,7 @@ func (d Domain) Contains(r estimate.Request) (bool, string) {
 // log-softmax, the fp32 NLL gradient and the fp32 log-softmax gradient;
 // docs/memory-model.md#logits-and-loss-chain); it is not fitted.
 var FitStart = estimate.Coefficients{
-	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 12, LogitsLitGPT: 4, CkptPerLayer: 4,
+	ActGated: 1, ActClassic: 1, FullScale: 1, Logits: 12, CkptPerLayer: 4,
 	ReservedFrac: 0.05, ReservedLargest: 0.5, ReservedDynamic: 0.5, ReservedConstGiB: 0.3, ContextGiB: 1343.0 / 1024,
 }
 
@@ -122,7 +122,6 @@ var fitParams = []struct {
 	{"act_gated", func(k *estimate.Coefficients) *float64 { return &k.ActGated }, 0.01, 0.5, "× the per-layer activation shape (docs/memory-model.md#activations), gated MLPs"},
 	{"act_classic", func(k *estimate.Coefficients) *float64 { return &k.ActClassic }, 0.01, 0.5, "× the per-layer activation shape (docs/memory-model.md#activations), two-matmul MLPs"},
 	{"act_full_scale", func(k *estimate.Coefficients) *float64 { return &k.FullScale }, 0.01, 1, "× activations for full fine-tuning"},
-	{"logits_litgpt_bytes", func(k *estimate.Coefficients) *float64 { return &k.LogitsLitGPT }, 0.1, 2, "bytes per logit, litgpt's chunked loss path"},
 	{"ckpt_bytes_per_token_hidden", func(k *estimate.Coefficients) *float64 { return &k.CkptPerLayer }, 0.05, 2, "bytes per token per hidden unit per checkpointed block"},
 	{"reserved_frac", func(k *estimate.Coefficients) *float64 { return &k.ReservedFrac }, 0.001, 0, "reserved = allocated·(1+frac) + …"},
 	{"reserved_largest", func(k *estimate.Coefficients) *float64 { return &k.ReservedLargest }, 0.01, 0, "… + this × the largest transient tensor (fixed shapes) …"},

@@ -87,3 +87,18 @@ func lengthDistOf(c Case) *SeqLenDist {
 	}
 	return nil
 }
+
+// longestFirstNote is how the development cohort's lit-gpt resource-table
+// rows state that their script forced the longest sample into the first
+// iteration (get_batch(..., longest_seq_ix if iter_num == 0 else None) in
+// lit-gpt's finetune scripts of October 2023).
+const longestFirstNote = "first iteration deliberately uses the longest"
+
+// longestFirstOf is the case's own longest_first, else what its notes
+// state.
+func longestFirstOf(c Case) bool {
+	if c.LongestFirst != nil {
+		return *c.LongestFirst
+	}
+	return strings.Contains(c.Notes, longestFirstNote)
+}

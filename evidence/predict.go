@@ -137,6 +137,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 			r.Lengths = &dist
 		}
 	}
+	r.LongestFirst = longestFirstOf(c)
 	if c.GradAccum != nil {
 		r.GradAccum = int64(*c.GradAccum)
 	}

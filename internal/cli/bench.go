@@ -172,6 +172,8 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, refuse("--dynamic-padding", "", "fixed-length synthetic tokens of exactly --seq-len")
 	case f.TargetLen != 0:
 		return cfg, refuse("--target-len", strconv.FormatInt(f.TargetLen, 10), "a decoder-only model's --seq-len (the probe runs causal LMs)")
+	case f.LongestFirst:
+		return cfg, refuse("--longest-first", "", "fixed-length synthetic tokens of exactly --seq-len in every micro-batch")
 	case f.SeqLenP50 != 0:
 		return cfg, refuse("--seq-len-p50", strconv.FormatInt(f.SeqLenP50, 10), "fixed-length synthetic tokens of exactly --seq-len")
 	case f.SeqLenFile != "":

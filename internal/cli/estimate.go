@@ -196,6 +196,9 @@ func printEstimate(w io.Writer, o report.Estimate) {
 	if cfg.GradAccum > 1 {
 		line += fmt.Sprintf(", %d micro-batches per update", cfg.GradAccum)
 	}
+	if cfg.LongestFirst {
+		line += ", longest sample first"
+	}
 	if cfg.Dynamic {
 		line += ", padded to each batch's longest"
 		if cfg.SeqLenP50 > 0 {

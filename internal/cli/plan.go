@@ -273,7 +273,7 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 	req := estimate.Request{
 		Model: rm.Model, Method: f.Method, Precision: flagValue(f.Precision),
 		Quant: flagValue(f.Quant), LoRATargets: f.Targets, ExtraTrainable: f.Extra,
-		SeqLen: f.SeqLen, TargetLen: f.TargetLen, Batch: f.Batch, GradAccum: f.GradAccum, DynamicShapes: f.Dynamic, LoRADropout: f.Dropout,
+		SeqLen: f.SeqLen, TargetLen: f.TargetLen, Batch: f.Batch, GradAccum: f.GradAccum, DynamicShapes: f.Dynamic, LongestFirst: f.LongestFirst, LoRADropout: f.Dropout,
 		GradCkpt: flagValue(f.GradCkpt), Optimizer: flagValue(f.Optimizer),
 		OptimizerStateDtype: flagValue(f.OptimDtype), Attn: flagValue(f.Attn), FusedCE: flagValue(f.FusedCE), Compile: f.Compile,
 		Kernels: f.Kernels, OptimizerInBackward: f.OptInBwd, Task: flagValue(f.Task),

@@ -11,28 +11,29 @@ import "github.com/canifinetune/canifinetune/estimate"
 // option tables (vocabularyVars); nil means not given, so that a --stack
 // fills it.
 type RequestFlags struct {
-	Method     estimate.Method         `enum:"${method_enum}" default:"lora" help:"What is trained:${method_values}"`
-	Precision  *estimate.Precision     `enum:"${precision_enum}" help:"How weights, gradients and optimizer states are held (default bf16-true, or the --stack's):${precision_values}"`
-	Quant      *estimate.Quant         `enum:"${quant_enum}" help:"QLoRA base quantization (default nf4-dq):${quant_values}"`
-	Rank       *int64                  `placeholder:"16" help:"LoRA rank, from 1 up to the widest targeted module (default 16)."`
-	Targets    []string                `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
-	Extra      []string                `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
-	SeqLen     int64                   `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
-	TargetLen  int64                   `name:"target-len" placeholder:"TOKENS" help:"Target (decoder) tokens per sequence of an encoder-decoder model (T5, mT5, BART), whose --seq-len is then the source length. Default: as long as --seq-len."`
-	Batch      int64                   `default:"1" help:"Micro-batch size per GPU."`
-	GradAccum  int64                   `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
-	Dynamic    bool                    `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
-	SeqLenP50  int64                   `name:"seq-len-p50" placeholder:"TOKENS" help:"Median sample length when --seq-len is only the maximum (implies --dynamic-padding): the reserved level follows the batch shapes of a length distribution with this median."`
-	SeqLenFile string                  `name:"seq-len-file" type:"path" placeholder:"FILE" help:"File of precomputed sample token lengths, one a line, or a histogram of 'LENGTH COUNT' lines (implies --dynamic-padding; --seq-len stays the maximum, longer samples count as truncated to it)."`
-	Dropout    *float64                `name:"lora-dropout" help:"LoRA dropout probability; above 0 each adapter keeps its dropped-out input and mask for the backward. Default: the stack's (0 for plain PEFT)."`
-	GradCkpt   *estimate.Checkpointing `name:"grad-ckpt" enum:"${grad_ckpt_enum}" help:"Activation checkpointing (default none, or the --stack's):${grad_ckpt_values}"`
-	Optimizer  *estimate.Optimizer     `enum:"${optimizer_enum}" help:"Optimizer (default adamw_torch, or the --stack's):${optimizer_values}"`
-	OptimDtype *estimate.Dtype         `name:"optimizer-state-dtype" placeholder:"DTYPE" enum:"${optimizer_state_dtype_enum}" help:"Dtype of the optimizer states (default: the parameters'):${optimizer_state_dtype_values}"`
-	Attn       *estimate.Attention     `enum:"${attn_enum}" help:"Attention implementation (default sdpa, or the --stack's):${attn_values}"`
-	FusedCE    *estimate.LossKernel    `name:"fused-ce" enum:"${fused_ce_enum}" help:"Loss kernel (default none, or the --stack's):${fused_ce_values}"`
-	Task       *estimate.Task          `enum:"${task_enum}" help:"The head the loss goes through (default causal-lm; sequence-classification for encoder-only models, seq2seq-lm for encoder-decoder ones):${task_values}"`
-	Kernels    []estimate.Kernel       `sep:"," enum:"${kernels_enum}" help:"Fused kernels besides the loss kernel, comma-separated:${kernels_values}"`
-	Compile    bool                    `help:"The run uses torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved."`
-	OptInBwd   bool                    `name:"optimizer-in-backward" help:"Each gradient is stepped and freed as the backward produces it (torchtune's optimizer_in_bwd; full fine-tuning, no accumulation)."`
-	Stack      *estimate.StackName     `enum:"${stack_enum}" help:"Framework preset that fills what the flags leave unset (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path):${stack_values}"`
+	Method       estimate.Method         `enum:"${method_enum}" default:"lora" help:"What is trained:${method_values}"`
+	Precision    *estimate.Precision     `enum:"${precision_enum}" help:"How weights, gradients and optimizer states are held (default bf16-true, or the --stack's):${precision_values}"`
+	Quant        *estimate.Quant         `enum:"${quant_enum}" help:"QLoRA base quantization (default nf4-dq):${quant_values}"`
+	Rank         *int64                  `placeholder:"16" help:"LoRA rank, from 1 up to the widest targeted module (default 16)."`
+	Targets      []string                `sep:"," help:"LoRA targets: 'attention' (default), 'all-linear', 'mlp', or module names as the model names them (q_proj,v_proj)."`
+	Extra        []string                `name:"extra-trainable" sep:"," help:"Modules trained in full besides adapters (lm_head, embed_tokens)."`
+	SeqLen       int64                   `name:"seq-len" default:"2048" help:"Tokens per sequence (padded or packed length)."`
+	TargetLen    int64                   `name:"target-len" placeholder:"TOKENS" help:"Target (decoder) tokens per sequence of an encoder-decoder model (T5, mT5, BART), whose --seq-len is then the source length. Default: as long as --seq-len."`
+	Batch        int64                   `default:"1" help:"Micro-batch size per GPU."`
+	GradAccum    int64                   `name:"grad-accum" default:"1" help:"Micro-batches per optimizer update. Above 1 the gradients stay resident through the next forward, and FSDP's no_sync keeps them unsharded."`
+	Dynamic      bool                    `name:"dynamic-padding" help:"Batches are padded to their own longest sample (--seq-len is the longest): shapes change between steps and the caching allocator reserves more."`
+	LongestFirst bool                    `name:"longest-first" help:"The first micro-batch holds the longest sample and later ones are shorter (lit-gpt's 2023 finetune scripts put it first): the peak is the first micro-batch's, with nothing of an earlier one alive (read on the litgpt stack)."`
+	SeqLenP50    int64                   `name:"seq-len-p50" placeholder:"TOKENS" help:"Median sample length when --seq-len is only the maximum (implies --dynamic-padding): the reserved level follows the batch shapes of a length distribution with this median."`
+	SeqLenFile   string                  `name:"seq-len-file" type:"path" placeholder:"FILE" help:"File of precomputed sample token lengths, one a line, or a histogram of 'LENGTH COUNT' lines (implies --dynamic-padding; --seq-len stays the maximum, longer samples count as truncated to it)."`
+	Dropout      *float64                `name:"lora-dropout" help:"LoRA dropout probability; above 0 each adapter keeps its dropped-out input and mask for the backward. Default: the stack's (0 for plain PEFT)."`
+	GradCkpt     *estimate.Checkpointing `name:"grad-ckpt" enum:"${grad_ckpt_enum}" help:"Activation checkpointing (default none, or the --stack's):${grad_ckpt_values}"`
+	Optimizer    *estimate.Optimizer     `enum:"${optimizer_enum}" help:"Optimizer (default adamw_torch, or the --stack's):${optimizer_values}"`
+	OptimDtype   *estimate.Dtype         `name:"optimizer-state-dtype" placeholder:"DTYPE" enum:"${optimizer_state_dtype_enum}" help:"Dtype of the optimizer states (default: the parameters'):${optimizer_state_dtype_values}"`
+	Attn         *estimate.Attention     `enum:"${attn_enum}" help:"Attention implementation (default sdpa, or the --stack's):${attn_values}"`
+	FusedCE      *estimate.LossKernel    `name:"fused-ce" enum:"${fused_ce_enum}" help:"Loss kernel (default none, or the --stack's):${fused_ce_values}"`
+	Task         *estimate.Task          `enum:"${task_enum}" help:"The head the loss goes through (default causal-lm; sequence-classification for encoder-only models, seq2seq-lm for encoder-decoder ones):${task_values}"`
+	Kernels      []estimate.Kernel       `sep:"," enum:"${kernels_enum}" help:"Fused kernels besides the loss kernel, comma-separated:${kernels_values}"`
+	Compile      bool                    `help:"The run uses torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved."`
+	OptInBwd     bool                    `name:"optimizer-in-backward" help:"Each gradient is stepped and freed as the backward produces it (torchtune's optimizer_in_bwd; full fine-tuning, no accumulation)."`
+	Stack        *estimate.StackName     `enum:"${stack_enum}" help:"Framework preset that fills what the flags leave unset (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path):${stack_values}"`
 }

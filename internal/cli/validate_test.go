@@ -190,7 +190,6 @@ func TestValidateCalibrationDomain(t *testing.T) {
 	}
 	coef := estimate.DefaultCoefficients
 	coef.Logits *= 2
-	coef.LogitsLitGPT *= 2
 	coef.ActGated *= 2
 	coef.ActClassic *= 2
 	coef.CkptPerLayer *= 2

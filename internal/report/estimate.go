@@ -77,24 +77,26 @@ type Config struct {
 	Targets   []string       `json:"lora_targets,omitempty"`
 	SeqLen    int64          `json:"seq_len"`
 	// TargetLen is an encoder-decoder model's decoder length (0 otherwise).
-	TargetLen int64                  `json:"target_len,omitempty"`
-	Batch     int64                  `json:"batch"`
-	GradAccum int64                  `json:"grad_accum"`
-	Dynamic   bool                   `json:"dynamic_padding"`
-	SeqLenP50 int64                  `json:"seq_len_p50,omitempty"`
-	Dropout   float64                `json:"lora_dropout"`
-	GradCkpt  estimate.Checkpointing `json:"grad_ckpt"`
-	Optimizer estimate.Optimizer     `json:"optimizer"`
-	Attn      estimate.Attention     `json:"attn"`
-	FusedCE   estimate.LossKernel    `json:"fused_ce"`
-	Kernels   []estimate.Kernel      `json:"kernels,omitempty"`
-	Compile   bool                   `json:"compile,omitempty"`
-	OptInBwd  bool                   `json:"optimizer_in_backward,omitempty"`
-	Task      estimate.Task          `json:"task"`
-	Stack     estimate.StackName     `json:"stack,omitempty"`
-	Strategy  estimate.Strategy      `json:"sharding"`
-	NumGPUs   int64                  `json:"num_gpus"`
-	Offload   estimate.Offload       `json:"cpu_offload"`
+	TargetLen int64 `json:"target_len,omitempty"`
+	Batch     int64 `json:"batch"`
+	GradAccum int64 `json:"grad_accum"`
+	Dynamic   bool  `json:"dynamic_padding"`
+	SeqLenP50 int64 `json:"seq_len_p50,omitempty"`
+	// LongestFirst: the first micro-batch is the longest (--longest-first).
+	LongestFirst bool                   `json:"longest_first,omitempty"`
+	Dropout      float64                `json:"lora_dropout"`
+	GradCkpt     estimate.Checkpointing `json:"grad_ckpt"`
+	Optimizer    estimate.Optimizer     `json:"optimizer"`
+	Attn         estimate.Attention     `json:"attn"`
+	FusedCE      estimate.LossKernel    `json:"fused_ce"`
+	Kernels      []estimate.Kernel      `json:"kernels,omitempty"`
+	Compile      bool                   `json:"compile,omitempty"`
+	OptInBwd     bool                   `json:"optimizer_in_backward,omitempty"`
+	Task         estimate.Task          `json:"task"`
+	Stack        estimate.StackName     `json:"stack,omitempty"`
+	Strategy     estimate.Strategy      `json:"sharding"`
+	NumGPUs      int64                  `json:"num_gpus"`
+	Offload      estimate.Offload       `json:"cpu_offload"`
 }
 
 // GPU is the card the verdict is measured against.
@@ -186,7 +188,7 @@ func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request,
 			ParamsSource: rm.ParamsSource(), ConfigParams: rm.ConfigParams, Shards: rm.Shards,
 			TrainableParams: e.TrainableParams, Notes: rm.Notes},
 		Config: Config{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, TargetLen: targetLenOf(n), Batch: n.Batch,
-			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, SeqLenP50: seqLenP50(n), Dropout: dropoutOf(n),
+			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, SeqLenP50: seqLenP50(n), LongestFirst: n.LongestFirst, Dropout: dropoutOf(n),
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
 			Kernels: n.Kernels, Compile: n.Compile, OptInBwd: n.OptimizerInBackward, Task: n.Task,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},

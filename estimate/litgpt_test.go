@@ -1,0 +1,134 @@
+package estimate
+
+import (
+	"testing"
+)
+
+// litgptRequest is a normalised LitGPT bf16-true request of a catalog
+// model shaped like the census requests below: one micro-batch of 512
+// tokens, LoRA rank 8.
+func litgptRequest(t *testing.T, id string, method Method, targets []string, dropout float64) Request {
+	t.Helper()
+	r := Request{
+		Model: catalogModel(t, id), Method: method, Stack: StackLitGPT, Precision: BF16True,
+		SeqLen: 512, Batch: 1, Attn: SDPA, Optimizer: AdamWTorch,
+	}
+	if method != Full {
+		r.LoRARank, r.LoRATargets, r.LoRADropout = 8, targets, ptr(dropout)
+	}
+	n, err := r.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestLitGPTAdapters(t *testing.T) {
+	all := []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"}
+	for _, tt := range []struct {
+		model   string
+		targets []string
+		ok      bool
+		want    litgptSwitches
+	}{
+		{"google/gemma-2b", []string{"q_proj", "v_proj"}, true, litgptSwitches{QKV: 2, QKVWidth: 2048 + 256, Query: true}},
+		{"google/gemma-2b", all, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true, MLP: true, Head: true}},
+		// lora_mlp adapts every MLP Linear: one of them alone is no LitGPT run.
+		{"google/gemma-2b", []string{"q_proj", "gate_proj"}, false, litgptSwitches{}},
+		{"microsoft/phi-1_5", []string{"q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"}, true, litgptSwitches{QKV: 3, QKVWidth: 3 * 2048, Query: true, Proj: true, MLP: true}},
+		// A fused query_key_value is LitGPT's default slices, query and value.
+		{"stabilityai/stablelm-base-alpha-3b", []string{"query_key_value", "dense_h_to_4h", "dense_4h_to_h"}, true, litgptSwitches{QKV: 2, QKVWidth: 2 * 4096, Query: true, MLP: true}},
+		{"stabilityai/stablelm-base-alpha-3b", []string{"query_key_value", "dense_h_to_4h"}, false, litgptSwitches{}},
+	} {
+		r := litgptRequest(t, tt.model, LoRA, tt.targets, 0.05)
+		got, ok := litgptAdapters(r)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("%s %v: litgptAdapters = %+v, %v; want %+v, %v", tt.model, tt.targets, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// The LitGPT oracle's census of two-block models (litgpt 0.5.13; the
+// saved bytes per token of the second block, and the first block's
+// shortfall), for requests of 512 tokens, LoRA rank 8, dropout 0.05:
+//
+//	python -m oracle.litgptstep MODEL REQUEST.json --census --layers 2
+//
+// The census's fixed-size entries are left out: SDPA's philox seed and
+// offset (uint64, 2 B per token at 512 tokens) and zero_pad's index of
+// enabled qkv outputs (int64, (q+kv)·8 B in all).
+func TestLitGPTLayerSavedCensus(t *testing.T) {
+	all := []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+	phiAll := []string{"q_proj", "k_proj", "v_proj", "dense", "fc1", "fc2"}
+	for _, tt := range []struct {
+		name          string
+		r             Request
+		layer, unsavd float64
+	}{
+		// Phi-1.5 (one LayerNorm, parallel): q,k,v block 51 386 − 2; the
+		// first block lacks fc's output, the norm's statistics and the
+		// dropout mask (32 946 in all).
+		{"phi-1.5 qkv", litgptRequest(t, "microsoft/phi-1_5", LoRA, []string{"q_proj", "k_proj", "v_proj"}, 0.05), 51384, 51386 - 32946},
+		// q and v only: lora_B's output (2·(q+kv)) saved for zero_pad.
+		{"phi-1.5 qv", litgptRequest(t, "microsoft/phi-1_5", LoRA, []string{"q_proj", "v_proj"}, 0.05), 59626 - 2 - 64, 59626 - 41186},
+		{"phi-1.5 every Linear", litgptRequest(t, "microsoft/phi-1_5", LoRA, phiAll, 0.05), 88296, 88298 - 84194},
+		{"phi-1.5 full", litgptRequest(t, "microsoft/phi-1_5", Full, nil, 0), 69768, 0},
+		// StableLM-Alpha-3B (norm_1 and norm_2), query_key_value: q and v.
+		{"stablelm-alpha query_key_value", litgptRequest(t, "stabilityai/stablelm-base-alpha-3b", LoRA, []string{"query_key_value"}, 0.05), 119090 - 2 - 128, 119090 - 82210},
+	} {
+		hs := litgptLayerSaved(tt.r)
+		if hs.Layer != tt.layer || hs.FirstUnsaved != tt.unsavd {
+			t.Errorf("%s: Layer %v, FirstUnsaved %v; census %v, %v", tt.name, hs.Layer, hs.FirstUnsaved, tt.layer, tt.unsavd)
+		}
+	}
+	// Gemma-2B (RMSNorm, GemmaMLP): adapting proj and the MLP's three
+	// Linears adds what the census's second block adds over q,k,v alone
+	// (209 082 − 141 434): dropout outputs and masks of q, h, h and ffn
+	// wide inputs and four lora_A outputs.
+	qkv := litgptLayerSaved(litgptRequest(t, "google/gemma-2b", LoRA, []string{"q_proj", "k_proj", "v_proj"}, 0.05))
+	every := litgptLayerSaved(litgptRequest(t, "google/gemma-2b", LoRA, all, 0.05))
+	if d := every.Layer - qkv.Layer; d != 209082-141434 {
+		t.Errorf("gemma-2b: every Linear adds %v B per token over q,k,v; the census %v", d, 209082-141434)
+	}
+	if every.FirstUnsaved != 209082-198822 {
+		t.Errorf("gemma-2b every Linear: FirstUnsaved %v; census %v", every.FirstUnsaved, 209082-198822)
+	}
+}
+
+// A longest-first run's peak is its first micro-batch's: on LitGPT's QLoRA
+// path it holds no earlier micro-batch's inputs or logits, so the estimate
+// falls, and the backward's LM head moment (the whole head dequantized
+// again beside the fp32 logits and their bf16 gradients) is the floor of
+// the loss chain. Other stacks ignore the switch.
+func TestLongestFirst(t *testing.T) {
+	est := func(r Request) *Estimate {
+		t.Helper()
+		e, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	r := litgptRequest(t, "microsoft/phi-1_5", QLoRA, []string{"q_proj", "v_proj"}, 0.05)
+	r.Quant, r.Optimizer, r.SeqLen, r.GradAccum = NF4, PagedAdamW32bit, 1044, 4
+	if !litgptExact(r) {
+		t.Fatal("phi-1.5 QLoRA is not on LitGPT's exact path")
+	}
+	lf := r
+	lf.LongestFirst = true
+	a, b := est(r), est(lf)
+	if b.Levels.Allocated >= a.Levels.Allocated {
+		t.Errorf("longest first: allocated %d, not below the steady state's %d", b.Levels.Allocated, a.Levels.Allocated)
+	}
+	logits, _ := b.Component(CLogits)
+	unit := float64(lf.SeqLen * lf.Batch * lf.Model.Vocab)
+	if floor := int64(litgptQLoRAHeadBackward(lf, unit)); logits < floor {
+		t.Errorf("longest first: logits chain %d below the head's backward moment %d", logits, floor)
+	}
+	hf := Request{Model: r.Model, Method: LoRA, LoRARank: 8, Stack: StackHFTrainer, Precision: BF16Mixed, SeqLen: 1024, Batch: 1}
+	hf2 := hf
+	hf2.LongestFirst = true
+	if x, y := est(hf), est(hf2); x.Levels.Allocated != y.Levels.Allocated {
+		t.Errorf("hf-trainer: longest first moved the estimate %d -> %d", x.Levels.Allocated, y.Levels.Allocated)
+	}
+}
