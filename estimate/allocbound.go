@@ -18,8 +18,11 @@ type allocStep struct {
 	// Recompute is one layer's activations rebuilt in the backward under
 	// checkpointing (0 without).
 	Recompute int64
-	// Logits is one fp32 logits tensor of the loss (0 with a fused loss).
+	// Logits is the number of logits s·b·vocab at the longest batch (0
+	// with a fused loss), and Chain the order in which the loss path
+	// allocates and frees its logit-sized tensors (losschain.go).
 	Logits  int64
+	Chain   lossChain
 	Longest int64 // the longest batch's length
 	Batch   int64
 	// Lengths is the sample-length distribution the batches are drawn from.
@@ -70,10 +73,16 @@ func replaySteps(s allocStep) float64 {
 			}
 		}
 		if s.Logits > 0 {
-			lg := must(a.Malloc(int64(f * float64(s.Logits))))
-			grad := must(a.Malloc(int64(f * float64(s.Logits))))
-			_ = a.Free(lg)
-			_ = a.Free(grad)
+			var chain [lossChainTensors]allocator.Handle
+			for _, op := range s.Chain.Ops {
+				switch {
+				case op > 0:
+					chain[op-1] = must(a.Malloc(int64(f * float64(s.Chain.Bytes[op-1]) * float64(s.Logits))))
+					peakAlloc = max(peakAlloc, a.Stats().Allocated)
+				case op < 0:
+					_ = a.Free(chain[-op-1])
+				}
+			}
 		}
 		for i := s.Layers - 1; i >= 0; i-- {
 			var re [4]allocator.Handle
@@ -136,7 +145,8 @@ func allocStepOf(t terms, r Request) allocStep {
 		s.Kept = int64(t.LayerUnit)
 	}
 	if t.Loss == "full" {
-		s.Logits = int64(4 * t.LogitUnit) // fp32 logits and their gradient
+		s.Logits = int64(t.LogitUnit)
+		s.Chain, _ = lossChainOf(r)
 	}
 	return s
 }

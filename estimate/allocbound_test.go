@@ -86,7 +86,7 @@ func TestFixedShapesCacheAtMostTheTransient(t *testing.T) {
 // The replay follows the distribution: lengths bunched at the longest leave
 // less cached than lengths spread evenly up to it.
 func TestCacheFollowsTheLengthSpread(t *testing.T) {
-	s := allocStep{Layers: 24, Kept: 300 << 20, Logits: 2048 * 32000 * 4, Longest: 2048, Batch: 1}
+	s := allocStep{Layers: 24, Kept: 300 << 20, Logits: 2048 * 32000, Chain: genericChain, Longest: 2048, Batch: 1}
 	s.Lengths = uniformLengths(1, 2048)
 	spread := cachedFraction(s)
 	bunched, err := LengthsMedianMax(2000, 2048)

@@ -597,6 +597,11 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 	case "chunked":
 		logitsCoef = chunkedLogitBytes
 	case "full":
+		if c, ok := lossChainOf(r); ok && !hfExact(r) {
+			// The model's own code's loss chain (losschain.go), at its
+			// peak, in place of the fitted stock figure.
+			logitsCoef = float64(c.peak())
+		}
 		if kernelsOf(r).fastCE {
 			logitsCoef = max(chunkedLogitBytes, logitsCoef-fastCELogitBytes)
 		}
