@@ -132,3 +132,23 @@ func TestLongestFirst(t *testing.T) {
 		t.Errorf("hf-trainer: longest first moved the estimate %d -> %d", x.Levels.Allocated, y.Levels.Allocated)
 	}
 }
+
+// Gemma 2's soft-capped attention keeps, per token and head, 8 B per key
+// (the census of Gemma-2-2B's blocks at 512 and 1024 tokens: tanh's bf16
+// output, the fp32 softmax and its bf16 cast, 16 384 + 8192 + 8192 B per
+// token at 512), and is on the exact path only up to its sliding window.
+func TestLitGPTGemma2(t *testing.T) {
+	r := litgptRequest(t, "google/gemma-2-2b", LoRA, []string{"q_proj", "k_proj", "v_proj"}, 0.05)
+	if !litgptExact(r) {
+		t.Fatal("gemma-2-2b LoRA at 512 tokens is not on LitGPT's exact path")
+	}
+	if hs := litgptLayerSaved(r); hs.Scores != (16384+8192+8192)/512 {
+		t.Errorf("Scores = %v B per token per key, census %v", hs.Scores, (16384+8192+8192)/512)
+	}
+	long := r
+	long.SeqLen = r.Model.SlidingWindow + 1
+	full := litgptRequest(t, "google/gemma-2-2b", Full, nil, 0)
+	if litgptExact(long) || litgptExact(full) {
+		t.Error("gemma 2 past its window, or fully fine-tuned, is on the exact path")
+	}
+}

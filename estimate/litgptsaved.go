@@ -39,7 +39,11 @@ func litgptExact(r Request) bool {
 	}
 	m := r.Model
 	switch {
-	case m.Experts > 0 || m.SlidingWindow > 0 || m.LogitSoftcap > 0:
+	case m.Experts > 0:
+		return false
+	case m.ModelType == "gemma2" && m.MLP == hfconfig.MLPGated && r.Method != Full && m.KVHeads < m.Heads && r.SeqLen <= m.SlidingWindow:
+		// Gemma 2 (litgptGemma2), LoRA and QLoRA, up to its window.
+	case m.SlidingWindow > 0 || m.LogitSoftcap > 0:
 		return false
 	case litgptExactTypes[m.ModelType] && m.MLP == hfconfig.MLPGated:
 	case litgptLNTypes[m.ModelType] && m.MLP == hfconfig.MLPClassic && m.KVHeads == m.Heads:
@@ -226,6 +230,9 @@ func litgptLayerSaved(r Request) hfSaved {
 		layer += 2 * 2 * q
 	}
 	var hs hfSaved
+	if m.ModelType == "gemma2" {
+		layer, hs.Scores = litgptGemma2(r, layer, norm)
+	}
 	if r.Method == Full {
 		layer += 2*(4*h+2*h) + 2*q + 2*ffn
 		hs.Final = norm + 4*h + 2*h
@@ -451,4 +458,21 @@ func litgptLNLayerSaved(r Request) hfSaved {
 	}
 	hs.Layer = layer
 	return hs
+}
+
+// litgptGemma2 is litgptLayerSaved's Llama-style block as LitGPT builds
+// Gemma 2 (its Gemma-2-2b/9b/27b configs), per the LitGPT oracle's census
+// of Gemma-2-2B blocks: two norms more per block (post_attention_norm and
+// post_mlp_norm, litgptNormSaved each), and attention computed by hand
+// because its logits are soft-capped (attention_logit_softcapping): no
+// SDPA output or log-sum-exp, but per query position and head, over the s
+// keys, tanh's bf16 output, the fp32 softmax and its bf16 cast that the
+// probabilities·v matmul saves (2 + 4 + 2 B: Scores). The final logit
+// soft-capping is the loss chain's (softcapLogitBytes). LoRA and QLoRA
+// only, and up to the sliding window (4096: below it, the alternating
+// window layers attend like the global ones).
+func litgptGemma2(r Request, layer, norm float64) (float64, float64) {
+	m := r.Model
+	q := float64(m.Heads * m.HeadDim)
+	return layer + 2*norm - 2*q - 4*float64(m.Heads), 8 * float64(m.Heads)
 }
