@@ -94,7 +94,8 @@ func StackByName(name string) (Stack, error) {
 	return n.Spec(), nil
 }
 
-// Apply fills the fields the request leaves empty with the stack's defaults.
+// Apply fills the fields the request leaves empty with the stack's defaults,
+// and reads torch's AdamW as the stack's configs instantiate it (FusedAdamW).
 func (s Stack) Apply(r *Request) {
 	r.Stack = s.Name
 	orDefault(&r.Precision, s.Precision)
