@@ -398,6 +398,11 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit),
 			litgptQLoRAHeadBackward(r, t.LogitUnit)-(litgptKept(r)-1)*litgptQLoRAStepHeld(r))
 	}
+	if torchtuneChunkedLoss(r) {
+		// torchtune's chunked output and loss, with the output layer's
+		// gradient its chunks accumulate (torchtuneChunkedLossBytes).
+		logits = torchtuneChunkedLossBytes(r, t.LogitUnit)
+	}
 	recompute := 0.0
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs+t.BlockExtra)/layers
@@ -460,6 +465,12 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		recompute += 2 * float64(m.LinearParams()) / float64(m.NumLayers)
 		autocast = 0
 	}
+	if r.OptimizerInBackward && torchtuneChunkedLoss(r) {
+		// The output layer's gradient the chunked chain counts is the
+		// gradient optimizer-in-backward holds beside it (added below): the
+		// step of a parameter runs only once its gradient is complete.
+		logits = max(0, logits-float64(step))
+	}
 	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
 	var accumulated int64
 	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {
@@ -499,6 +510,12 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	stepPeak := step + int64(stepHeld)
+	if end := torchtuneTiedBackwardEnd(r); end > 0 {
+		// The end of the backward, before the optimizer step: every
+		// gradient and the tied embedding's second one; the step's own
+		// temporaries (in step) come after it.
+		stepPeak = max(stepPeak, int64(float64(t.Grads)+end))
+	}
 	fwdWins := fwd >= float64(stepPeak)
 	e.Phases = Phases{Forward: int64(fwd), Step: stepPeak, ForwardPeak: fwdWins}
 	if fwdWins {
@@ -506,6 +523,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
 	} else {
+		// The phase's gradients: those of the step, or at the backward's
+		// end the larger set it holds (torchtuneTiedBackwardEnd).
+		e.setComponent(CGradients, stepPeak-int64(stepHeld))
 		add(CActivations, 0)
 		add(CLogits, int64(stepHeld))
 	}
@@ -650,6 +670,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "not live in the optimizer-step phase"
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				if torchtuneChunkedLoss(r) {
+					src = fmt.Sprintf("torchtune's chunked output and CEWithChunkedOutputLoss over %d chunks: the saved chunks or their 16-bit gradients beside the output layer's weight gradients the chunks accumulate (docs/memory-model.md#torchtunes-own-code-path)", torchtuneOutputChunks)
+				}
 				if autocastCacheEndsWithForward(r) {
 					src += ", + the output layer's bf16 weight cast its matmul saves (2 B per output-layer weight); or, where larger, the forward's end: 10 B per logit beside autocast's whole weight-cast cache (2 B per trained parameter) (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)"
 				}
@@ -659,6 +682,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			}
 		case CGradients:
 			src = "gradients + optimizer-step temporaries (the larger phase)"
+			if torchtuneTiedBackwardEnd(r) > 0 {
+				src += ", or the backward's end: every gradient and the tied embedding's second one (docs/memory-model.md#torchtunes-own-code-path)"
+			}
 			if fwdWins {
 				src = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
 				if r.OptimizerInBackward {

@@ -36,7 +36,11 @@ type Stack struct {
 	// logits, referenced through the backward and the optimizer step
 	// (heldLogitBytes); the transformers Trainer drops it before the backward.
 	HoldsOutputs bool
-	Sources      []string
+	// FusedAdamW: the stack's configs instantiate torch.optim.AdamW with
+	// fused=True, so a run that names torch's AdamW (adamw_torch) gets the
+	// fused step, without foreach's tensor-sized temporaries.
+	FusedAdamW bool
+	Sources    []string
 }
 
 var stacks = []Stack{
@@ -61,8 +65,9 @@ var stacks = []Stack{
 		"litgpt quantizes with bnb.nf4 through its own wrapper and does not upcast embeddings/norms to fp32",
 		"litgpt's CausalSelfAttention calls torch scaled_dot_product_attention",
 	}},
-	{Name: StackTorchtune, Help: "pure bf16, bf16 optimizer states", Precision: BF16True, Optimizer: AdamWTorch, OptimizerStateDtype: DtypeBF16, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, Sources: []string{
+	{Name: StackTorchtune, Help: "pure bf16, bf16 optimizer states", Precision: BF16True, Optimizer: AdamWTorchFused, OptimizerStateDtype: DtypeBF16, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, FusedAdamW: true, Sources: []string{
 		"torchtune recipes: dtype bf16 trains in pure bf16 with no fp32 master weights (optimizer states in bf16)",
+		"torchtune configs (recipes/configs at 1814feb17, 2024-11-18): 105 of the 107 that use torch.optim.AdamW pass fused: True, every llama3_2 one among them",
 		"torchtune QLoRA uses torchao NF4Tensor (block 64, scales quantized again) and keeps embeddings in bf16",
 		"torchtune attention calls torch scaled_dot_product_attention",
 		"torchtune LoRA builders: lora_dropout 0.0 in current recipes (0.05 in the 2024-04 builders)",
@@ -89,11 +94,15 @@ func StackByName(name string) (Stack, error) {
 	return n.Spec(), nil
 }
 
-// Apply fills the fields the request leaves empty with the stack's defaults.
+// Apply fills the fields the request leaves empty with the stack's defaults,
+// and reads torch's AdamW as the stack's configs instantiate it (FusedAdamW).
 func (s Stack) Apply(r *Request) {
 	r.Stack = s.Name
 	orDefault(&r.Precision, s.Precision)
 	orDefault(&r.Optimizer, s.Optimizer)
+	if s.FusedAdamW && r.Optimizer == AdamWTorch {
+		r.Optimizer = AdamWTorchFused
+	}
 	orDefault(&r.OptimizerStateDtype, s.OptimizerStateDtype)
 	orDefault(&r.QuantStorage, s.QuantStorage)
 	orDefault(&r.Attn, s.Attn)

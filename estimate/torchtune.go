@@ -1,0 +1,104 @@
+package estimate
+
+// torchtune's own training loop and model code, where they differ from the
+// transformers path the fitted shape was measured on: the chunked output
+// projection and loss, the gradient of the output layer those chunks
+// accumulate, and the tied embedding's gradient at the end of the backward
+// (docs/memory-model.md#torchtunes-own-code-path). Read at pytorch/torchtune
+// commit 1814feb17 (2024-11-18, the README's optimization-flags table).
+
+// torchtuneOutputChunks is CEWithChunkedOutputLoss's num_output_chunks
+// default (torchtune/modules/loss/ce_chunked_output_loss.py); the recipes
+// pass it to the model (full_finetune_single_device.py,
+// lora_finetune_single_device.py: model.set_num_output_chunks(
+// loss_fn.num_output_chunks)), whose chunked_output applies the output
+// projection to each of that many slices of the sequence
+// (torchtune/modules/transformer.py, TransformerDecoder and
+// TiedEmbeddingTransformerDecoder.chunked_output).
+const torchtuneOutputChunks = 8
+
+// torchtuneChunkedLoss reports whether a request runs torchtune's chunked
+// output and CEWithChunkedOutputLoss (the torchtune stack with the chunked
+// loss kernel).
+func torchtuneChunkedLoss(r Request) bool {
+	return r.Stack == StackTorchtune && lossPath(r) == "chunked" && r.Task.Spec().VocabLogits && r.Model.Seq2Seq == nil
+}
+
+// torchtuneChunkedLossBytes is what torchtune's chunked loss chain holds at
+// its peak, early in the backward, over s·b·vocab logits (logitUnit).
+//
+// The forward leaves each chunk's saved tensors: compute_cross_entropy
+// upcasts the chunk (logits.float()) and calls F.cross_entropy. Eager,
+// log_softmax saves its fp32 output (4 B per logit); compiled (the recipe's
+// training.compile_loss compiles compute_cross_entropy when compile=True),
+// Inductor's partitioner saves the smaller 16-bit input and recomputes the
+// softmax in the backward (2 B; torch/_functorch/partitioners.py,
+// min_cut_rematerialization_partition). The 16-bit chunks are otherwise
+// freed after the loss (_loss_step: del logits).
+//
+// The backward then runs in two passes, because chunked_output computes every
+// chunk's projection before the loss computes any chunk's cross-entropy, and
+// autograd's engine runs the ready node created last first
+// (torch/csrc/autograd/engine.cpp, ReadyQueue ordered by sequence number):
+//
+//   - every chunk's cross-entropy backward, each replacing its saved tensors
+//     with the 16-bit gradient of its logits (2 B per logit once all are done).
+//     Eager, the chunk being differentiated holds its saved log-softmax beside
+//     nll_loss's and log_softmax's fp32 gradients (8 B over one chunk's share),
+//     so this pass peaks at its first chunk. Compiled, the gradient has the
+//     saved chunk's shape and dtype, and AOTAutograd donates saved tensors
+//     nothing else references to Inductor's backward
+//     (torch._functorch.config.donated_buffer, on by default from PyTorch
+//     2.6), which writes the gradient into the chunk's buffer: no chunk-sized
+//     transient. (Without donation, PyTorch 2.5, it would add 2 B over one
+//     chunk's share; the cohort's compiled QLoRA row, torchtune-flags-010,
+//     where nothing else competes with the chain, leaves no room for it.)
+//   - every chunk's projection backward, each consuming its chunk's gradient.
+//     A trained output layer (full fine-tuning) gets a whole vocab × hidden
+//     weight gradient from each, which autograd sums into the one held in the
+//     weight's input buffer in place (torch/csrc/autograd/input_buffer.cpp,
+//     accumulate): from the second chunk on two such tensors coexist, beside
+//     the gradients of the chunks not yet consumed.
+func torchtuneChunkedLossBytes(r Request, logitUnit float64) float64 {
+	saved, chunk := 4.0, 8.0
+	if r.Compile {
+		saved, chunk = 2, 0
+	}
+	n := float64(torchtuneOutputChunks)
+	head := 0.0
+	if r.Method == Full {
+		head = torchtuneHeadGrad(r)
+	}
+	const gradBytes = 2 // the 16-bit gradient of each chunk's logits
+	lossPass := saved*logitUnit + chunk*logitUnit/n
+	firstMatmul := gradBytes*logitUnit + head
+	secondMatmul := gradBytes*logitUnit*(n-1)/n + 2*head
+	return max(lossPass, firstMatmul, secondMatmul)
+}
+
+// torchtuneHeadGrad is one gradient of the output layer's weight (vocab ×
+// hidden, in the gradient dtype): tied or not, the output projection's
+// weight is a trained vocab × hidden matrix under full fine-tuning.
+func torchtuneHeadGrad(r Request) float64 {
+	m := r.Model
+	return float64(m.Vocab*m.Hidden) * float64(r.paramBytes())
+}
+
+// torchtuneTiedBackwardEnd is what the end of a full fine-tune's backward
+// holds beyond every gradient when the output layer is tied to the
+// embedding (TiedEmbeddingTransformerDecoder, Llama 3.2's TiedLinear): the
+// output layer's contribution waits in the shared weight's input buffer
+// until the embedding's backward, the last node, returns its own vocab ×
+// hidden gradient, which is summed into it in place; only then does
+// AccumulateGrad take the sum as .grad. So beside the other parameters'
+// gradients both exist: one vocab × hidden gradient more than the gradients
+// alone. Without ties the embedding's gradient is the last one, taken as
+// .grad directly. With optimizer-in-backward the other gradients are gone by
+// then (combine counts that phase).
+func torchtuneTiedBackwardEnd(r Request) float64 {
+	m := r.Model
+	if r.Stack != StackTorchtune || r.Method != Full || !m.TiedEmbeddings || r.OptimizerInBackward || r.Sharding.GPUs > 1 {
+		return 0
+	}
+	return torchtuneHeadGrad(r)
+}
