@@ -152,3 +152,23 @@ func TestLitGPTGemma2(t *testing.T) {
 		t.Error("gemma 2 past its window, or fully fine-tuned, is on the exact path")
 	}
 }
+
+// A sliding-window config (Mistral 7B v0.1) puts a bf16 s × s mask in every
+// block that SDPA's memory-efficient kernel saves: the census's "full"
+// tensor, 1024 B per token at 512 tokens, 2 B per key.
+func TestLitGPTSlidingWindowMask(t *testing.T) {
+	v1 := litgptRequest(t, "mistralai/Mistral-7B-v0.1", LoRA, []string{"q_proj", "v_proj"}, 0.05)
+	v2 := litgptRequest(t, "unsloth/Mistral-7B-v0.2", LoRA, []string{"q_proj", "v_proj"}, 0.05)
+	if !litgptExact(v1) || !litgptExact(v2) {
+		t.Fatal("Mistral 7B v0.1 or v0.2 LoRA is not on LitGPT's exact path")
+	}
+	a, b := litgptLayerSaved(v1), litgptLayerSaved(v2)
+	if a.Scores != 1024.0/512 || b.Scores != 0 {
+		t.Errorf("mask per token per key: v0.1 %v, v0.2 %v; census 2 and 0", a.Scores, b.Scores)
+	}
+	// The per-token block terms are the same (the census of both blocks
+	// differs only by the mask).
+	if a.Layer != b.Layer {
+		t.Errorf("v0.1 block %v B per token, v0.2 %v", a.Layer, b.Layer)
+	}
+}

@@ -21,9 +21,11 @@ import (
 // tensors, as its census and the oracle's rows show: GemmaMLP's tanh GELU
 // keeps fc_1's output as silu does and its own output as silu's, the
 // norms' unit offset (1 + weight) and the embedding's √hidden scale keep
-// nothing more, and its 256 000 vocabulary is not padded either. Others
-// keep the fitted shape.
-var litgptExactTypes = map[string]bool{"llama": true, "mistral": true, "gemma": true}
+// nothing more, and its 256 000 vocabulary is not padded either. Phi-3
+// (mini) is a Llama-style block too in LitGPT (RMSNorm, LLaMAMLP with fc_1
+// and fc_2 split from HF's gate_up_proj, no biases; its 32 064-token
+// vocabulary is LitGPT's padded one). Others keep the fitted shape.
+var litgptExactTypes = map[string]bool{"llama": true, "mistral": true, "gemma": true, "phi3": true}
 
 // litgptExact reports whether the request runs the LitGPT code path
 // litgptLayerSaved spells out: the litgpt stack, bf16-true, no
@@ -43,7 +45,7 @@ func litgptExact(r Request) bool {
 		return false
 	case m.ModelType == "gemma2" && m.MLP == hfconfig.MLPGated && r.Method != Full && m.KVHeads < m.Heads && r.SeqLen <= m.SlidingWindow:
 		// Gemma 2 (litgptGemma2), LoRA and QLoRA, up to its window.
-	case m.SlidingWindow > 0 || m.LogitSoftcap > 0:
+	case m.LogitSoftcap > 0:
 		return false
 	case litgptExactTypes[m.ModelType] && m.MLP == hfconfig.MLPGated:
 	case litgptLNTypes[m.ModelType] && m.MLP == hfconfig.MLPClassic && m.KVHeads == m.Heads:
@@ -107,6 +109,9 @@ func litgptAdapters(r Request) (a litgptSwitches, ok bool) {
 			on["k"] = true
 		case "v_proj", "value", "v":
 			on["v"] = true
+		case "qkv_proj", "qkv":
+			// Phi-3's fused projection: LitGPT's three slices.
+			on["q"], on["k"], on["v"] = true, true, true
 		case "query_key_value":
 			// A fused query_key_value target is LitGPT's default slices,
 			// lora_query and lora_value (as the LitGPT oracle reads it).
@@ -230,11 +235,24 @@ func litgptLayerSaved(r Request) hfSaved {
 		layer += 2 * 2 * q
 	}
 	var hs hfSaved
+	// SDPA's memory-efficient kernel (a sliding-window mask) returns its
+	// output laid out so that the reshape proj reads is a view of it, saved
+	// already, not a copy (the oracle's QLoRA and full fine-tuning rows of
+	// Mistral 7B v0.1 and Phi-3 against v0.2's flash kernel: 2q less per
+	// block).
+	viewOut := m.SlidingWindow > 0 && m.ModelType != "gemma2"
 	if m.ModelType == "gemma2" {
 		layer, hs.Scores = litgptGemma2(r, layer, norm)
+	} else if m.SlidingWindow > 0 {
+		// A sliding-window config (Mistral 7B v0.1, Phi-3): LitGPT adds
+		// the window's bias to the causal mask in every block, whatever
+		// the length, and SDPA's memory-efficient kernel saves that bf16
+		// s × s mask for the backward (2 B per token per key; the
+		// census's "full" tensor of each block).
+		hs.Scores = 2
 	}
 	if r.Method == Full {
-		layer += 2*(4*h+2*h) + 2*q + 2*ffn
+		layer += 2*(4*h+2*h) + 2*q*b2f(!viewOut) + 2*ffn
 		hs.Final = norm + 4*h + 2*h
 	} else {
 		a, _ := litgptAdapters(r)
@@ -245,7 +263,7 @@ func litgptLayerSaved(r Request) hfSaved {
 			mask = h
 		}
 		if a.Proj {
-			in, mask = in+2*q, mask+q*b2f(dropout)
+			in, mask = in+2*q*b2f(dropout || !viewOut), mask+q*b2f(dropout)
 		}
 		if a.MLP {
 			if dropout {
@@ -282,6 +300,9 @@ func litgptLayerSaved(r Request) hfSaved {
 			layer += k * l
 			hs.FirstUnsaved += k * f
 			hs.Final += k * fin
+			if viewOut {
+				layer -= 2 * q // this micro-batch's proj input is SDPA's output
+			}
 			if !dropout {
 				// Without dropout the input lora_A saves is the tensor
 				// MatMul4Bit keeps for its base: norm_1's output (the
