@@ -19,11 +19,15 @@ import (
 // dynamic padding was capped by what the caching allocator can hold over the
 // stated length distribution (the swift rows' median moves up, the tail
 // down). Refit on the merged model: 139 rows, 4.77 / 17.83 / 8.15; with
-// LitGPT's Llama and Mistral QLoRA on the exact path: 4.36 / 16.53 / 8.00.
+// LitGPT's Llama and Mistral QLoRA on the exact path: 4.36 / 16.53 / 8.00;
+// with LitGPT's exact path on every LoRA switch, Phi, GPT-NeoX, Gemma 2,
+// Phi-3 and sliding windows, its loss chain not fitted, the longest-first
+// runs, torchtune's chunked loss and fused AdamW, and the remote-code loss
+// chains: 3.40 / 16.12 / 7.20.
 const (
-	pinMedianAbs = 4.36
-	pinP90Abs    = 16.53
-	pinMAPE      = 8.00
+	pinMedianAbs = 3.40
+	pinP90Abs    = 16.12
+	pinMAPE      = 7.20
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
@@ -65,13 +69,16 @@ func TestDevFiguresPinned(t *testing.T) {
 	// rows no longer inform the fitted activation shape, raised
 	// act_classic 0.7131 → 0.7144 and moved hf-perf-001, BERT-large at
 	// 14.60 GiB of a 16 GiB V100, estimated 14.73 GiB (+0.9 %), from
-	// marginal to no: 14 of 18).
+	// marginal to no: 14 of 18; Gemma 2 on LitGPT's exact path moved
+	// litgpt-hub-011, Gemma-2-9B QLoRA at 19.48 GiB allocated on a 24 GiB
+	// card, from 17.19 to 19.52 GiB estimated (+0.2 %), from marginal to
+	// no: 15 of 19).
 	cl := rep.Classification
 	if cl.PredictedYesOOM != 0 {
 		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
 	}
-	if cl.PredictedNoOK > 14 {
-		t.Errorf("%d of %d rows predicted no succeeded (pin: 14)", cl.PredictedNoOK, cl.PredictedNo)
+	if cl.PredictedNoOK > 15 {
+		t.Errorf("%d of %d rows predicted no succeeded (pin: 15)", cl.PredictedNoOK, cl.PredictedNo)
 	}
 	// Beats both references on MAPE over the same observations.
 	for _, ref := range []string{"seed000", "unsloth"} {
