@@ -172,3 +172,17 @@ func TestLitGPTSlidingWindowMask(t *testing.T) {
 		t.Errorf("v0.1 block %v B per token, v0.2 %v", a.Layer, b.Layer)
 	}
 }
+
+// Falcon 7B's multi-query parallel block, LoRA on query_key_value (LitGPT's
+// q and v slices): the census's second block, 105 038 B per token less
+// zero_pad's index (72) and SDPA's seed (2); the first block lacks fc's
+// output, the norm's statistics and the dropout mask (64 134 in all).
+func TestLitGPTFalconCensus(t *testing.T) {
+	hs := litgptLayerSaved(litgptRequest(t, "tiiuae/falcon-7b", LoRA, []string{"query_key_value"}, 0.05))
+	if hs.Layer != 105038-72-2 || hs.FirstUnsaved != 105038-64134 {
+		t.Errorf("Layer %v, FirstUnsaved %v; census %v, %v", hs.Layer, hs.FirstUnsaved, 105038-72-2, 105038-64134)
+	}
+	if litgptExact(litgptRequest(t, "tiiuae/falcon-7b", Full, nil, 0)) {
+		t.Error("Falcon 7B full fine-tuning is on the exact path, whose multi-query full block is not read")
+	}
+}

@@ -48,7 +48,11 @@ func litgptExact(r Request) bool {
 	case m.LogitSoftcap > 0:
 		return false
 	case litgptExactTypes[m.ModelType] && m.MLP == hfconfig.MLPGated:
-	case litgptLNTypes[m.ModelType] && m.MLP == hfconfig.MLPClassic && m.KVHeads == m.Heads:
+	case litgptLNTypes[m.ModelType] && m.MLP == hfconfig.MLPClassic && (m.KVHeads == m.Heads || r.Method != Full):
+		// Falcon's multi-query blocks: LoRA and QLoRA (read), not full.
+		if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
+			return false
+		}
 	default:
 		return false
 	}
@@ -372,10 +376,10 @@ func LitGPTExact(req Request) bool {
 // GptNeoxMLP (fc, GELU, proj), biases, partial rotary, and attention and
 // MLP in parallel off the block input (LitGPT's parallel_residual, as
 // hfParallelTypes assumes for the same HF types): Phi-1.5 and Phi-2 (one
-// norm both read, shared_attention_norm) and GPT-NeoX (StableLM-Alpha,
-// Pythia: norm_1 and norm_2). Multi-head attention only (Falcon's
-// multi-query blocks keep the fitted shape).
-var litgptLNTypes = map[string]bool{"phi": true, "gpt_neox": true}
+// norm both read, shared_attention_norm), Falcon 7B (the same, with one
+// key/value head) and GPT-NeoX (StableLM-Alpha, Pythia: norm_1 and
+// norm_2).
+var litgptLNTypes = map[string]bool{"phi": true, "gpt_neox": true, "falcon": true}
 
 // litgptLNSaved is what one of LitGPT's LayerNorms keeps per token beyond
 // its input: the fp32 mean and rstd (8 B). Its input, the block's input,
@@ -385,7 +389,7 @@ const litgptLNSaved = 8
 // litgptLNNorms is how many LayerNorms a LitGPT block of this type runs
 // on its input: Phi shares one between attention and MLP.
 func litgptLNNorms(m *hfconfig.Model) float64 {
-	if m.ModelType == "phi" {
+	if m.ModelType == "phi" || m.ModelType == "falcon" {
 		return 1
 	}
 	return 2
@@ -417,7 +421,15 @@ func litgptLNLayerSaved(r Request) hfSaved {
 	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
 	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
 	norms := litgptLNNorms(m)
-	layer := 2*h + litgptLNSaved*norms + 2*(q+2*kv) + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 2*ffn
+	mha := m.KVHeads == m.Heads
+	layer := 2*h + litgptLNSaved*norms + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 2*ffn
+	if mha {
+		layer += 2 * (q + 2*kv)
+	} else {
+		// As in litgptLayerSaved: the repeat_interleave copies of k and v
+		// SDPA reads (Falcon 7B's census); the qkv output dies.
+		layer += 2 * 2 * q
+	}
 	var hs hfSaved
 	if r.Method == Full {
 		layer += 2*h*norms + 2*q + 2*ffn
@@ -444,8 +456,11 @@ func litgptLNLayerSaved(r Request) hfSaved {
 	}
 	adapters := float64(a.QKV) + b2f(a.Proj) + 2*b2f(a.MLP)
 	layer += in + mask + rank*adapters
-	if a.QKV < 3 {
+	switch {
+	case mha && a.QKV < 3:
 		layer += 2 * float64(a.QKVWidth)
+	case !mha && a.QKV < 3 && a.Query:
+		layer += 2 * q // litgptLayerSaved's grouped-query rule
 	}
 	hs.FirstUnsaved = litgptLNSaved*norms + h*b2f(dropout)
 	if a.MLP {

@@ -77,7 +77,7 @@ func checkOracleErrors(t *testing.T, name string, keep func(Case) bool, wantMed,
 // litgptExactTypes are the model types whose LitGPT block the default
 // estimator spells out (estimate/litgptsaved.go); the LitGPT oracle's rows
 // of other types keep the fitted shape and are scored by validate, not here.
-var litgptExactTypes = []string{"llama", "mistral", "gemma", "gemma2", "phi", "phi3", "gpt_neox"}
+var litgptExactTypes = []string{"llama", "mistral", "gemma", "gemma2", "phi", "phi3", "gpt_neox", "falcon"}
 
 // The LitGPT stack's oracle rows (oracle-litgpt.jsonl: the LitGPT
 // development rows' configurations and probes of other shapes, from
