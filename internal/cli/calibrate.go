@@ -39,13 +39,16 @@ range). 'estimate' and 'validate' take it with --calibration and apply it only
 inside its domain.
 
 What the fake-tensor oracle determines is not fitted: the stock loss chain
-(logits_bytes, fixed at 12 B per logit) and, for transformers' Llama, Mistral,
-Qwen2, Qwen3, Granite, OLMo 2, StableLM, GPT-NeoX, Phi, Gemma, Gemma 2 and
-Phi-3 layers trained without autocast, the saved tensors of every layer (no
-activation coefficient applies to them). The fit sets what the oracle cannot
-see: the caching allocator's reserved terms, and the activation and
-checkpointing coefficients of the code paths it does not imitate (autocast,
-litgpt, torchtune, QLoRA, other families). context_gib is fixed.
+(logits_bytes, fixed at 12 B per logit), LitGPT's loss chain, the saved
+tensors of every layer of transformers' Llama, Mistral, Qwen2, Qwen3,
+Granite, OLMo 2, StableLM, GPT-NeoX, Phi, Gemma, Gemma 2 and Phi-3 layers
+(and, under autocast, the families the oracle runs with it), and of LitGPT's
+own Llama, Mistral, Gemma, Gemma 2, Phi, Phi-3, GPT-NeoX and Falcon 7B
+blocks without checkpointing (no activation coefficient applies to them).
+The fit sets what the oracle cannot see: the caching allocator's reserved
+terms, and the activation and checkpointing coefficients of the code paths
+it does not imitate (checkpointed and sharded LitGPT runs, torchtune,
+fsdp_qlora, remote-code and other families). context_gib is fixed.
 
 The embedded defaults, and the leave-one-source-family-out figures that
 'validate evidence/dev.jsonl' shows first, are produced by:
