@@ -23,11 +23,12 @@ import (
 // with LitGPT's exact path on every LoRA switch, Phi, GPT-NeoX, Gemma 2,
 // Phi-3 and sliding windows, its loss chain not fitted, the longest-first
 // runs, torchtune's chunked loss and fused AdamW, and the remote-code loss
-// chains: 3.40 / 16.12 / 7.20.
+// chains: 3.40 / 16.12 / 7.20; with Falcon 7B's LitGPT block too (its
+// rows no longer hold act_classic down): 3.55 / 16.12 / 7.21.
 const (
-	pinMedianAbs = 3.40
+	pinMedianAbs = 3.55
 	pinP90Abs    = 16.12
-	pinMAPE      = 7.20
+	pinMAPE      = 7.21
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
@@ -72,13 +73,16 @@ func TestDevFiguresPinned(t *testing.T) {
 	// marginal to no: 14 of 18; Gemma 2 on LitGPT's exact path moved
 	// litgpt-hub-011, Gemma-2-9B QLoRA at 19.48 GiB allocated on a 24 GiB
 	// card, from 17.19 to 19.52 GiB estimated (+0.2 %), from marginal to
-	// no: 15 of 19).
+	// no: 15 of 19; with Falcon 7B's LitGPT rows off the fitted shape,
+	// act_classic, now set by three LitGPT FSDP and bf16-mixed rows, rose
+	// 0.77 → 0.84 and moved hf-perf-004, BERT at 13.61 GiB (nvidia-smi) of
+	// a 16 GiB card, estimated 14.98 GiB, from marginal to no: 16 of 20).
 	cl := rep.Classification
 	if cl.PredictedYesOOM != 0 {
 		t.Errorf("%d OOM rows predicted yes", cl.PredictedYesOOM)
 	}
-	if cl.PredictedNoOK > 15 {
-		t.Errorf("%d of %d rows predicted no succeeded (pin: 15)", cl.PredictedNoOK, cl.PredictedNo)
+	if cl.PredictedNoOK > 16 {
+		t.Errorf("%d of %d rows predicted no succeeded (pin: 16)", cl.PredictedNoOK, cl.PredictedNo)
 	}
 	// Beats both references on MAPE over the same observations.
 	for _, ref := range []string{"seed000", "unsloth"} {
