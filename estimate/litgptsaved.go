@@ -292,18 +292,9 @@ func litgptLayerSaved(r Request) hfSaved {
 		// norm_1: the norm keeps no copy and the dropout no mask; every
 		// adapter after it reads an input that needs a gradient.
 		hs.FirstUnsaved = norm + h*b2f(dropout)
-		hs.Final = norm
-		if a.Head {
-			hs.Final += 2*h + h*b2f(dropout) + rank
-		}
+		hs.Final = norm + litgptHeadSaved(r, a)
 		if r.Method == QLoRA {
-			// Twice: this micro-batch's and the previous one's
-			// (litgptQLoRASaved), once for the longest-first peak.
-			l, f, fin := litgptQLoRASaved(r)
-			k := litgptKept(r)
-			layer += k * l
-			hs.FirstUnsaved += k * f
-			hs.Final += k * fin
+			layer = litgptAddKept(r, layer, &hs)
 			if viewOut {
 				layer -= 2 * q // this micro-batch's proj input is SDPA's output
 			}
@@ -468,16 +459,9 @@ func litgptLNLayerSaved(r Request) hfSaved {
 	} else {
 		hs.FirstUnsaved += 2 * ffn
 	}
-	hs.Final = litgptLNSaved
-	if a.Head {
-		hs.Final += 2*h + h*b2f(dropout) + rank
-	}
+	hs.Final = litgptLNSaved + litgptHeadSaved(r, a)
 	if r.Method == QLoRA {
-		l, f, fin := litgptQLoRASaved(r)
-		k := litgptKept(r)
-		layer += k * l
-		hs.FirstUnsaved += k * f
-		hs.Final += k * fin
+		layer = litgptAddKept(r, layer, &hs)
 		if !dropout {
 			// lora_A's saved inputs are MatMul4Bit's kept ones
 			// (litgptLayerSaved); in the first block the qkv's and, with
@@ -511,4 +495,27 @@ func litgptGemma2(r Request, layer, norm float64) (float64, float64) {
 	m := r.Model
 	q := float64(m.Heads * m.HeadDim)
 	return layer + 2*norm - 2*q - 4*float64(m.Heads), 8 * float64(m.Heads)
+}
+
+// litgptHeadSaved is what a LoRA head (lora_head) keeps per token beside
+// the final norm: per chunk of the norm's output, dropout's output and
+// mask (2h and h; without dropout lora_A saves the output itself, 2h) and
+// lora_A's output (2·r).
+func litgptHeadSaved(r Request, a litgptSwitches) float64 {
+	if !a.Head {
+		return 0
+	}
+	h := float64(r.Model.Hidden)
+	return 2*h + h*b2f(!litgptNoDropout(r)) + 2*float64(r.LoRARank)
+}
+
+// litgptAddKept adds to a QLoRA block's terms the inputs MatMul4Bit keeps
+// (litgptQLoRASaved): this micro-batch's and the previous one's, or once
+// for a longest-first peak (litgptKept). It returns the block's Layer.
+func litgptAddKept(r Request, layer float64, hs *hfSaved) float64 {
+	l, f, fin := litgptQLoRASaved(r)
+	k := litgptKept(r)
+	hs.FirstUnsaved += k * f
+	hs.Final += k * fin
+	return layer + k*l
 }
