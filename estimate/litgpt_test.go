@@ -136,7 +136,8 @@ func TestLongestFirst(t *testing.T) {
 // Gemma 2's soft-capped attention keeps, per token and head, 8 B per key
 // (the census of Gemma-2-2B's blocks at 512 and 1024 tokens: tanh's bf16
 // output, the fp32 softmax and its bf16 cast, 16 384 + 8192 + 8192 B per
-// token at 512), and is on the exact path only up to its sliding window.
+// token at 512), past its sliding window too (the window layers only add a
+// bias to the mask), and fully fine-tuned.
 func TestLitGPTGemma2(t *testing.T) {
 	r := litgptRequest(t, "google/gemma-2-2b", LoRA, []string{"q_proj", "k_proj", "v_proj"}, 0.05)
 	if !litgptExact(r) {
@@ -148,8 +149,11 @@ func TestLitGPTGemma2(t *testing.T) {
 	long := r
 	long.SeqLen = r.Model.SlidingWindow + 1
 	full := litgptRequest(t, "google/gemma-2-2b", Full, nil, 0)
-	if litgptExact(long) || litgptExact(full) {
-		t.Error("gemma 2 past its window, or fully fine-tuned, is on the exact path")
+	if !litgptExact(long) || !litgptExact(full) {
+		t.Error("gemma 2 past its window, or fully fine-tuned, is off the exact path")
+	}
+	if hs := litgptLayerSaved(long); hs.Scores != 64 {
+		t.Errorf("past the window: Scores = %v B per token per key, want the same 64", hs.Scores)
 	}
 }
 

@@ -95,6 +95,9 @@ func litgptPagedStates(r Request) int64 {
 // block, which reads the frozen embeddings), norm_2's (fc_1 and fc_2 share
 // it), the attention output proj reads (q) and the MLP product proj reads
 // (ffn); the LM head's input, the final norm's output, after the blocks.
+// In a LayerNorm parallel block fc reads the block's norm output too (a
+// shared norm's is the qkv's own), and in the first block neither fc's
+// input nor, unless the MLP is adapted, proj's needs a gradient.
 //
 // MatMul4Bit of those versions keeps them as a plain attribute of its
 // autograd context (ctx.tensors = (A, B)), which the backward does not

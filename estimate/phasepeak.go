@@ -226,6 +226,11 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	gradBytes := r.paramBytes()
 	if r.Method != Full {
 		trainable = adapterParams(r) + extraTrainableParams(r)
+		if litgptExact(r) {
+			// LitGPT's own LoRA layers (a fused qkv's lora_A is r per
+			// enabled slice; HF's gate_up_proj is two adapted Linears).
+			trainable = litgptAdapterParams(r)
+		}
 		gradBytes = adapterBytes
 		t.Adapters = trainable * adapterBytes
 	}

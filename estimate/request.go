@@ -82,8 +82,10 @@ type Request struct {
 	// QLoRA path, the inputs bitsandbytes before 0.43.2 kept are left out
 	// of the forward and backward (the LitGPT oracle finds that peak for
 	// any later length up to about 0.6 of the longest). The optimizer step
-	// is still counted with a full-length last micro-batch, an upper
-	// bound. Other stacks ignore it.
+	// is still counted with a full-length last micro-batch, and the first
+	// micro-batch with the optimizer states and gradients that exist only
+	// from the first step on: an upper bound (a few bytes per trained
+	// parameter). Other stacks ignore it, and say so in a warning.
 	LongestFirst bool
 	// Lengths is the distribution of sample lengths when SeqLen is only
 	// the bound (nil: unknown). It implies DynamicShapes; the peak is

@@ -40,7 +40,10 @@ type Stack struct {
 	// fused=True, so a run that names torch's AdamW (adamw_torch) gets the
 	// fused step, without foreach's tensor-sized temporaries.
 	FusedAdamW bool
-	Sources    []string
+	// QuantOptimizer is the optimizer the stack runs a QLoRA request with
+	// when none is given ("" for Optimizer's).
+	QuantOptimizer Optimizer
+	Sources        []string
 }
 
 var stacks = []Stack{
@@ -59,8 +62,9 @@ var stacks = []Stack{
 	{Name: StackAxolotl, Help: "flash-attention, LoRA dropout 0.05", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: FlashAttention2, LoRADropout: 0.05, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
 		"axolotl builds a transformers.Trainer; its example configs set flash_attention: true, bf16: auto and lora_dropout: 0.05",
 	}},
-	{Name: StackLitGPT, Help: "LitGPT: bf16-true, its own LoRA and a chunked loss", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, LoRADropout: 0.05, NoSyncAccumulation: true, Sources: []string{
+	{Name: StackLitGPT, Help: "LitGPT: bf16-true, its own LoRA and a chunked loss", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, LoRADropout: 0.05, NoSyncAccumulation: true, QuantOptimizer: PagedAdamW32bit, Sources: []string{
 		"litgpt finetune/lora.py: lora_dropout defaults to 0.05; one dropout feeds the fused qkv adapter",
+		"litgpt finetune scripts: with --quantize bnb.* the optimizer is bitsandbytes' PagedAdamW (instantiate_bnb_optimizer), fp32 states",
 		"litgpt finetune scripts: precision defaults to bf16-true where supported; torch.optim.AdamW",
 		"litgpt quantizes with bnb.nf4 through its own wrapper and does not upcast embeddings/norms to fp32",
 		"litgpt's CausalSelfAttention calls torch scaled_dot_product_attention",
@@ -99,6 +103,9 @@ func StackByName(name string) (Stack, error) {
 func (s Stack) Apply(r *Request) {
 	r.Stack = s.Name
 	orDefault(&r.Precision, s.Precision)
+	if r.Method == QLoRA && s.QuantOptimizer != "" {
+		orDefault(&r.Optimizer, s.QuantOptimizer)
+	}
 	orDefault(&r.Optimizer, s.Optimizer)
 	if s.FusedAdamW && r.Optimizer == AdamWTorch {
 		r.Optimizer = AdamWTorchFused

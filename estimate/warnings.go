@@ -24,7 +24,18 @@ func (r Request) warnings() []string {
 			w = append(w, fmt.Sprintf("LoRA rank %d is above the width of %s (min(in, out) = %d): its adapter holds more parameters than a full-rank update of it", r.LoRARank, name, width))
 		}
 	}
+	if r.LongestFirst && r.Stack != StackLitGPT {
+		w = append(w, "--longest-first is read on the litgpt stack only (lit-gpt's scripts put the longest sample first); on "+stackLabel(r.Stack)+" the estimate counts every micro-batch at --seq-len")
+	}
 	return w
+}
+
+// stackLabel names a request's stack for a message.
+func stackLabel(s StackName) string {
+	if s == "" {
+		return "the default stack"
+	}
+	return "the " + string(s) + " stack"
 }
 
 // narrowestTarget is the targeted projection with the smallest min(in, out),

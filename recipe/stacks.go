@@ -87,6 +87,12 @@ func (s *settings) readOwn() error {
 		o.optimizer = "bitsandbytes.optim.PagedAdamW8bit"
 	case estimate.PagedAdamW32bit:
 		o.optimizer = "bitsandbytes.optim.PagedAdamW32bit"
+		if r.Stack == estimate.StackLitGPT && r.Method == estimate.QLoRA {
+			// LitGPT swaps an AdamW config for bitsandbytes' PagedAdamW
+			// itself when it quantizes (litgpt/utils.py
+			// instantiate_bnb_optimizer), with the AdamW arguments.
+			o.optimizer = "torch.optim.AdamW"
+		}
 	default:
 		return unsupported("optimizer", string(r.Optimizer), st+" configs name a torch or bitsandbytes optimizer class; this one has no class there", "--optimizer adamw_torch")
 	}
