@@ -39,6 +39,11 @@ func TestLitGPTAdapters(t *testing.T) {
 		// A fused query_key_value is LitGPT's default slices, query and value.
 		{"stabilityai/stablelm-base-alpha-3b", []string{"query_key_value", "dense_h_to_4h", "dense_4h_to_h"}, true, litgptSwitches{QKV: 2, QKVWidth: 2 * 4096, Query: true, MLP: true}},
 		{"stabilityai/stablelm-base-alpha-3b", []string{"query_key_value", "dense_h_to_4h"}, false, litgptSwitches{}},
+		// The scopes, as the LitGPT oracle reads them.
+		{"google/gemma-2b", []string{"attention"}, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true}},
+		{"google/gemma-2b", []string{"all-linear"}, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true, MLP: true}},
+		// Phi-3's fused projections.
+		{"microsoft/Phi-3-mini-4k-instruct", []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}, true, litgptSwitches{QKV: 3, QKVWidth: 3 * 3072, Query: true, Proj: true, MLP: true}},
 	} {
 		r := litgptRequest(t, tt.model, LoRA, tt.targets, 0.05)
 		got, ok := litgptAdapters(r)
