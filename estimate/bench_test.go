@@ -12,11 +12,14 @@ func BenchmarkEstimate(b *testing.B) {
 	req := Request{Model: m, Method: QLoRA, LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 2, GradCkpt: "full", GPUTotal: 24 * GiB}
 	full := Request{Model: m, Method: Full, SeqLen: 2048, Batch: 2, GradCkpt: "full", GPUTotal: 80 * GiB}
 	litgpt := Request{Model: m, Method: LoRA, LoRARank: 8, LoRATargets: []string{"q_proj", "k_proj", "v_proj"}, SeqLen: 2048, Batch: 2, Stack: "litgpt", LoRADropout: ptr(0.05), GPUTotal: 40 * GiB}
+	// On LitGPT's spelled-out path (bf16-true, no checkpointing).
+	exact := litgpt
+	exact.Precision, exact.Attn, exact.Optimizer = BF16True, SDPA, AdamWTorch
 	for _, c := range []struct {
 		name, estimator string
 		req             Request
 	}{
-		{"canifinetune", "canifinetune", req}, {"canifinetune-full", "canifinetune", full}, {"canifinetune-litgpt", "canifinetune", litgpt},
+		{"canifinetune", "canifinetune", req}, {"canifinetune-full", "canifinetune", full}, {"canifinetune-litgpt", "canifinetune", litgpt}, {"canifinetune-litgpt-exact", "canifinetune", exact},
 		{"seed000", "seed000", req}, {"unsloth", "unsloth", req},
 	} {
 		est, err := ByName(c.estimator)

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -101,71 +102,66 @@ type litgptSwitches struct {
 // then, and for any name LitGPT has no switch for.
 func litgptAdapters(r Request) (a litgptSwitches, ok bool) {
 	m := r.Model
-	mlp := map[string]bool{}
+	var lins []hfconfig.Linear
 	if len(m.Layers) > 0 {
-		for _, lin := range m.Layers[0].Linears {
-			if lin.Role == hfconfig.RoleMLP {
-				mlp[lin.Name] = false
-			}
+		lins = m.Layers[0].Linears
+	}
+	// The MLP's Linears named so far, as bits of their index in lins (no
+	// map: this runs on every estimate of the litgpt stack).
+	var named, all uint64
+	for i, lin := range lins {
+		if lin.Role == hfconfig.RoleMLP && i < 64 {
+			all |= 1 << i
 		}
 	}
-	on := map[string]bool{}
+	var q, k, v bool
 	for _, t := range r.LoRATargets {
 		name := strings.TrimSpace(t)
 		switch strings.ToLower(name) {
 		case "q_proj", "query", "q":
-			on["q"] = true
+			q = true
 		case "k_proj", "key", "k":
-			on["k"] = true
+			k = true
 		case "v_proj", "value", "v":
-			on["v"] = true
+			v = true
 		case "qkv_proj", "qkv":
 			// Phi-3's fused projection: LitGPT's three slices.
-			on["q"], on["k"], on["v"] = true, true, true
+			q, k, v = true, true, true
 		case "query_key_value":
 			// A fused query_key_value target is LitGPT's default slices,
 			// lora_query and lora_value (as the LitGPT oracle reads it).
-			on["q"], on["v"] = true, true
+			q, v = true, true
 		case "o_proj", "dense", "projection", "proj":
 			a.Proj = true
 		case hfconfig.ScopeMLP:
-			for n := range mlp {
-				mlp[n] = true
-			}
+			named = all
 		case hfconfig.ScopeAttention, hfconfig.ScopeAllLinear, "all_linear":
 			// As the LitGPT oracle reads them: q, k, v and proj; every
 			// Linear of the blocks adds the MLP (not the head).
-			on["q"], on["k"], on["v"], a.Proj = true, true, true, true
+			q, k, v, a.Proj = true, true, true, true
 			if !strings.EqualFold(name, hfconfig.ScopeAttention) {
-				for n := range mlp {
-					mlp[n] = true
-				}
+				named = all
 			}
 		default:
-			if _, isMLP := mlp[name]; !isMLP {
+			i := slices.IndexFunc(lins, func(l hfconfig.Linear) bool { return l.Name == name })
+			if i < 0 || i >= 64 || all&(1<<i) == 0 {
 				return a, false
 			}
-			mlp[name] = true
+			named |= 1 << i
 		}
 	}
-	named := 0
-	for _, on := range mlp {
-		if on {
-			named++
-		}
-	}
-	if named != 0 && named != len(mlp) {
+	if named != 0 && named != all {
 		return a, false
 	}
-	a.MLP = named > 0
+	a.MLP = named != 0
 	a.Head = r.ExtraLoRAOnHead
-	if on["q"] {
+	if q {
 		a.QKVWidth, a.QKV, a.Query = a.QKVWidth+m.Heads*m.HeadDim, a.QKV+1, true
 	}
-	if on["k"] {
+	if k {
 		a.QKVWidth, a.QKV = a.QKVWidth+m.KVHeads*m.HeadDim, a.QKV+1
 	}
-	if on["v"] {
+	if v {
 		a.QKVWidth, a.QKV = a.QKVWidth+m.KVHeads*m.HeadDim, a.QKV+1
 	}
 	return a, true
