@@ -76,7 +76,7 @@ const litgptPagedMinNumel = 100_000
 // lora_B is counted only when it stays under litgptPagedMinNumel.
 func litgptPagedStates(r Request) int64 {
 	a, _ := litgptAdapters(r)
-	perBlock, head := litgptAdapterShapes(r, a)
+	f := litgptAdapterShapes(r, a)
 	device := func(numels []int64) (b int64) {
 		for _, n := range numels {
 			if n < litgptPagedMinNumel {
@@ -85,7 +85,7 @@ func litgptPagedStates(r Request) int64 {
 		}
 		return b
 	}
-	return device(perBlock)*r.Model.NumLayers + device(head)
+	return device(f.Block[:f.N])*r.Model.NumLayers + device(f.Head[:f.H])
 }
 
 // litgptQLoRASaved is what MatMul4Bit (bitsandbytes before 0.43.2) keeps

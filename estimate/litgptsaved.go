@@ -167,32 +167,45 @@ func litgptAdapters(r Request) (a litgptSwitches, ok bool) {
 	return a, true
 }
 
-// litgptAdapterShapes is every LoRA factor LitGPT builds per block, as
-// numel: lora_A (r·enabled × in) and lora_B (out × r) of the fused qkv
-// (LoRAQKVLinear), of the attention's proj, and of the MLP's fc_1, fc_2
-// and proj; the head's (lora_A r × hidden, lora_B vocab × r) are returned
-// apart, since the head is one per model.
-func litgptAdapterShapes(r Request, a litgptSwitches) (perBlock, head []int64) {
+// litgptFactors are the LoRA factors LitGPT builds, as numel: per block
+// (Block[:N]), lora_A (r·enabled × in) and lora_B (out × r) of the fused
+// qkv (LoRAQKVLinear), of the attention's proj, and of the MLP's Linears;
+// the head's (lora_A r × hidden, lora_B vocab × r) apart (Head[:H]), since
+// the head is one per model. Fixed arrays: no allocation per estimate.
+type litgptFactors struct {
+	Block [10]int64
+	N     int
+	Head  [2]int64
+	H     int
+}
+
+func (f *litgptFactors) add(numel ...int64) {
+	f.N += copy(f.Block[f.N:], numel)
+}
+
+// litgptAdapterShapes is every LoRA factor LitGPT builds (litgptFactors).
+func litgptAdapterShapes(r Request, a litgptSwitches) litgptFactors {
 	m := r.Model
 	rank, h := int64(r.LoRARank), m.Hidden
 	q, ffn := m.Heads*m.HeadDim, m.ActiveFFN()
+	var f litgptFactors
 	if a.QKV > 0 {
-		perBlock = append(perBlock, rank*a.QKV*h, a.QKVWidth*rank)
+		f.add(rank*a.QKV*h, a.QKVWidth*rank)
 	}
 	if a.Proj {
-		perBlock = append(perBlock, rank*q, h*rank)
+		f.add(rank*q, h*rank)
 	}
 	if a.MLP {
 		if m.MLP == hfconfig.MLPGated { // fc_1 and fc_2, then proj
-			perBlock = append(perBlock, rank*h, ffn*rank, rank*h, ffn*rank, rank*ffn, h*rank)
+			f.add(rank*h, ffn*rank, rank*h, ffn*rank, rank*ffn, h*rank)
 		} else { // GptNeoxMLP: fc, then proj
-			perBlock = append(perBlock, rank*h, ffn*rank, rank*ffn, h*rank)
+			f.add(rank*h, ffn*rank, rank*ffn, h*rank)
 		}
 	}
 	if a.Head {
-		head = []int64{rank * h, m.Vocab * rank}
+		f.Head, f.H = [2]int64{rank * h, m.Vocab * rank}, 2
 	}
-	return perBlock, head
+	return f
 }
 
 // litgptNormSaved is what one of LitGPT's RMSNorms keeps per token when its
@@ -538,13 +551,13 @@ func litgptAddKept(r Request, layer float64, hs *hfSaved) float64 {
 // (litgptAdapterShapes) over every block, with the head's.
 func litgptAdapterParams(r Request) int64 {
 	a, _ := litgptAdapters(r)
-	perBlock, head := litgptAdapterShapes(r, a)
+	f := litgptAdapterShapes(r, a)
 	var n int64
-	for _, x := range perBlock {
+	for _, x := range f.Block[:f.N] {
 		n += x
 	}
 	n *= r.Model.NumLayers
-	for _, x := range head {
+	for _, x := range f.Head[:f.H] {
 		n += x
 	}
 	return n
