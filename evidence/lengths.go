@@ -50,16 +50,22 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 	return dist, nil
 }
 
-// statedLengths are length distributions that cases state only in their
+// statedLengths are what cases state about their lengths only in their
 // notes (the shared cohort is kept byte for byte): each entry applies to a
-// case without seq_len_dist whose notes contain every one of its strings.
+// case whose notes contain every one of its strings, and gives a length
+// distribution (for a case without seq_len_dist) or says that the first
+// micro-batch holds the longest sample (for a case without longest_first).
 //
 //go:embed lengths.json
 var statedLengthsJSON []byte
 
 type statedLength struct {
-	NotesContain []string   `json:"notes_contain"`
-	Dist         SeqLenDist `json:"seq_len_dist"`
+	NotesContain []string    `json:"notes_contain"`
+	Dist         *SeqLenDist `json:"seq_len_dist,omitempty"`
+	LongestFirst bool        `json:"longest_first,omitempty"`
+	// Source says where the notes' claim comes from (a distribution
+	// carries its own).
+	Source string `json:"source,omitempty"`
 }
 
 var statedLengths = func() []statedLength {
@@ -70,29 +76,35 @@ var statedLengths = func() []statedLength {
 	return xs
 }()
 
-// lengthDistOf is the case's own seq_len_dist, else one its notes state.
-func lengthDistOf(c Case) *SeqLenDist {
-	if c.SeqLenDist != nil {
-		return c.SeqLenDist
-	}
+// stated are the entries of statedLengths whose strings the case's notes
+// all contain.
+func stated(c Case) []statedLength {
+	var out []statedLength
 	for _, s := range statedLengths {
 		all := len(s.NotesContain) > 0
 		for _, sub := range s.NotesContain {
 			all = all && strings.Contains(c.Notes, sub)
 		}
 		if all {
-			d := s.Dist
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// lengthDistOf is the case's own seq_len_dist, else one its notes state.
+func lengthDistOf(c Case) *SeqLenDist {
+	if c.SeqLenDist != nil {
+		return c.SeqLenDist
+	}
+	for _, s := range stated(c) {
+		if s.Dist != nil {
+			d := *s.Dist
 			return &d
 		}
 	}
 	return nil
 }
-
-// longestFirstNote is how the development cohort's lit-gpt resource-table
-// rows state that their script forced the longest sample into the first
-// iteration (get_batch(..., longest_seq_ix if iter_num == 0 else None) in
-// lit-gpt's finetune scripts of October 2023).
-const longestFirstNote = "first iteration deliberately uses the longest"
 
 // longestFirstOf is the case's own longest_first, else what its notes
 // state.
@@ -100,5 +112,10 @@ func longestFirstOf(c Case) bool {
 	if c.LongestFirst != nil {
 		return *c.LongestFirst
 	}
-	return strings.Contains(c.Notes, longestFirstNote)
+	for _, s := range stated(c) {
+		if s.LongestFirst {
+			return true
+		}
+	}
+	return false
 }

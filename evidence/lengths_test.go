@@ -32,6 +32,39 @@ func TestStatedLengths(t *testing.T) {
 	}
 }
 
+// Rows whose notes say their script put the longest sample first are
+// estimated so (the lit-gpt resource-table rows), others not; a case's
+// own longest_first wins over its notes.
+func TestStatedLongestFirst(t *testing.T) {
+	byID := map[string]Case{}
+	for _, c := range readDev(t) {
+		byID[c.ID] = c
+	}
+	for id, want := range map[string]bool{"litgpt-rt-002": true, "litgpt-rt-011": true, "litgpt-hub-001": false, "swift-001": false} {
+		c, ok := byID[id]
+		if !ok {
+			t.Fatalf("%s not in the cohort", id)
+		}
+		r, _, why := RequestFor(c)
+		if why != "" {
+			t.Fatalf("%s: %s", id, why)
+		}
+		if r.LongestFirst != want {
+			t.Errorf("%s: LongestFirst %v, want %v", id, r.LongestFirst, want)
+		}
+		off := !want
+		c.LongestFirst = &off
+		if r, _, _ := RequestFor(c); r.LongestFirst != off {
+			t.Errorf("%s: longest_first %v in the case, LongestFirst %v", id, off, r.LongestFirst)
+		}
+	}
+	for i, s := range statedLengths {
+		if (s.Dist == nil) == !s.LongestFirst || len(s.NotesContain) == 0 {
+			t.Errorf("lengths.json entry %d states neither a distribution nor longest_first, or both, or names no notes", i)
+		}
+	}
+}
+
 func TestSeqLenDistValidated(t *testing.T) {
 	line := `{"id":"x-1","source":"s","trust":"high","model":"Qwen/Qwen2.5-0.5B","arch":"qwen2","method":"full","precision":"bf16-true","quant":null,"lora":null,"seq_len":1024,"seq_len_kind":"max","batch":1,"grad_accum":1,"grad_ckpt":"none","optimizer":"adamw_torch","optimizer_state_dtype":null,"attn":"sdpa","fused_ce":"none","other_kernels":[],"framework":"hf-trainer","gpu":{"name":null,"count":1,"vram_gib":24},"sharding":{"strategy":"none","cpu_offload":"none"},"measured":{"kind":"reserved","gib":6,"oom":false,"original":"6 GiB"},"notes":"","seq_len_dist":DIST}`
 	good := strings.Replace(line, "DIST", `{"p50":300,"over_max":"truncate"}`, 1)
