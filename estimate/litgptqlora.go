@@ -136,11 +136,7 @@ func litgptNoDropout(r Request) bool { return r.LoRADropout == nil || *r.LoRADro
 func litgptQLoRAHeadBytes(r Request, logitUnit float64) float64 {
 	m := r.Model
 	chunk := min(1, float64(litgptLMHeadChunk)/float64(r.SeqLen))
-	prev := 4.0
-	if r.LongestFirst {
-		prev = 0
-	}
-	return 4*float64(m.Vocab*m.Hidden) + (prev+2*(1-chunk))*logitUnit
+	return 4*float64(m.Vocab*m.Hidden) + (4*litgptPrevAlive(r)+2*(1-chunk))*logitUnit
 }
 
 // litgptQLoRAHeadBackward is the backward's moment at the LM head of a
@@ -157,14 +153,14 @@ func litgptQLoRAHeadBackward(r Request, logitUnit float64) float64 {
 
 // litgptKept is how many micro-batches' MatMul4Bit inputs
 // (litgptQLoRASaved) are alive at the forward's peak: this one's and the
-// previous one's, or, when the first micro-batch is the longest
-// (Request.LongestFirst), its own alone.
-func litgptKept(r Request) float64 {
-	if r.LongestFirst {
-		return 1
-	}
-	return 2
-}
+// previous one's (litgptPrevAlive).
+func litgptKept(r Request) float64 { return 1 + litgptPrevAlive(r) }
+
+// litgptPrevAlive is 1 when the previous micro-batch's logits, which fit()
+// holds until the next forward has returned, and what its graph keeps are
+// alive at a micro-batch's peak; 0 when the peak is the first micro-batch
+// of a longest-first run (Request.LongestFirst), with no earlier one.
+func litgptPrevAlive(r Request) float64 { return b2f(!r.LongestFirst) }
 
 // litgptQLoRAStepHeld is what the optimizer step holds of the last
 // micro-batch's MatMul4Bit inputs (litgptQLoRASaved), for s·b tokens.

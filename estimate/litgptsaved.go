@@ -268,10 +268,10 @@ func litgptLayerSaved(r Request) hfSaved {
 	// already, not a copy (the oracle's QLoRA and full fine-tuning rows of
 	// Mistral 7B v0.1 and Phi-3 against v0.2's flash kernel: 2q less per
 	// block).
-	viewOut := m.SlidingWindow > 0 && m.ModelType != "gemma2"
+	viewOut := litgptMaskedSDPA(m)
 	if m.ModelType == "gemma2" {
 		layer, hs.Scores = litgptGemma2(r, layer, norm)
-	} else if m.SlidingWindow > 0 {
+	} else if viewOut {
 		// A sliding-window config (Mistral 7B v0.1, Phi-3): LitGPT adds
 		// the window's bias to the causal mask in every block, whatever
 		// the length, and SDPA's memory-efficient kernel saves that bf16
@@ -284,56 +284,17 @@ func litgptLayerSaved(r Request) hfSaved {
 		hs.Final = norm + 4*h + 2*h
 	} else {
 		a, _ := litgptAdapters(r)
-		rank := 2 * float64(r.LoRARank)
-		dropout := !litgptNoDropout(r)
-		in, mask := 2*h, 0.0 // the qkv adapter's input
-		if dropout {
-			mask = h
-		}
-		if a.Proj {
-			in, mask = in+2*q*b2f(dropout || !viewOut), mask+q*b2f(dropout)
-		}
-		if a.MLP {
-			if dropout {
-				in, mask = in+2*(2*h)+2*ffn, mask+2*h+ffn
-			} else {
-				in += 2*h + 2*ffn
-			}
-		}
-		adapters := float64(a.QKV) + b2f(a.Proj) + 3*b2f(a.MLP)
-		layer += in + mask + rank*adapters
-		if mha && a.QKV < 3 {
-			layer += 2 * float64(a.QKVWidth)
-		}
-		if !mha && a.QKV < 3 && a.Query {
-			// The census of a grouped-query block whose adapters cover q
-			// but not all three slices (Mistral 7B, q and v) shows one more
-			// q-sized torch.cat output saved (2q); with all three, or
-			// without q (TinyLlama, k), it does not.
-			layer += 2 * q
-		}
+		terms, in := litgptAdapterTerms(r, a, mha, 2, false, viewOut)
+		layer += terms
 		// The first block's qkv reads the frozen embeddings through
 		// norm_1: the norm keeps no copy and the dropout no mask; every
 		// adapter after it reads an input that needs a gradient.
-		hs.FirstUnsaved = norm + h*b2f(dropout)
+		hs.FirstUnsaved = norm + h*b2f(!litgptNoDropout(r))
 		hs.Final = norm + litgptHeadSaved(r, a)
 		if r.Method == QLoRA {
-			layer = litgptAddKept(r, layer, &hs)
+			layer = litgptQLoRATerms(r, a, layer, in, 2*h, &hs)
 			if viewOut {
 				layer -= 2 * q // this micro-batch's proj input is SDPA's output
-			}
-			if !dropout {
-				// Without dropout the input lora_A saves is the tensor
-				// MatMul4Bit keeps for its base: norm_1's output (the
-				// first block's qkv keeps none, lora_A does), proj's,
-				// norm_2's for fc_1 and fc_2, the MLP product, the
-				// final norm's for the head; this micro-batch's copy is
-				// counted above already.
-				layer -= in
-				hs.FirstUnsaved -= 2 * h
-				if a.Head {
-					hs.Final -= 2 * h
-				}
 			}
 		}
 	}
@@ -363,11 +324,7 @@ const litgptLMHeadChunk = 128
 // zero-padded backward and the logits coexist: 12.
 func litgptLogitBytes(r Request) float64 {
 	chunk := min(1, float64(litgptLMHeadChunk)/float64(r.SeqLen))
-	fwd := 10.0
-	if r.LongestFirst {
-		fwd = 6 // no previous micro-batch's logits yet
-	}
-	b := max(fwd, 8+8*chunk)
+	b := max(6+4*litgptPrevAlive(r), 8+8*chunk)
 	if r.Method == Full {
 		b = max(b, 12)
 	}
@@ -453,30 +410,9 @@ func litgptLNLayerSaved(r Request) hfSaved {
 		return hs
 	}
 	a, _ := litgptAdapters(r)
-	rank := 2 * float64(r.LoRARank)
+	terms, in := litgptAdapterTerms(r, a, mha, 1, norms == 1, false)
+	layer += terms
 	dropout := !litgptNoDropout(r)
-	in, mask := 2*h, h*b2f(dropout) // the qkv adapter's input
-	if a.Proj {
-		in, mask = in+2*q, mask+q*b2f(dropout)
-	}
-	if a.MLP {
-		switch {
-		case dropout:
-			in, mask = in+2*h+2*ffn, mask+h+ffn
-		case norms == 1: // fc reads the qkv adapter's input
-			in += 2 * ffn
-		default:
-			in += 2*h + 2*ffn
-		}
-	}
-	adapters := float64(a.QKV) + b2f(a.Proj) + 2*b2f(a.MLP)
-	layer += in + mask + rank*adapters
-	switch {
-	case mha && a.QKV < 3:
-		layer += 2 * float64(a.QKVWidth)
-	case !mha && a.QKV < 3 && a.Query:
-		layer += 2 * q // litgptLayerSaved's grouped-query rule
-	}
 	hs.FirstUnsaved = litgptLNSaved*norms + h*b2f(dropout)
 	if a.MLP {
 		hs.FirstUnsaved += h * b2f(dropout)
@@ -485,20 +421,9 @@ func litgptLNLayerSaved(r Request) hfSaved {
 	}
 	hs.Final = litgptLNSaved + litgptHeadSaved(r, a)
 	if r.Method == QLoRA {
-		layer = litgptAddKept(r, layer, &hs)
-		if !dropout {
-			// lora_A's saved inputs are MatMul4Bit's kept ones
-			// (litgptLayerSaved); in the first block the qkv's and, with
-			// separate norms and the MLP adapted, fc's are lora_A's only.
-			layer -= in
-			hs.FirstUnsaved -= 2 * h
-			if a.MLP && norms == 2 {
-				hs.FirstUnsaved -= 2 * h
-			}
-			if a.Head {
-				hs.Final -= 2 * h
-			}
-		}
+		// In the first block the qkv's and, with separate norms and the
+		// MLP adapted, fc's inputs are lora_A's only.
+		layer = litgptQLoRATerms(r, a, layer, in, 2*h+2*h*b2f(a.MLP && norms == 2), &hs)
 	}
 	hs.Layer = layer
 	return hs
@@ -561,4 +486,74 @@ func litgptAdapterParams(r Request) int64 {
 		n += x
 	}
 	return n
+}
+
+// litgptMaskedSDPA reports whether LitGPT gives SDPA a mask in every block
+// and so its memory-efficient kernel: a sliding-window config (Mistral 7B
+// v0.1, Phi-3) adds the window's bias to the causal mask whatever the
+// length. Gemma 2 computes its soft-capped attention by hand instead.
+func litgptMaskedSDPA(m *hfconfig.Model) bool {
+	return m.SlidingWindow > 0 && m.ModelType != "gemma2"
+}
+
+// litgptAdapterTerms is what LitGPT's LoRA layers keep per token in one
+// block beside the block's own tensors, as the census shows it (each
+// adapted Linear a LoRALinear with its own dropout): the dropout's output
+// (2 B per input element) and bool mask (1 B), or without dropout the input
+// lora_A saves; lora_A's output (2·r per adapter, per enabled slice for
+// the qkv); where a qkv slice is left out, lora_B's output (the fused qkv
+// output is saved with as many key/value heads as query heads) or, with
+// fewer and the q slice adapted, one more q-sized copy. fc is how many MLP
+// Linears read the norm's output (LLaMAMLP's fc_1 and fc_2: 2; GptNeoxMLP's
+// fc: 1), which without dropout share one input tensor; fcShared says it is
+// the qkv adapter's own (one norm both read); viewOut that proj's input is
+// a view of SDPA's output, saved already. It returns the terms and the
+// inputs lora_A saves (in: without dropout, MatMul4Bit's kept tensors too).
+func litgptAdapterTerms(r Request, a litgptSwitches, mha bool, fc float64, fcShared, viewOut bool) (terms, in float64) {
+	m := r.Model
+	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
+	q := float64(m.Heads * m.HeadDim)
+	dropout := !litgptNoDropout(r)
+	in, mask := 2*h, h*b2f(dropout) // the qkv adapter's input
+	if a.Proj {
+		in, mask = in+2*q*b2f(dropout || !viewOut), mask+q*b2f(dropout)
+	}
+	if a.MLP {
+		if dropout {
+			in, mask = in+fc*2*h+2*ffn, mask+fc*h+ffn
+		} else {
+			in += 2*h*b2f(!fcShared) + 2*ffn
+		}
+	}
+	adapters := float64(a.QKV) + b2f(a.Proj) + (fc+1)*b2f(a.MLP)
+	terms = in + mask + 2*float64(r.LoRARank)*adapters
+	switch {
+	case mha && a.QKV < 3:
+		terms += 2 * float64(a.QKVWidth)
+	case !mha && a.QKV < 3 && a.Query:
+		// The census of a grouped-query block whose adapters cover q but
+		// not all three slices (Mistral 7B, q and v) shows one more
+		// q-sized torch.cat output saved (2q); with all three, or without
+		// q (TinyLlama, k), it does not.
+		terms += 2 * q
+	}
+	return terms, in
+}
+
+// litgptQLoRATerms adds a QLoRA block's MatMul4Bit inputs (litgptAddKept)
+// to its terms. Without dropout the input lora_A saves is the tensor
+// MatMul4Bit keeps for its base (the norms' outputs, proj's, the MLP
+// product, the final norm's for the head), counted in the adapter terms
+// already for this micro-batch: in once less, and in the first block
+// firstOwn, the inputs lora_A keeps there and MatMul4Bit does not.
+func litgptQLoRATerms(r Request, a litgptSwitches, layer, in, firstOwn float64, hs *hfSaved) float64 {
+	layer = litgptAddKept(r, layer, hs)
+	if litgptNoDropout(r) {
+		layer -= in
+		hs.FirstUnsaved -= firstOwn
+		if a.Head {
+			hs.Final -= 2 * float64(r.Model.Hidden)
+		}
+	}
+	return layer
 }

@@ -225,11 +225,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	trainable := P
 	gradBytes := r.paramBytes()
 	if r.Method != Full {
-		trainable = adapterParams(r) + extraTrainableParams(r)
 		if litgptExact(r) {
 			// LitGPT's own LoRA layers (a fused qkv's lora_A is r per
 			// enabled slice; HF's gate_up_proj is two adapted Linears).
 			trainable = litgptAdapterParams(r)
+		} else {
+			trainable = adapterParams(r) + extraTrainableParams(r)
 		}
 		gradBytes = adapterBytes
 		t.Adapters = trainable * adapterBytes
