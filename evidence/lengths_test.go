@@ -4,16 +4,19 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/canifinetune/canifinetune/estimate"
 )
 
-// Rows whose notes state their dataset's length statistics are estimated
-// over that distribution; rows that state none keep only the bound.
-func TestStatedLengths(t *testing.T) {
+// devRequests looks a development row up by id and builds its request.
+func devRequests(t *testing.T) func(id string) (Case, estimate.Request) {
+	t.Helper()
 	byID := map[string]Case{}
 	for _, c := range readDev(t) {
 		byID[c.ID] = c
 	}
-	for id, want := range map[string]bool{"swift-001": true, "swift-049": true, "litgpt-hub-001": false, "torchtune-docs-001": false} {
+	return func(id string) (Case, estimate.Request) {
+		t.Helper()
 		c, ok := byID[id]
 		if !ok {
 			t.Fatalf("%s not in the cohort", id)
@@ -22,6 +25,16 @@ func TestStatedLengths(t *testing.T) {
 		if why != "" {
 			t.Fatalf("%s: %s", id, why)
 		}
+		return c, r
+	}
+}
+
+// Rows whose notes state their dataset's length statistics are estimated
+// over that distribution; rows that state none keep only the bound.
+func TestStatedLengths(t *testing.T) {
+	dev := devRequests(t)
+	for id, want := range map[string]bool{"swift-001": true, "swift-049": true, "litgpt-hub-001": false, "torchtune-docs-001": false} {
+		c, r := dev(id)
 		if got := r.Lengths != nil; got != want {
 			t.Errorf("%s: length distribution %v, want %v", id, got, want)
 			continue
@@ -36,19 +49,9 @@ func TestStatedLengths(t *testing.T) {
 // estimated so (the lit-gpt resource-table rows), others not; a case's
 // own longest_first wins over its notes.
 func TestStatedLongestFirst(t *testing.T) {
-	byID := map[string]Case{}
-	for _, c := range readDev(t) {
-		byID[c.ID] = c
-	}
+	dev := devRequests(t)
 	for id, want := range map[string]bool{"litgpt-rt-002": true, "litgpt-rt-011": true, "litgpt-hub-001": false, "swift-001": false} {
-		c, ok := byID[id]
-		if !ok {
-			t.Fatalf("%s not in the cohort", id)
-		}
-		r, _, why := RequestFor(c)
-		if why != "" {
-			t.Fatalf("%s: %s", id, why)
-		}
+		c, r := dev(id)
 		if r.LongestFirst != want {
 			t.Errorf("%s: LongestFirst %v, want %v", id, r.LongestFirst, want)
 		}
