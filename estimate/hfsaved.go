@@ -120,6 +120,11 @@ func hfExact(r Request) bool {
 	if r.Method != Full && r.Method != LoRA && !hfQLoRA(r) {
 		return false
 	}
+	if r.GradCkpt.Spec().OpPolicy {
+		// transformers checkpoints whole layers; a per-op policy keeps
+		// other tensors than the spelled-out layer's (selectiveac.go).
+		return false
+	}
 	if r.Precision.mixed() && !hfAutocastLoRA(r) && !hfAutocastFull(r) {
 		return false
 	}

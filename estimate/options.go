@@ -294,6 +294,10 @@ const (
 	CkptFull    Checkpointing = "full"
 	CkptUnsloth Checkpointing = "unsloth"
 	CkptOffload Checkpointing = "offload"
+	// CkptSelectiveOp is torchtitan's per-op selective activation
+	// checkpointing (activation_checkpoint mode "selective",
+	// selective_ac_option "op").
+	CkptSelectiveOp Checkpointing = "selective-op"
 )
 
 // CheckpointingSpec is what a checkpointing mode keeps and recomputes.
@@ -306,6 +310,10 @@ type CheckpointingSpec struct {
 	// OffloadsInputs: the saved block inputs go to host RAM (non-blocking)
 	// and come back for the recomputation; one stays on the GPU.
 	OffloadsInputs bool
+	// OpPolicy: besides its input, each block keeps what a per-op policy
+	// marks must-save (opPolicySaved), and the backward recomputes only
+	// the rest.
+	OpPolicy bool
 }
 
 func (s CheckpointingSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
@@ -316,6 +324,7 @@ var Checkpointings = []CheckpointingSpec{
 	{Name: CkptFull, Help: "block inputs only, each layer recomputed in the backward", Recomputes: true},
 	{Name: CkptUnsloth, Help: "Unsloth's: block inputs offloaded to host RAM, layers recomputed", Recomputes: true, OffloadsInputs: true},
 	{Name: CkptOffload, Help: "activation offloading: block inputs in host RAM, layers recomputed", Recomputes: true, OffloadsInputs: true},
+	{Name: CkptSelectiveOp, Help: "torchtitan's per-op selective checkpointing: block inputs, every other matmul's output and attention's kept; the rest recomputed", Recomputes: true, OpPolicy: true},
 }
 
 // ParseCheckpointing reads a checkpointing mode.
@@ -630,6 +639,7 @@ const (
 	StackTorchtune      StackName = "torchtune"
 	StackFSDPQLoRA      StackName = "fsdp_qlora"
 	StackUnsloth        StackName = "unsloth"
+	StackTorchtitan     StackName = "torchtitan"
 )
 
 func (s Stack) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }

@@ -100,6 +100,9 @@ type terms struct {
 	LogitUnit float64
 	// CkptUnit is layers·s·b·h (0 without checkpointing).
 	CkptUnit float64
+	// OpSaved is what a per-op checkpointing policy keeps beyond the
+	// block inputs, in bytes over all blocks (opPolicySaved; 0 otherwise).
+	OpSaved float64
 	// Eager is the s² attention-score memory of eager attention.
 	Eager float64
 	// FrozenCast is the 16-bit copies of fp32 frozen Linear weights that
@@ -317,6 +320,9 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// A block's saved input has the residual stream's dtype: the
 		// coefficient is fitted per 16-bit element.
 		t.CkptUnit = L * s * b * h * act / 2
+		if ck.OpPolicy {
+			t.OpSaved = L * s * b * opPolicySaved(m, act)
+		}
 	}
 	if hfExact(r) {
 		hs := hfLayerSaved(r)
@@ -383,7 +389,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// loss chain do not coexist (the loss is done before the first
 		// recomputation), so the transient is the larger of the two.
 		fixedCasts = t.HeadCast
-		acts = k.CkptPerLayer*t.CkptUnit + fixedCasts
+		acts = k.CkptPerLayer*t.CkptUnit + t.OpSaved + fixedCasts
 	} else {
 		fixedCasts = t.FrozenCast + t.HeadCast
 		acts = actCoef*t.ActUnit + t.Eager*layers + t.AdapterAct + t.TrainedInputs + t.BlockExtra + fixedCasts
@@ -413,6 +419,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs+t.BlockExtra)/layers
 		recompute -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2)
+		// A per-op policy's saved outputs are not made again: the
+		// recomputation regenerates the rest of the block.
+		recompute = max(0, recompute-t.OpSaved/layers)
 	}
 	if t.HF != nil {
 		acts, recompute = hfActivations(r, *t.HF, t.KernelSavedLayer)
@@ -727,6 +736,8 @@ func ckptNote(r Request) string {
 	switch ck := r.GradCkpt.Spec(); {
 	case ck.OffloadsInputs:
 		return "; checkpointed with block inputs offloaded to host RAM: the larger of the loss chain and one recomputed layer"
+	case ck.OpPolicy:
+		return "; per-op selective checkpointing: block inputs + every other matmul's output and attention's in every block (docs/memory-model.md#torchtitans-per-op-selective-checkpointing) + the larger of the loss chain and the rest of one recomputed layer"
 	case ck.Recomputes:
 		return "; checkpointed: block inputs + the larger of the loss chain and one recomputed layer"
 	}

@@ -351,6 +351,9 @@ func (r Request) Normalize() (Request, error) {
 	if err := checkExpertParameters(r); err != nil {
 		return fail(err)
 	}
+	if err := checkOpPolicy(r); err != nil {
+		return fail(err)
+	}
 	if r.OptimizerStateDtype != "" {
 		if err := canonical(&r.OptimizerStateDtype, ParseStateDtype); err != nil {
 			return fail(err)
@@ -358,6 +361,9 @@ func (r Request) Normalize() (Request, error) {
 	}
 	if r.Stack != "" {
 		if err := canonical(&r.Stack, ParseStack); err != nil {
+			return fail(err)
+		}
+		if err := checkStack(r); err != nil {
 			return fail(err)
 		}
 	}

@@ -1,6 +1,9 @@
 package estimate
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Stack is a training framework's defaults: what a run made with it does
 // unless told otherwise. Each default names its source.
@@ -43,7 +46,12 @@ type Stack struct {
 	// QuantOptimizer is the optimizer the stack runs a QLoRA request with
 	// when none is given ("" for Optimizer's).
 	QuantOptimizer Optimizer
-	Sources        []string
+	// Methods and ModelTypes, when set, are all the stack is estimated
+	// for: a framework with its own model code runs only the
+	// architectures it implements.
+	Methods    []Method
+	ModelTypes []string
+	Sources    []string
 }
 
 var stacks = []Stack{
@@ -84,6 +92,15 @@ var stacks = []Stack{
 	{Name: StackUnsloth, Help: "adamw_8bit, offloaded checkpointing, a chunked loss", Precision: BF16True, Optimizer: AdamW8bit, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptUnsloth, FusedCE: LossChunked, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
 		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",
 	}},
+	{Name: StackTorchtitan, Help: "torchtitan: full training, FSDP2 bf16 mixed precision, per-op selective checkpointing", Precision: BF16Mixed, Optimizer: AdamWTorchFused, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptSelectiveOp, FP32Adapters: true,
+		Methods: []Method{Full}, ModelTypes: []string{"llama", "qwen3"}, Sources: []string{
+			"torchtitan trains its own model code: Llama 3 (torchtitan/models/llama3) and Qwen3 (torchtitan/models/qwen3) are its dense decoders; it has no 4-bit base, and its LoRA converter is not modelled here",
+			"torchtitan FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): sharded fp32 parameters, gradients and AdamW states, bf16 compute (mixed_precision_param defaults to bfloat16)",
+			"torchtitan llama3_8b config (train_configs/llama3_8b.toml at 9dec370, 2024-12; llama3_8b() in models/llama3/config_registry.py, 2026): activation checkpointing 'selective' with option 'op'; its 70B and 405B configs use full",
+			"torchtitan optimizer implementation defaults to 'fused' since 2025-02-24 (#881; foreach before: name adamw_torch for those runs)",
+			"torchtitan's Llama attention calls F.scaled_dot_product_attention(is_causal=True)",
+			"torchtitan train loop: cross_entropy on pred.float(), then del pred before loss.backward()",
+		}},
 }
 
 // Stacks lists the framework presets.
@@ -122,6 +139,28 @@ func (s Stack) Apply(r *Request) {
 		// A full fine-tune has no adapters, so no adapter dropout.
 		r.LoRADropout = &s.LoRADropout
 	}
+}
+
+// checkStack refuses a request the stack is not estimated for (Methods,
+// ModelTypes).
+func checkStack(r Request) error {
+	s := r.Stack.Spec()
+	if len(s.Methods) > 0 && !slices.Contains(s.Methods, r.Method) {
+		return fieldErr("method", r.Method, "%s under --stack %s, which is estimated for full training only", joinNames(s.Methods), s.Name)
+	}
+	if len(s.ModelTypes) > 0 && !slices.Contains(s.ModelTypes, r.Model.ModelType) {
+		return fieldErr("model", r.Model.ModelType, "a model type %s implements itself (%s)", s.Name, strings.Join(s.ModelTypes, ", "))
+	}
+	return nil
+}
+
+// joinNames lists names with commas.
+func joinNames[T ~string](names []T) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(n)
+	}
+	return strings.Join(out, ", ")
 }
 
 // orDefault sets *p to d when *p is the zero value (an unset field).

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/canifinetune/canifinetune/catalog"
@@ -22,7 +23,7 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 		}
 		for _, st := range Stacks() {
 			for _, method := range []Method{Full, LoRA, QLoRA} {
-				for _, ck := range []string{"none", "full", "unsloth"} {
+				for _, ck := range []string{"none", "full", "unsloth", "selective-op"} {
 					for _, sh := range []Sharding{{}, {Strategy: "fsdp_full_shard", GPUs: 4}, {Strategy: "zero2", GPUs: 2}} {
 						r := Request{Model: m, Method: method, LoRARank: 16, SeqLen: 1024, Batch: 2, GradCkpt: Checkpointing(ck),
 							GradAccum: 4, DynamicShapes: true, Sharding: sh, GPUTotal: 80 * GiB}
@@ -30,7 +31,19 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 							r.LoRARank = 0 // no adapters to rank
 						}
 						st.Apply(&r)
-						if _, nerr := r.Normalize(); nerr != nil && (m.Seq2Seq != nil || m.ExpertParameters) {
+						_, nerr := r.Normalize()
+						outside := len(st.Methods) > 0 && !slices.Contains(st.Methods, method) ||
+							len(st.ModelTypes) > 0 && !slices.Contains(st.ModelTypes, m.ModelType) ||
+							ck == "selective-op" && (m.Experts > 0 || m.Encoder || m.Seq2Seq != nil)
+						if outside {
+							// A stack outside its methods and models, or the
+							// per-op policy off a dense decoder: a refusal.
+							if nerr == nil {
+								t.Errorf("%s %s %s %s: accepted outside the stack's or policy's domain", e.ID, st.Name, method, ck)
+							}
+							continue
+						}
+						if nerr != nil && (m.Seq2Seq != nil || m.ExpertParameters) {
 							// What a stack sets that an encoder-decoder model
 							// has not (FlashAttention for T5, Liger kernels),
 							// or a QLoRA base for fused expert parameters: a

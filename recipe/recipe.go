@@ -143,6 +143,9 @@ func readFor(in Input, render bool) (*settings, error) {
 	case m.Encoder:
 		return nil, unsupported("model", m.ModelType, "an encoder-only model; the emitted scripts load AutoModelForCausalLM", "canifinetune estimate for the memory, and your own classification or masked-LM script")
 	}
+	if r.Stack == estimate.StackTorchtitan {
+		return nil, unsupported("stack", string(r.Stack), "torchtitan trains its own model code from its own config registry, which the emitted files do not write", "canifinetune estimate for the memory, and torchtitan's own config for the run")
+	}
 	s := &settings{in: in, req: r, world: p.World, nodes: max(p.Nodes, 1), micro: p.MicroBatch, accum: max(p.GradAccum, 1)}
 	if s.world < 1 {
 		s.world = 1
@@ -243,6 +246,9 @@ func (s *settings) readKernels() error {
 		return unsupported("gradient checkpointing", string(r.GradCkpt),
 			"the Trainer has no activation offloading (TRL's activation_offloading exists, but the HF Trainer script could not match it)",
 			"--grad-ckpt full")
+	case estimate.CkptSelectiveOp:
+		return unsupported("gradient checkpointing", string(r.GradCkpt),
+			"the Trainer's gradient checkpointing recomputes whole blocks; the per-op policy is torchtitan's", "--grad-ckpt full")
 	default:
 		return unsupported("gradient checkpointing", string(r.GradCkpt),
 			"Unsloth's offloaded checkpointing runs only inside Unsloth", "--grad-ckpt full")

@@ -221,6 +221,8 @@ func (s *settings) readTorchtune() error {
 	}
 	switch r.GradCkpt {
 	case estimate.CkptNone, estimate.CkptFull, estimate.CkptOffload:
+	case estimate.CkptSelectiveOp:
+		return unsupported("gradient checkpointing", string(r.GradCkpt), "torchtune checkpoints whole blocks (or every k-th block); the per-op policy is torchtitan's", "--grad-ckpt full or offload")
 	default:
 		return unsupported("gradient checkpointing", string(r.GradCkpt), "torchtune has checkpointing and activation offloading, not Unsloth's", "--grad-ckpt full or offload")
 	}

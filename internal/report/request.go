@@ -31,6 +31,8 @@ var requestFlags = map[string]struct{ flag, hint string }{
 	"available_vram_gb":  {"--available-vram-gb", "--gpu rtx-4090 --available-vram-gb 21.5"},
 	"cpu_offload":        {"--offload", "--strategy zero2 --offload optimizer, or --strategy zero3 --offload params+optimizer"},
 	"attn":               {"--attn", "--attn sdpa"},
+	"grad_ckpt":          {"--grad-ckpt", "--grad-ckpt full"},
+	"model":              {"the model", "another --stack, or a model the stack implements"},
 }
 
 // RequestProblem is an invalid request in the words of the command line.
@@ -69,6 +71,8 @@ func DescribeRequestError(err error) RequestProblem {
 		f.hint = fmt.Sprintf("drop %s, or --method lora", f.flag)
 	case fe.Field == "cpu_offload" && strings.HasPrefix(fe.Want, string(estimate.OffloadParamsOptimizer)+" or"):
 		f.hint = "--offload " + string(estimate.OffloadParamsOptimizer)
+	case fe.Field == "method" && strings.Contains(fe.Want, "under --stack"):
+		f.hint = "--method full, or another --stack"
 	}
 	return RequestProblem{Flag: f.flag, Message: fmt.Sprintf("%s must be %s, got %s", f.flag, fe.Want, fe.Value), Hint: f.hint}
 }

@@ -1,0 +1,74 @@
+package estimate
+
+import "github.com/canifinetune/canifinetune/hfconfig"
+
+// Per-op selective activation checkpointing (CkptSelectiveOp) is
+// torchtitan's "selective" mode with selective_ac_option "op"
+// (torchtitan/parallelisms/parallelize_llama.py at 9dec370, 2024-12;
+// torchtitan/distributed/activation_checkpoint.py SelectiveAC since). Each
+// transformer block runs under torch.utils.checkpoint with a
+// create_selective_checkpoint_contexts policy that sees every aten op of
+// the block's forward:
+//
+//   - the outputs of aten.mm (and aten.linear) are MUST_SAVE, except every
+//     second one: a per-forward counter is bumped on each matmul and an
+//     even count is recomputed, so a block keeps its 1st, 3rd, 5th, …
+//     matmul's output in the order the block calls them;
+//   - the attention kernel's outputs are MUST_SAVE
+//     (_scaled_dot_product_flash_attention / _efficient_attention: the
+//     output and its fp32 logsumexp per head and token);
+//   - everything else (norms, RoPE, SiLU, the products, the residual adds)
+//     is recomputed in the backward, one block at a time.
+//
+// torchtitan's Llama block (models/llama/model.py) calls wq, wk, wv, wo,
+// then the feed-forward's w1, w3, w2 (w2(silu(w1(x)) · w3(x))): it keeps
+// q, v, w1's output and w2's output. checkpoint itself keeps the block's
+// input, as in full checkpointing (the fitted ckpt_bytes_per_token_hidden).
+
+// opPolicyMatmuls is the output width of each matmul a dense block calls,
+// in torchtitan's order: the attention's q, k, v and output projections,
+// then the MLP's gate (w1), up (w3) and down (w2) projections, or a
+// classic MLP's two.
+func opPolicyMatmuls(m *hfconfig.Model) []int64 {
+	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
+	if m.KVHeads == 0 {
+		kv = q
+	}
+	mm := []int64{q, kv, kv, m.Hidden}
+	if m.MLP == hfconfig.MLPGated {
+		return append(mm, m.ActiveFFN(), m.ActiveFFN(), m.Hidden)
+	}
+	return append(mm, m.ActiveFFN(), m.Hidden)
+}
+
+// opPolicySaved is what the per-op policy keeps per token in one block
+// beyond the block's input, in bytes: every other matmul's output (the
+// first, third, …) in the activation dtype, the attention output in the
+// activation dtype and its fp32 logsumexp per head.
+func opPolicySaved(m *hfconfig.Model, act float64) float64 {
+	var kept int64
+	for i, w := range opPolicyMatmuls(m) {
+		if i%2 == 0 {
+			kept += w
+		}
+	}
+	return act*float64(kept+m.Heads*m.HeadDim) + 4*float64(m.Heads)
+}
+
+// checkOpPolicy refuses the per-op policy where the block it is read from
+// is not the model's: torchtitan applies it to dense decoder blocks (a
+// mixture of experts' routed matmuls and an encoder's blocks are other
+// op sequences).
+func checkOpPolicy(r Request) error {
+	if !r.GradCkpt.Spec().OpPolicy {
+		return nil
+	}
+	m := r.Model
+	switch {
+	case m.Experts > 0:
+		return fieldErr("grad_ckpt", r.GradCkpt, "full or none: the per-op policy is read over a dense block's matmuls, and this %s model routes its MLP through %d experts", m.ModelType, m.Experts)
+	case m.Encoder || m.Seq2Seq != nil:
+		return fieldErr("grad_ckpt", r.GradCkpt, "full or none: the per-op policy is read over a decoder block, and this %s model is not decoder-only", m.ModelType)
+	}
+	return nil
+}
