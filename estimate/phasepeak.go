@@ -410,6 +410,10 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit),
 			litgptQLoRAHeadBackward(r, t.LogitUnit)-(litgptKept(r)-1)*litgptQLoRAStepHeld(r))
 	}
+	if b, ok := torchtitanLossBytes(r, t.LogitUnit); ok {
+		// torchtitan's compiled or chunked loss (torchtitanLossBytes).
+		logits = b
+	}
 	if torchtuneChunkedLoss(r) {
 		// torchtune's chunked output and loss, with the output layer's
 		// gradient its chunks accumulate (torchtuneChunkedLossBytes).

@@ -117,6 +117,10 @@ type Request struct {
 	// Compile is torch.compile: Inductor recomputes fused pointwise ops in
 	// the backward instead of saving their outputs (kernels.go).
 	Compile bool
+	// EagerLoss: with Compile, the loss function still runs eager
+	// (torchtitan compiled only its blocks from 2024-12-18 to 2025-04-02;
+	// read on the torchtitan stack, torchtitan.go).
+	EagerLoss bool
 	// Kernels are fused kernels besides the loss kernel (Kernels).
 	Kernels []Kernel
 	// Task is the head the loss is computed through (Tasks); empty: the

@@ -67,7 +67,7 @@ func TestTorchtitanStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.GradCkpt != CkptSelectiveOp || r.Precision != BF16Mixed || r.Optimizer != AdamWTorchFused || r.FusedCE != LossNone {
+	if r.GradCkpt != CkptSelectiveOp || r.Precision != BF16Mixed || r.Optimizer != AdamWTorchFused || r.FusedCE != LossChunked {
 		t.Errorf("defaults: ckpt %s, precision %s, optimizer %s, loss %s", r.GradCkpt, r.Precision, r.Optimizer, r.FusedCE)
 	}
 	for _, tc := range []struct {
@@ -98,6 +98,43 @@ func TestOpPolicyRefused(t *testing.T) {
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Field != "grad_ckpt" || !strings.Contains(err.Error(), "selective-op") {
 			t.Errorf("%s: err %v, want a grad_ckpt field error naming selective-op", id, err)
+		}
+	}
+}
+
+// torchtitan's loss (torchtitan.go) by hand for Llama 3.1 8B at 32 × 2048
+// tokens (T = 65 536, L = T · 128 256 = 8 405 385 216 logits, hidden 4096):
+//
+//	chunked, compiled: 2L/8 + T·4096·(2+4) + 128256·4096·4 = 5 813 305 344
+//	chunked, eager:    14L/8 + T·4096·6 + 128256·4096·4   = 18 421 383 168
+//	whole, compiled:   2L = 16 810 770 432
+//	whole, eager:      the stock chain (not torchtitan's own)
+func TestTorchtitanLossByHand(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ce      LossKernel
+		compile bool
+		eager   bool
+		want    float64
+		ok      bool
+	}{
+		{"chunked compiled", LossChunked, true, false, 5813305344, true},
+		{"chunked eager", LossChunked, false, false, 18421383168, true},
+		{"chunked, eager loss", LossChunked, true, true, 18421383168, true},
+		{"whole compiled", LossNone, true, false, 16810770432, true},
+		{"whole eager", LossNone, false, false, 0, false},
+		{"whole, eager loss", LossNone, true, true, 0, false},
+	} {
+		q := Request{Model: catalogModel(t, "meta-llama/Llama-3.1-8B"), Method: Full, SeqLen: 2048, Batch: 32,
+			FusedCE: tc.ce, Compile: tc.compile, EagerLoss: tc.eager, Sharding: Sharding{Strategy: FSDPFullShard, GPUs: 4}}
+		StackTorchtitan.Spec().Apply(&q)
+		r, err := q.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := torchtitanLossBytes(r, float64(r.SeqLen*r.Batch*r.Model.Vocab))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }

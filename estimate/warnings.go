@@ -24,6 +24,9 @@ func (r Request) warnings() []string {
 			w = append(w, fmt.Sprintf("LoRA rank %d is above the width of %s (min(in, out) = %d): its adapter holds more parameters than a full-rank update of it", r.LoRARank, name, width))
 		}
 	}
+	if r.EagerLoss && (r.Stack != StackTorchtitan || !r.Compile) {
+		w = append(w, "--eager-loss is read on the torchtitan stack with --compile only (torchtitan compiles its loss with its blocks since 2025-04); here the loss is estimated as "+stackLabel(r.Stack)+" runs it")
+	}
 	if r.LongestFirst && r.Stack != StackLitGPT {
 		w = append(w, "--longest-first is read on the litgpt stack only (lit-gpt's scripts put the longest sample first); on "+stackLabel(r.Stack)+" the estimate counts every micro-batch at --seq-len")
 	}

@@ -73,6 +73,10 @@ type Case struct {
 	// shared cohort, kept byte for byte, say it in their notes
 	// (longestFirstOf).
 	LongestFirst *bool `json:"longest_first,omitempty"`
+	// EagerLoss is true when a compiled run's loss function ran eager
+	// (torchtitan from 2024-12-18 to 2025-04-02 compiled only its
+	// blocks); absent: the framework's default.
+	EagerLoss *bool `json:"eager_loss,omitempty"`
 }
 
 // SeqLenDist is a case's sample-length distribution, in tokens, as its

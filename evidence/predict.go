@@ -138,6 +138,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		}
 	}
 	r.LongestFirst = longestFirstOf(c)
+	r.EagerLoss = c.EagerLoss != nil && *c.EagerLoss
 	if c.GradAccum != nil {
 		r.GradAccum = int64(*c.GradAccum)
 	}
