@@ -41,6 +41,32 @@ func opPolicyMatmuls(m *hfconfig.Model) []int64 {
 	return append(mm, m.ActiveFFN(), m.Hidden)
 }
 
+// OpPolicyRecomputedShare is the share of a dense block's matmul weights
+// whose products the per-op policy computes again in the backward: the
+// 2nd, 4th, … matmul (torchtitan's Llama block: wk, wo and w3). The
+// attention kernel's output is kept, so attention is not recomputed.
+func OpPolicyRecomputedShare(m *hfconfig.Model) float64 {
+	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
+	if m.KVHeads == 0 {
+		kv = q
+	}
+	h, ffn := m.Hidden, m.ActiveFFN()
+	weights := []int64{h * q, h * kv, h * kv, q * h}
+	if m.MLP == hfconfig.MLPGated {
+		weights = append(weights, h*ffn, h*ffn, ffn*h)
+	} else {
+		weights = append(weights, h*ffn, ffn*h)
+	}
+	var all, again int64
+	for i, w := range weights {
+		all += w
+		if i%2 == 1 {
+			again += w
+		}
+	}
+	return float64(again) / float64(all)
+}
+
 // opPolicySaved is what the per-op policy keeps per token in one block
 // beyond the block's input, in bytes: every other matmul's output (the
 // first, third, …) in the activation dtype, the attention output in the

@@ -137,7 +137,11 @@ func TokenFLOPs(s Shape, r estimate.Request, adapterWidth float64) FLOPs {
 		}
 	}
 	f.DequantBytes = DequantBytes(s, r)
-	if r.GradCkpt != "none" && r.GradCkpt != "" {
+	if r.GradCkpt.Spec().OpPolicy && r.Model != nil {
+		// torchtitan's per-op policy runs again only the matmuls it does
+		// not keep; it keeps attention's output.
+		f.Recompute = 2 * s.LayerMatmul * estimate.OpPolicyRecomputedShare(r.Model)
+	} else if r.GradCkpt != "none" && r.GradCkpt != "" {
 		f.Recompute = 2*s.LayerMatmul + attnFwd
 		if r.Method != estimate.Full {
 			f.Recompute += 2 * float64(r.LoRARank) * adapterWidth

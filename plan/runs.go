@@ -68,7 +68,7 @@ func OffloadRuns(o estimate.Optimizer) bool {
 // kernel) that the stack has no equivalent for gives no candidate; the
 // request's own settings are kept, and a recipe refuses them by name.
 func runnable(dst []shard, base estimate.Request, m estimate.Method, ck estimate.Checkpointing, ce estimate.LossKernel, op estimate.Optimizer, world int64, shards []shard) []shard {
-	own := base.Stack == estimate.StackLitGPT || base.Stack == estimate.StackTorchtune
+	own := base.Stack == estimate.StackLitGPT || base.Stack == estimate.StackTorchtune || base.Stack == estimate.StackTorchtitan
 	if own && ce != base.FusedCE && ce != estimate.LossNone && ce != estimate.LossChunked {
 		return dst
 	}
@@ -83,6 +83,16 @@ func runnable(dst []shard, base estimate.Request, m estimate.Method, ck estimate
 			} else {
 				ok = ok && ck == estimate.CkptFull && sh.strategy == estimate.FSDPFullShard && sh.offload == estimate.OffloadNone &&
 					(m != estimate.QLoRA || m == base.Method)
+			}
+		case estimate.StackTorchtitan:
+			// torchtitan trains in full with torch's optimizers, on one
+			// GPU, DDP replicas or FSDP2 (resharding after the forward
+			// or not), with FSDP2's CPU offload of parameters and
+			// optimizer or none (its parallelize functions).
+			ok = ok && m == estimate.Full && torchOptimizer(op) &&
+				(sh.offload == estimate.OffloadNone || sh.offload == estimate.OffloadParamsOptimizer)
+			if world > 1 {
+				ok = ok && (sh.strategy == estimate.FSDPFullShard || sh.strategy == estimate.FSDPShardGradOp || sh.strategy == estimate.DDP)
 			}
 		case estimate.StackTorchtune:
 			if world > 1 {

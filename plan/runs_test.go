@@ -86,3 +86,59 @@ func TestSearchRanksRefusedLast(t *testing.T) {
 		t.Fatalf("%d of %d plans refused: the test needs both kinds", refused, len(res.Plans))
 	}
 }
+
+// TestSearchTorchtitanRuns: on the torchtitan stack the search keeps what
+// torchtitan runs: full training, torch's optimizers, no DeepSpeed, no
+// Liger loss, FSDP2's CPU offload of parameters and optimizer or none.
+func TestSearchTorchtitanRuns(t *testing.T) {
+	o := searchOptions(t, "meta-llama/Llama-3.1-8B", 80, 8, 1, 16)
+	o.Request.Method, o.Request.SeqLen = estimate.Full, 8192
+	estimate.StackTorchtitan.Spec().Apply(&o.Request)
+	res, err := Search(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plans) == 0 {
+		t.Fatal("no plan")
+	}
+	ops := map[estimate.Checkpointing]bool{}
+	for _, p := range res.Plans {
+		q := p.Request
+		ops[q.GradCkpt] = true
+		switch {
+		case q.Method != estimate.Full:
+			t.Errorf("plan with method %s on torchtitan", q.Method)
+		case !torchOptimizer(q.Optimizer):
+			t.Errorf("plan with optimizer %s on torchtitan", q.Optimizer)
+		case q.Sharding.Strategy.Spec().Family == estimate.FamilyDeepSpeed:
+			t.Errorf("plan with %s on torchtitan", q.Sharding.Strategy)
+		case q.FusedCE != estimate.LossChunked && q.FusedCE != estimate.LossNone:
+			t.Errorf("plan with loss %s on torchtitan", q.FusedCE)
+		case q.Sharding.CPUOffload != estimate.OffloadNone && q.Sharding.CPUOffload != estimate.OffloadParamsOptimizer:
+			t.Errorf("plan with offload %s on torchtitan", q.Sharding.CPUOffload)
+		}
+	}
+	if !ops[estimate.CkptSelectiveOp] {
+		t.Error("no plan keeps the stack's per-op checkpointing")
+	}
+}
+
+// The per-op policy recomputes fewer FLOPs than full checkpointing: for
+// Llama 3.1 8B the matmuls it runs again (wk, wo, w3) are 19456/53248 of
+// the block's weights, and attention is not recomputed.
+func TestOpPolicyRecomputeFLOPs(t *testing.T) {
+	o := searchOptions(t, "meta-llama/Llama-3.1-8B", 80, 8, 1, 16)
+	r := o.Request
+	r.Method, r.SeqLen = estimate.Full, 8192
+	if got, want := estimate.OpPolicyRecomputedShare(r.Model), 19456.0/53248; got != want {
+		t.Errorf("recomputed share %v, want %v", got, want)
+	}
+	s := ShapeOf(r.Model)
+	r.GradCkpt = estimate.CkptSelectiveOp
+	op := TokenFLOPs(s, r, 4096)
+	r.GradCkpt = estimate.CkptFull
+	full := TokenFLOPs(s, r, 4096)
+	if !(op.Recompute > 0 && op.Recompute < full.Recompute) {
+		t.Errorf("recompute per token: op %v, full %v", op.Recompute, full.Recompute)
+	}
+}

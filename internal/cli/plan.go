@@ -133,6 +133,11 @@ func (c *PlanCmd) Run(env *Env) error {
 	opts := plan.Options{Estimator: est, Request: req, Goal: c.goal(), Hardware: hw,
 		Space: plan.Space{GPUsPerNode: perNode, Nodes: c.Nodes, ShorterSeqs: true},
 		Refuse: func(p plan.Plan) string {
+			if p.Request.Stack == estimate.StackTorchtitan {
+				// torchtitan runs what the search kept for it (plan's
+				// runnable); only its config is not written.
+				return ""
+			}
 			var r *recipe.Refusal
 			if errors.As(recipe.Check(recipe.Input{ModelID: modelID(rm), Plan: p}), &r) {
 				return r.Short()

@@ -219,6 +219,9 @@ func planCommand(model string, p plan.Plan) string {
 	}
 	a = append(a, "--seq-len", fmt.Sprint(q.SeqLen), "--batch", fmt.Sprint(p.MicroBatch), "--grad-accum", fmt.Sprint(p.GradAccum),
 		"--grad-ckpt", string(q.GradCkpt), "--fused-ce", string(q.FusedCE), "--optimizer", string(q.Optimizer))
+	if q.Stack != "" {
+		a = append(a, "--stack", string(q.Stack))
+	}
 	if st := q.Sharding.Strategy; st != "none" {
 		a = append(a, "--strategy", string(st), "--num-gpus", fmt.Sprint(p.GPUsPerNode))
 		if p.Nodes > 1 {
