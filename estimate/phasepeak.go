@@ -321,7 +321,10 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// coefficient is fitted per 16-bit element.
 		t.CkptUnit = L * s * b * h * act / 2
 		if ck.OpPolicy {
-			t.OpSaved = L * s * b * opPolicySaved(m, act)
+			// The matmuls and attention run in the compute dtype, also
+			// where autocast keeps an fp32 residual stream (torchtitan
+			// without FSDP).
+			t.OpSaved = L * s * b * opPolicySaved(m, float64(computeBytes(r)))
 		}
 	}
 	if hfExact(r) {

@@ -355,9 +355,6 @@ func (r Request) Normalize() (Request, error) {
 	if err := checkExpertParameters(r); err != nil {
 		return fail(err)
 	}
-	if err := checkOpPolicy(r); err != nil {
-		return fail(err)
-	}
 	if r.OptimizerStateDtype != "" {
 		if err := canonical(&r.OptimizerStateDtype, ParseStateDtype); err != nil {
 			return fail(err)
@@ -370,6 +367,9 @@ func (r Request) Normalize() (Request, error) {
 		if err := checkStack(r); err != nil {
 			return fail(err)
 		}
+	}
+	if err := checkOpPolicy(r); err != nil {
+		return fail(err)
 	}
 	if err := checkOffload(r.Sharding); err != nil {
 		return fail(err)

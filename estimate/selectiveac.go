@@ -1,6 +1,11 @@
 package estimate
 
-import "github.com/canifinetune/canifinetune/hfconfig"
+import (
+	"slices"
+	"strings"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
 
 // Per-op selective activation checkpointing (CkptSelectiveOp) is
 // torchtitan's "selective" mode with selective_ac_option "op"
@@ -81,10 +86,15 @@ func opPolicySaved(m *hfconfig.Model, act float64) float64 {
 	return act*float64(kept+m.Heads*m.HeadDim) + 4*float64(m.Heads)
 }
 
+// opPolicyTypes are the model types whose blocks the per-op policy is read
+// over: torchtitan's own dense Llama and Qwen3 blocks (bias-free q, k, v,
+// o and gated MLP Linears, called in that order). Elsewhere the count
+// lands on other matmuls: fused qkv or Conv1D projections, biased Linears
+// (addmm, which the 2024 policy did not save), adapters' matmuls.
+var opPolicyTypes = []string{"llama", "qwen3"}
+
 // checkOpPolicy refuses the per-op policy where the block it is read from
-// is not the model's: torchtitan applies it to dense decoder blocks (a
-// mixture of experts' routed matmuls and an encoder's blocks are other
-// op sequences).
+// is not the run's: full training of a dense torchtitan decoder.
 func checkOpPolicy(r Request) error {
 	if !r.GradCkpt.Spec().OpPolicy {
 		return nil
@@ -95,6 +105,19 @@ func checkOpPolicy(r Request) error {
 		return fieldErr("grad_ckpt", r.GradCkpt, "full or none: the per-op policy is read over a dense block's matmuls, and this %s model routes its MLP through %d experts", m.ModelType, m.Experts)
 	case m.Encoder || m.Seq2Seq != nil:
 		return fieldErr("grad_ckpt", r.GradCkpt, "full or none: the per-op policy is read over a decoder block, and this %s model is not decoder-only", m.ModelType)
+	case r.Method != Full:
+		return fieldErr("grad_ckpt", r.GradCkpt, "full or none under %s: the per-op policy is read over a fully trained block, and adapters' matmuls would move its every-other count", r.Method)
+	case !slices.Contains(opPolicyTypes, m.ModelType):
+		return fieldErr("grad_ckpt", r.GradCkpt, "full or none for this %s model: the per-op policy is read over torchtitan's own %s blocks", m.ModelType, strings.Join(opPolicyTypes, " and "))
 	}
 	return nil
+}
+
+// computeBytes is the dtype size the matmuls run in: 4 under fp32, else
+// the 16-bit precision's 2 (autocast or 16-bit weights).
+func computeBytes(r Request) int64 {
+	if r.Precision == FP32 {
+		return 4
+	}
+	return 2
 }

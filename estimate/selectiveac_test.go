@@ -103,11 +103,12 @@ func TestOpPolicyRefused(t *testing.T) {
 }
 
 // torchtitan's loss (torchtitan.go) by hand for Llama 3.1 8B at 32 × 2048
-// tokens (T = 65 536, L = T · 128 256 = 8 405 385 216 logits, hidden 4096):
+// tokens (T = 65 536, L = T · 128 256 = 8 405 385 216 logits, hidden 4096,
+// TD = T · 4096, VD = 128 256 · 4096), FSDP2 (16-bit hidden states):
 //
-//	chunked, compiled: 2L/8 + T·4096·(2+4) + 128256·4096·4 = 5 813 305 344
-//	chunked, eager:    14L/8 + T·4096·6 + 128256·4096·4   = 18 421 383 168
-//	whole, compiled:   2L = 16 810 770 432
+//	chunked, compiled: 4·TD + 4L/8 + 6·VD = 8 428 453 888 (> 6·TD after the loop)
+//	chunked, eager:    4·TD + 14L/8 + 6·VD = 18 935 185 408
+//	whole, compiled:   4L = 33 621 540 864
 //	whole, eager:      the stock chain (not torchtitan's own)
 func TestTorchtitanLossByHand(t *testing.T) {
 	for _, tc := range []struct {
@@ -118,10 +119,10 @@ func TestTorchtitanLossByHand(t *testing.T) {
 		want    float64
 		ok      bool
 	}{
-		{"chunked compiled", LossChunked, true, false, 5813305344, true},
-		{"chunked eager", LossChunked, false, false, 18421383168, true},
-		{"chunked, eager loss", LossChunked, true, true, 18421383168, true},
-		{"whole compiled", LossNone, true, false, 16810770432, true},
+		{"chunked compiled", LossChunked, true, false, 8428453888, true},
+		{"chunked eager", LossChunked, false, false, 18935185408, true},
+		{"chunked, eager loss", LossChunked, true, true, 18935185408, true},
+		{"whole compiled", LossNone, true, false, 33621540864, true},
 		{"whole eager", LossNone, false, false, 0, false},
 		{"whole, eager loss", LossNone, true, true, 0, false},
 	} {
@@ -136,5 +137,95 @@ func TestTorchtitanLossByHand(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// Off its domain the per-op policy and the torchtitan stack are refused
+// by the field to change, the stack's domain first.
+func TestTorchtitanRefusals(t *testing.T) {
+	base := func() Request { return torchtitanFull(t, "") }
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Request)
+		field string
+	}{
+		{"moe model on the stack: the model first", func(q *Request) { q.Model = catalogModel(t, "Qwen/Qwen3-30B-A3B") }, "model"},
+		{"deepspeed", func(q *Request) { q.Sharding = Sharding{Strategy: "zero3", GPUs: 8} }, "strategy"},
+		{"liger loss", func(q *Request) { q.FusedCE = LossLiger }, "fused_ce"},
+		{"kernels", func(q *Request) { q.Kernels = []Kernel{KernelLigerRMSNorm} }, "kernels"},
+		{"unsloth checkpointing", func(q *Request) { q.GradCkpt = CkptUnsloth }, "grad_ckpt"},
+		{"8-bit optimizer", func(q *Request) { q.Optimizer = PagedAdamW8bit }, "optimizer"},
+	} {
+		q := base()
+		tc.edit(&q)
+		_, err := q.Normalize()
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%s: err %v, want a %s field error", tc.name, err, tc.field)
+		}
+	}
+	// Without the stack, the policy alone: adapters and other blocks.
+	for _, tc := range []struct {
+		name string
+		r    Request
+	}{
+		{"lora", Request{Model: catalogModel(t, "meta-llama/Llama-3.1-8B"), Method: LoRA, LoRARank: 16, SeqLen: 512, Batch: 1, GradCkpt: CkptSelectiveOp}},
+		{"mistral", Request{Model: catalogModel(t, "mistralai/Mistral-7B-v0.1"), Method: Full, SeqLen: 512, Batch: 1, GradCkpt: CkptSelectiveOp}},
+	} {
+		_, err := tc.r.Normalize()
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "grad_ckpt" {
+			t.Errorf("%s: err %v, want a grad_ckpt field error", tc.name, err)
+		}
+	}
+}
+
+// The recomputed block under the per-op policy regenerates only what the
+// policy did not keep: its transient is the full recomputation's less the
+// policy's share of one block, never below zero, and a larger policy share
+// never raises it.
+func TestOpPolicyRecomputeTransient(t *testing.T) {
+	r, err := torchtitanFull(t, CkptSelectiveOp).Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := PhasePeak{Coef: DefaultCoefficients}
+	tt := c.normalizedTerms(r)
+	actCoef, _ := c.scales(r, tt.Loss)
+	full := actCoef * tt.LayerUnit
+	perBlock := tt.OpSaved / float64(r.Model.NumLayers)
+	if perBlock <= 0 || perBlock >= full {
+		t.Fatalf("policy per block %v against one block's recomputation %v: want 0 < policy < full", perBlock, full)
+	}
+	eOp, err := c.Estimate(torchtitanFull(t, CkptSelectiveOp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eFull, err := c.Estimate(torchtitanFull(t, CkptFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Activations differ by the policy's outputs over every block less
+	// what the smaller recomputation frees (the loss chain, larger here,
+	// sets the transient in both).
+	if got, want := float64(eOp.Levels.Allocated-eFull.Levels.Allocated), tt.OpSaved; got < want*0.99 || got > want*1.01 {
+		t.Errorf("allocated op − full = %v, want the policy's outputs %v", got, want)
+	}
+}
+
+// --eager-loss is read on the torchtitan stack with --compile; elsewhere
+// a warning says it is not.
+func TestEagerLossWarning(t *testing.T) {
+	r := Request{Model: catalogModel(t, "meta-llama/Llama-3.1-8B"), Method: Full, SeqLen: 512, Batch: 1, EagerLoss: true}
+	n, err := r.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range n.warnings() {
+		found = found || strings.Contains(w, "--eager-loss is read on the torchtitan stack")
+	}
+	if !found {
+		t.Errorf("no --eager-loss warning off the torchtitan stack: %v", n.warnings())
 	}
 }

@@ -92,12 +92,12 @@ var stacks = []Stack{
 	{Name: StackUnsloth, Help: "adamw_8bit, offloaded checkpointing, a chunked loss", Precision: BF16True, Optimizer: AdamW8bit, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptUnsloth, FusedCE: LossChunked, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
 		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",
 	}},
-	{Name: StackTorchtitan, Help: "torchtitan: full training, FSDP2 bf16 mixed precision, per-op selective checkpointing", Precision: BF16Mixed, Optimizer: AdamWTorchFused, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptSelectiveOp, FusedCE: LossChunked, FP32Adapters: true,
+	{Name: StackTorchtitan, Help: "full training, FSDP2 bf16 mixed precision, per-op selective checkpointing, a chunked loss", Precision: BF16Mixed, Optimizer: AdamWTorchFused, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptSelectiveOp, FusedCE: LossChunked, FP32Adapters: true,
 		Methods: []Method{Full}, ModelTypes: []string{"llama", "qwen3"}, Sources: []string{
-			"torchtitan trains its own model code: Llama 3 (torchtitan/models/llama3) and Qwen3 (torchtitan/models/qwen3) are its dense decoders; it has no 4-bit base, and its LoRA converter is not modelled here",
+			"torchtitan trains its own model code; this preset covers its dense Llama 3 (torchtitan/models/llama3) and Qwen3 (torchtitan/models/qwen3) decoders; it has no 4-bit base, and its LoRA converter is not modelled here",
 			"torchtitan FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): sharded fp32 parameters, gradients and AdamW states, bf16 compute (mixed_precision_param defaults to bfloat16)",
 			"torchtitan llama3_8b config (train_configs/llama3_8b.toml at 9dec370, 2024-12; llama3_8b() in models/llama3/config_registry.py, 2026): activation checkpointing 'selective' with option 'op'; its 70B and 405B configs use full",
-			"torchtitan optimizer implementation defaults to 'fused' since 2025-02-24 (#881; foreach before: name adamw_torch for those runs)",
+			"torchtitan optimizer implementation defaults to 'fused' since 2025-02-24 (6e4988550 'use Fused AdamW as default'; foreach before: name adamw_torch for those runs)",
 			"torchtitan's Llama attention calls F.scaled_dot_product_attention(is_causal=True)",
 			"torchtitan train loop: cross_entropy on pred.float(), then del pred before loss.backward(); its Llama 3 configs wrap it in ChunkedLossWrapper (8 chunks) since 786e26f8e, 2026-04-27 (name --fused-ce none for older runs)",
 			"torchtitan compiles its loss function with the model when training.compile is on (build_cross_entropy_loss since bbb1b616e, 2025-04-02; --eager-loss for runs from 2024-12-18 to then)",
@@ -150,7 +150,10 @@ func checkStack(r Request) error {
 		return fieldErr("method", r.Method, "%s under --stack %s, which is estimated for full training only", joinNames(s.Methods), s.Name)
 	}
 	if len(s.ModelTypes) > 0 && !slices.Contains(s.ModelTypes, r.Model.ModelType) {
-		return fieldErr("model", r.Model.ModelType, "a model type %s implements itself (%s)", s.Name, strings.Join(s.ModelTypes, ", "))
+		return fieldErr("model", r.Model.ModelType, "a model type the %s preset covers (%s)", s.Name, strings.Join(s.ModelTypes, ", "))
+	}
+	if s.Name == StackTorchtitan {
+		return checkTorchtitan(r)
 	}
 	return nil
 }

@@ -212,7 +212,7 @@ func leverEdits(r Request, space SearchSpace) []Edit {
 	add := func(l Lever, value, flags string, apply func(*Request)) {
 		eds = append(eds, Edit{Lever: l, Value: value, Flags: flags, apply: apply})
 	}
-	if r.GradCkpt == CkptNone {
+	if r.GradCkpt == CkptNone || r.GradCkpt.Spec().OpPolicy {
 		add(LeverGradCkpt, "full", "--grad-ckpt full", func(q *Request) { q.GradCkpt = CkptFull })
 	}
 	if r.FusedCE == LossNone {
@@ -304,9 +304,24 @@ func shardRank(st Strategy) ShardLevel { return st.Spec().Shards }
 // b's estimate. It reads the differences, so a stack costs what it changes.
 func costOf(a, b Request, e *Estimate) Cost {
 	var c Cost
-	if !a.GradCkpt.Spec().Recomputes && b.GradCkpt.Spec().Recomputes {
-		c.ExtraCompute += RecomputeCost
-		c.Notes = append(c.Notes, "recomputes each layer's forward in the backward")
+	// The per-op policy recomputes only the matmuls it does not keep
+	// (OpPolicyRecomputedShare of the full recomputation, roughly).
+	recomputed := func(q Request) float64 {
+		switch ck := q.GradCkpt.Spec(); {
+		case ck.OpPolicy:
+			return OpPolicyRecomputedShare(q.Model)
+		case ck.Recomputes:
+			return 1
+		}
+		return 0
+	}
+	if more := recomputed(b) - recomputed(a); more > 0 {
+		c.ExtraCompute += RecomputeCost * more
+		if b.GradCkpt.Spec().OpPolicy {
+			c.Notes = append(c.Notes, "recomputes the matmuls the per-op policy does not keep")
+		} else {
+			c.Notes = append(c.Notes, "recomputes each layer's forward in the backward")
+		}
 	}
 	if a.Method != b.Method {
 		c.ChangesResult = true

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
@@ -304,6 +305,10 @@ func (c *Case) Validate() error {
 	}
 	if err := intIn("vocab_size", c.VocabSize, 1, MaxVocab); err != nil {
 		return err
+	}
+	if c.EagerLoss != nil && *c.EagerLoss && (c.Framework != "torchtitan" || !slices.Contains(c.OtherKernels, kernelCompile)) {
+		// An eager loss is a statement about a compiled torchtitan run.
+		return outOf("eager_loss", true, "absent or false outside a compiled torchtitan run (framework torchtitan, other_kernels with %s)", kernelCompile)
 	}
 	if l := c.LoRA; l != nil {
 		rank := l.Rank

@@ -78,3 +78,20 @@ func TestReadCasesErrors(t *testing.T) {
 		t.Errorf("good input: %v, %d cases", err, len(cs))
 	}
 }
+
+// eager_loss says a compiled torchtitan run's loss ran eager; on any other
+// row it is a transcription error, refused by field.
+func TestEagerLossValidated(t *testing.T) {
+	row := func(framework, kernels string) string {
+		return `{"id": "x-001", "source": "s", "trust": "low", "model": "meta-llama/Llama-3.1-8B", "arch": "llama", "method": "full", "precision": "bf16-mixed", "quant": null, "lora": null, "seq_len": 8192, "seq_len_kind": "packed", "batch": 1, "grad_accum": 1, "grad_ckpt": "selective-op", "optimizer": "adamw_torch", "optimizer_state_dtype": null, "attn": "sdpa", "fused_ce": "none", "other_kernels": [` + kernels + `], "framework": "` + framework + `", "gpu": {"name": null, "count": 8, "vram_gib": 80}, "sharding": {"strategy": "fsdp_full_shard", "cpu_offload": "none"}, "eager_loss": true, "measured": {"kind": "reserved", "gib": 40, "oom": false, "original": "40 GiB"}, "notes": ""}`
+	}
+	if _, err := ReadCases(strings.NewReader(row("torchtitan", `"torch.compile"`)), "ok.jsonl"); err != nil {
+		t.Errorf("compiled torchtitan row refused: %v", err)
+	}
+	for _, bad := range []string{row("torchtitan", ""), row("hf-trainer", `"torch.compile"`)} {
+		_, err := ReadCases(strings.NewReader(bad), "bad.jsonl")
+		if err == nil || !strings.Contains(err.Error(), "eager_loss") {
+			t.Errorf("err %v, want one naming eager_loss", err)
+		}
+	}
+}

@@ -32,6 +32,8 @@ var requestFlags = map[string]struct{ flag, hint string }{
 	"cpu_offload":        {"--offload", "--strategy zero2 --offload optimizer, or --strategy zero3 --offload params+optimizer"},
 	"attn":               {"--attn", "--attn sdpa"},
 	"grad_ckpt":          {"--grad-ckpt", "--grad-ckpt full"},
+	"strategy":           {"--strategy", "canifinetune estimate --help  (the --strategy values)"},
+	"optimizer":          {"--optimizer", "canifinetune estimate --help  (the --optimizer values)"},
 	"model":              {"the model", "another --stack, or a model the stack implements"},
 }
 
