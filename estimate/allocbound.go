@@ -138,9 +138,12 @@ func batchLengths(s allocStep) []int64 {
 func allocStepOf(t terms, r Request) allocStep {
 	s := allocStep{Layers: int64(r.Model.NumLayers), Longest: r.SeqLen, Batch: max(1, r.Batch)}
 	if ckptOn(r) && s.Layers > 0 {
-		// CkptUnit counts 16-bit elements of every block's saved input.
-		s.Kept = int64(2 * t.CkptUnit / float64(s.Layers))
-		s.Recompute = int64(t.LayerUnit)
+		// CkptUnit counts 16-bit elements of every block's saved input; a
+		// per-op policy keeps its outputs beside it and regenerates only
+		// the rest of the block.
+		op := t.OpSaved / float64(s.Layers)
+		s.Kept = int64(2*t.CkptUnit/float64(s.Layers) + op)
+		s.Recompute = int64(max(0, t.LayerUnit-op))
 	} else {
 		s.Kept = int64(t.LayerUnit)
 	}
