@@ -6,7 +6,8 @@ import "testing"
 // estimator (the goal for the default is ≥ 1 M/s): the numbers alone, as
 // searches, calibration and placement use them. The default is also
 // measured on full fine-tuning (trained Linear inputs) and a litgpt LoRA
-// run (dropout inputs with the shared qkv dropout).
+// run (dropout inputs with the shared qkv dropout), and torchtitan's
+// defaults (per-op checkpointing, its chunked loss).
 func BenchmarkEstimate(b *testing.B) {
 	m := catalogModel(b, "meta-llama/Llama-3.1-8B")
 	req := Request{Model: m, Method: QLoRA, LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 2, GradCkpt: "full", GPUTotal: 24 * GiB}
@@ -15,11 +16,15 @@ func BenchmarkEstimate(b *testing.B) {
 	// On LitGPT's spelled-out path (bf16-true, no checkpointing).
 	exact := litgpt
 	exact.Precision, exact.Attn, exact.Optimizer = BF16True, SDPA, AdamWTorch
+	// torchtitan's defaults: FSDP2, per-op checkpointing, the chunked loss.
+	titan := Request{Model: m, Method: Full, SeqLen: 8192, Batch: 2, Sharding: Sharding{Strategy: FSDPFullShard, GPUs: 8}, GPUTotal: 80 * GiB}
+	StackTorchtitan.Spec().Apply(&titan)
 	for _, c := range []struct {
 		name, estimator string
 		req             Request
 	}{
 		{"canifinetune", "canifinetune", req}, {"canifinetune-full", "canifinetune", full}, {"canifinetune-litgpt", "canifinetune", litgpt}, {"canifinetune-litgpt-exact", "canifinetune", exact},
+		{"canifinetune-torchtitan", "canifinetune", titan},
 		{"seed000", "seed000", req}, {"unsloth", "unsloth", req},
 	} {
 		est, err := ByName(c.estimator)
