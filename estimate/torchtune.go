@@ -45,14 +45,14 @@ func torchtuneChunkedLoss(r Request) bool {
 //     with the 16-bit gradient of its logits (2 B per logit once all are done).
 //     Eager, the chunk being differentiated holds its saved log-softmax beside
 //     nll_loss's and log_softmax's fp32 gradients (8 B over one chunk's share),
-//     so this pass peaks at its first chunk. Compiled, the gradient has the
-//     saved chunk's shape and dtype, and AOTAutograd donates saved tensors
-//     nothing else references to Inductor's backward
-//     (torch._functorch.config.donated_buffer, on by default from PyTorch
-//     2.6), which writes the gradient into the chunk's buffer: no chunk-sized
-//     transient. (Without donation, PyTorch 2.5, it would add 2 B over one
-//     chunk's share; the cohort's compiled QLoRA row, torchtune-flags-010,
-//     where nothing else competes with the chain, leaves no room for it.)
+//     so this pass peaks at its first chunk. Compiled, the saved tensor is
+//     the compiled function's input, the 16-bit chunk, which AOTAutograd
+//     does not donate to the backward (collect_fw_donated_buffer_idxs
+//     skips saved tensors aliasing a forward input), so the chunk's new
+//     16-bit gradient sits beside it: 2 B over one chunk's share. (An
+//     earlier reading had the gradient written into a donated buffer; the
+//     compiled QLoRA row torchtune-flags-010, where nothing else competes
+//     with the chain, is +7.9 % with the extra 2 B and +2.6 % without.)
 //   - every chunk's projection backward, each consuming its chunk's gradient.
 //     A trained output layer (full fine-tuning) gets a whole vocab × hidden
 //     weight gradient from each, which autograd sums into the one held in the
@@ -62,7 +62,7 @@ func torchtuneChunkedLoss(r Request) bool {
 func torchtuneChunkedLossBytes(r Request, logitUnit float64) float64 {
 	saved, chunk := 4.0, 8.0
 	if r.Compile {
-		saved, chunk = 2, 0
+		saved, chunk = 2, 2
 	}
 	n := float64(torchtuneOutputChunks)
 	head := 0.0

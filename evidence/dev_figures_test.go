@@ -24,11 +24,14 @@ import (
 // Phi-3 and sliding windows, its loss chain not fitted, the longest-first
 // runs, torchtune's chunked loss and fused AdamW, and the remote-code loss
 // chains: 3.40 / 16.12 / 7.20; with Falcon 7B's LitGPT block too (its
-// rows no longer hold act_classic down): 3.55 / 16.12 / 7.21.
+// rows no longer hold act_classic down): 3.55 / 16.12 / 7.21; with
+// torchtune's compiled chunks keeping their new 16-bit gradient beside the
+// saved chunk (AOTAutograd donates no saved forward input; flags-010 goes
+// from +2.6 to +7.9 %): 3.58 / 16.14 / 7.25.
 const (
-	pinMedianAbs = 3.55
-	pinP90Abs    = 16.12
-	pinMAPE      = 7.21
+	pinMedianAbs = 3.58
+	pinP90Abs    = 16.14
+	pinMAPE      = 7.25
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
