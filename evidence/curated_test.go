@@ -83,7 +83,7 @@ func familiesOf(cases []Case) map[string]bool {
 // 2026-08) are estimated on the torchtitan stack: its per-op selective
 // checkpointing and its loss (compiled with the blocks, or chunked), which
 // no development row uses and no coefficient was fitted to. Each is within
-// 15 % of its measured reserved peak (−7.6 … +14.2 %; the widest, the B200
+// 15 % of its measured reserved peak (−7.6 … +14.3 %; the widest, the B200
 // run, measures 5 GiB less than the MI300X run of the same configuration);
 // read as no checkpointing and the stock loss they were +32 % to +102 %.
 func TestTorchtitanRows(t *testing.T) {
