@@ -324,7 +324,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			// The matmuls and attention run in the compute dtype, also
 			// where autocast keeps an fp32 residual stream (torchtitan
 			// without FSDP).
-			t.OpSaved = L * s * b * opPolicySaved(m, float64(computeBytes(r)))
+			t.OpSaved = L * s * b * opPolicySaved(m, float64(r.Precision.Spec().ComputeBytes))
 		}
 	}
 	if hfExact(r) {

@@ -30,20 +30,18 @@ import (
 // q, v, w1's output and w2's output. checkpoint itself keeps the block's
 // input, as in full checkpointing (the fitted ckpt_bytes_per_token_hidden).
 
-// opPolicyMatmuls is the output width of each matmul a dense block calls,
-// in torchtitan's order: the attention's q, k, v and output projections,
-// then the MLP's gate (w1), up (w3) and down (w2) projections, or a
-// classic MLP's two.
-func opPolicyMatmuls(m *hfconfig.Model) []int64 {
+// opPolicyMatmul is one matmul of a dense block: its weight's in × out.
+type opPolicyMatmul struct{ in, out int64 }
+
+// opPolicyMatmuls lists the matmuls a block of torchtitan's Llama or Qwen3
+// calls (checkOpPolicy refuses other blocks), in order: the attention's q,
+// k, v and output projections, then the MLP's gate (w1), up (w3) and down
+// (w2) projections. The policy keeps the outputs of the even indices (the
+// 1st, 3rd, … call) and computes the odd ones again.
+func opPolicyMatmuls(m *hfconfig.Model) [7]opPolicyMatmul {
 	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
-	if m.KVHeads == 0 {
-		kv = q
-	}
-	mm := []int64{q, kv, kv, m.Hidden}
-	if m.MLP == hfconfig.MLPGated {
-		return append(mm, m.ActiveFFN(), m.ActiveFFN(), m.Hidden)
-	}
-	return append(mm, m.ActiveFFN(), m.Hidden)
+	h, ffn := m.Hidden, m.ActiveFFN()
+	return [7]opPolicyMatmul{{h, q}, {h, kv}, {h, kv}, {q, h}, {h, ffn}, {h, ffn}, {ffn, h}}
 }
 
 // OpPolicyRecomputedShare is the share of a dense block's matmul weights
@@ -51,47 +49,28 @@ func opPolicyMatmuls(m *hfconfig.Model) []int64 {
 // 2nd, 4th, … matmul (torchtitan's Llama block: wk, wo and w3). The
 // attention kernel's output is kept, so attention is not recomputed.
 func OpPolicyRecomputedShare(m *hfconfig.Model) float64 {
-	q, kv := m.Heads*m.HeadDim, m.KVHeads*m.HeadDim
-	if m.KVHeads == 0 {
-		kv = q
-	}
-	h, ffn := m.Hidden, m.ActiveFFN()
-	weights := []int64{h * q, h * kv, h * kv, q * h}
-	if m.MLP == hfconfig.MLPGated {
-		weights = append(weights, h*ffn, h*ffn, ffn*h)
-	} else {
-		weights = append(weights, h*ffn, ffn*h)
-	}
 	var all, again int64
-	for i, w := range weights {
-		all += w
+	for i, x := range opPolicyMatmuls(m) {
+		all += x.in * x.out
 		if i%2 == 1 {
-			again += w
+			again += x.in * x.out
 		}
 	}
 	return float64(again) / float64(all)
 }
 
 // opPolicySaved is what the per-op policy keeps per token in one block
-// beyond the block's input, in bytes: every other matmul's output (the
-// first, third, …) in the activation dtype, the attention output in the
-// activation dtype and its fp32 logsumexp per head.
+// beyond the block's input, in bytes: the outputs of the matmuls it keeps
+// and the attention output, act bytes each, and attention's fp32
+// logsumexp per head.
 func opPolicySaved(m *hfconfig.Model, act float64) float64 {
+	mm := opPolicyMatmuls(m)
 	var kept int64
-	for i, w := range opPolicyMatmuls(m) {
-		if i%2 == 0 {
-			kept += w
-		}
+	for i := 0; i < len(mm); i += 2 {
+		kept += mm[i].out
 	}
 	return act*float64(kept+m.Heads*m.HeadDim) + 4*float64(m.Heads)
 }
-
-// opPolicyTypes are the model types whose blocks the per-op policy is read
-// over: torchtitan's own dense Llama and Qwen3 blocks (bias-free q, k, v,
-// o and gated MLP Linears, called in that order). Elsewhere the count
-// lands on other matmuls: fused qkv or Conv1D projections, biased Linears
-// (addmm, which the 2024 policy did not save), adapters' matmuls.
-var opPolicyTypes = []string{"llama", "qwen3"}
 
 // checkOpPolicy refuses the per-op policy where the block it is read from
 // is not the run's: full training of a dense torchtitan decoder.
@@ -107,17 +86,11 @@ func checkOpPolicy(r Request) error {
 		return fieldErr("grad_ckpt", r.GradCkpt, "full or none: the per-op policy is read over a decoder block, and this %s model is not decoder-only", m.ModelType)
 	case r.Method != Full:
 		return fieldErr("grad_ckpt", r.GradCkpt, "full or none under %s: the per-op policy is read over a fully trained block, and adapters' matmuls would move its every-other count", r.Method)
-	case !slices.Contains(opPolicyTypes, m.ModelType):
-		return fieldErr("grad_ckpt", r.GradCkpt, "full or none for this %s model: the per-op policy is read over torchtitan's own %s blocks", m.ModelType, strings.Join(opPolicyTypes, " and "))
+	case !slices.Contains(torchtitanModelTypes, m.ModelType):
+		// Elsewhere the count lands on other matmuls: fused qkv or Conv1D
+		// projections, biased Linears (addmm, which the 2024 policy did
+		// not save).
+		return fieldErr("grad_ckpt", r.GradCkpt, "full or none for this %s model: the per-op policy is read over torchtitan's own %s blocks", m.ModelType, strings.Join(torchtitanModelTypes, " and "))
 	}
 	return nil
-}
-
-// computeBytes is the dtype size the matmuls run in: 4 under fp32, else
-// the 16-bit precision's 2 (autocast or 16-bit weights).
-func computeBytes(r Request) int64 {
-	if r.Precision == FP32 {
-		return 4
-	}
-	return 2
 }

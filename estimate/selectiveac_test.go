@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,15 +14,10 @@ import (
 // 2 · 27648 + 4 · 32 = 55 424 B per token and block.
 func TestOpPolicySavedByHand(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-3.1-8B")
-	got := opPolicyMatmuls(m)
-	want := []int64{4096, 1024, 1024, 4096, 14336, 14336, 4096}
-	if len(got) != len(want) {
-		t.Fatalf("matmuls %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("matmuls %v, want %v", got, want)
-		}
+	mm := opPolicyMatmuls(m)
+	want := []opPolicyMatmul{{4096, 4096}, {4096, 1024}, {4096, 1024}, {4096, 4096}, {4096, 14336}, {4096, 14336}, {14336, 4096}}
+	if !slices.Equal(mm[:], want) {
+		t.Fatalf("matmuls %v, want %v", mm, want)
 	}
 	if s := opPolicySaved(m, 2); s != 55424 {
 		t.Errorf("saved per token and block = %v B, want 55424", s)
@@ -180,11 +176,12 @@ func TestTorchtitanRefusals(t *testing.T) {
 	}
 }
 
-// The recomputed block under the per-op policy regenerates only what the
-// policy did not keep: its transient is the full recomputation's less the
-// policy's share of one block, never below zero, and a larger policy share
-// never raises it.
-func TestOpPolicyRecomputeTransient(t *testing.T) {
+// Against full checkpointing the per-op policy adds exactly its outputs
+// over every block: one block's share is positive and below one block's
+// recomputation, and (the loss chain, larger here than either
+// recomputation, setting the transient in both) the allocated peaks differ
+// by the policy's outputs alone.
+func TestOpPolicyAddsItsOutputs(t *testing.T) {
 	r, err := torchtitanFull(t, CkptSelectiveOp).Normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -205,9 +202,6 @@ func TestOpPolicyRecomputeTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Activations differ by the policy's outputs over every block less
-	// what the smaller recomputation frees (the loss chain, larger here,
-	// sets the transient in both).
 	if got, want := float64(eOp.Levels.Allocated-eFull.Levels.Allocated), tt.OpSaved; got < want*0.99 || got > want*1.01 {
 		t.Errorf("allocated op − full = %v, want the policy's outputs %v", got, want)
 	}
@@ -227,5 +221,38 @@ func TestEagerLossWarning(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no --eager-loss warning off the torchtitan stack: %v", n.warnings())
+	}
+}
+
+// Where one recomputed block, not the loss chain, sets the transient (a
+// fused loss that never materialises the logits), the per-op policy's
+// recomputation regenerates only what it did not keep: against full
+// checkpointing the allocated peak grows by its outputs over every block
+// less one block's share, not by all of them. Plain SGD keeps the
+// optimizer step below the forward phase in both; a stack off the
+// transformers path (here torchtune's) keeps both on the fitted shape.
+func TestOpPolicyRecomputesTheRest(t *testing.T) {
+	c := PhasePeak{Coef: DefaultCoefficients}
+	req := func(ck Checkpointing) Request {
+		return Request{Model: catalogModel(t, "meta-llama/Llama-3.1-8B"), Method: Full, SeqLen: 8192, Batch: 8, GradAccum: 1,
+			FusedCE: LossLiger, GradCkpt: ck, Optimizer: SGD, Stack: StackTorchtune}
+	}
+	op, err := c.Estimate(req(CkptSelectiveOp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := c.Estimate(req(CkptFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !op.Phases.ForwardPeak || !full.Phases.ForwardPeak {
+		t.Fatalf("forward peak: op %v, full %v; the test wants the forward phase to set both", op.Phases.ForwardPeak, full.Phases.ForwardPeak)
+	}
+	r, _ := req(CkptSelectiveOp).Normalize()
+	tt := c.normalizedTerms(r)
+	L := float64(r.Model.NumLayers)
+	got, want := float64(op.Levels.Allocated-full.Levels.Allocated), tt.OpSaved*(1-1/L)
+	if got < want*0.999 || got > want*1.001 {
+		t.Errorf("allocated op − full = %.0f, want the policy's outputs less one block's share %.0f (all of them: %.0f)", got, want, tt.OpSaved)
 	}
 }

@@ -51,7 +51,10 @@ type Stack struct {
 	// architectures it implements.
 	Methods    []Method
 	ModelTypes []string
-	Sources    []string
+	// Check, when set, refuses by field what else the framework does not
+	// run (after Methods and ModelTypes).
+	Check   func(Request) error
+	Sources []string
 }
 
 var stacks = []Stack{
@@ -93,7 +96,7 @@ var stacks = []Stack{
 		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",
 	}},
 	{Name: StackTorchtitan, Help: "full training, FSDP2 bf16 mixed precision, per-op selective checkpointing, a chunked loss", Precision: BF16Mixed, Optimizer: AdamWTorchFused, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptSelectiveOp, FusedCE: LossChunked, FP32Adapters: true,
-		Methods: []Method{Full}, ModelTypes: []string{"llama", "qwen3"}, Sources: []string{
+		Methods: []Method{Full}, ModelTypes: torchtitanModelTypes, Check: checkTorchtitan, Sources: []string{
 			"torchtitan trains its own model code; this preset covers its dense Llama 3 (torchtitan/models/llama3) and Qwen3 (torchtitan/models/qwen3) decoders; it has no 4-bit base, and its LoRA converter is not modelled here",
 			"torchtitan FSDP2 MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): sharded fp32 parameters, gradients and AdamW states, bf16 compute (mixed_precision_param defaults to bfloat16)",
 			"torchtitan llama3_8b config (train_configs/llama3_8b.toml at 9dec370, 2024-12; llama3_8b() in models/llama3/config_registry.py, 2026): activation checkpointing 'selective' with option 'op'; its 70B and 405B configs use full",
@@ -143,17 +146,17 @@ func (s Stack) Apply(r *Request) {
 }
 
 // checkStack refuses a request the stack is not estimated for (Methods,
-// ModelTypes).
+// ModelTypes, Check).
 func checkStack(r Request) error {
 	s := r.Stack.Spec()
 	if len(s.Methods) > 0 && !slices.Contains(s.Methods, r.Method) {
-		return fieldErr("method", r.Method, "%s under --stack %s, which is estimated for full training only", joinNames(s.Methods), s.Name)
+		return fieldErr("method", r.Method, "%s under --stack %s, the methods it is estimated for", joinNames(s.Methods), s.Name)
 	}
 	if len(s.ModelTypes) > 0 && !slices.Contains(s.ModelTypes, r.Model.ModelType) {
 		return fieldErr("model", r.Model.ModelType, "a model type the %s preset covers (%s)", s.Name, strings.Join(s.ModelTypes, ", "))
 	}
-	if s.Name == StackTorchtitan {
-		return checkTorchtitan(r)
+	if s.Check != nil {
+		return s.Check(r)
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 						outside := len(st.Methods) > 0 && !slices.Contains(st.Methods, method) ||
 							len(st.ModelTypes) > 0 && !slices.Contains(st.ModelTypes, m.ModelType) ||
 							st.Name == StackTorchtitan && (sh.Strategy == "zero2" || ck == "unsloth") ||
-							ck == "selective-op" && (m.Experts > 0 || m.Encoder || m.Seq2Seq != nil || method != Full || !slices.Contains(opPolicyTypes, m.ModelType))
+							ck == "selective-op" && (m.Experts > 0 || m.Encoder || m.Seq2Seq != nil || method != Full || !slices.Contains(torchtitanModelTypes, m.ModelType))
 						if outside {
 							// A stack outside its methods and models, or the
 							// per-op policy off a dense decoder: a refusal.

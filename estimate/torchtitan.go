@@ -9,13 +9,11 @@ package estimate
 // torchtitanLossChunks is ChunkedLossWrapper's num_chunks default.
 const torchtitanLossChunks = 8
 
-// torchtitanLossCompiled reports whether torchtitan's loss function runs
-// compiled: build_cross_entropy_loss wraps it in torch.compile when
-// training.compile is on (since bbb1b616e, 2025-04-02; from 2024-12-18 to
-// then only the blocks were compiled: Request.EagerLoss).
-func torchtitanLossCompiled(r Request) bool {
-	return r.Stack == StackTorchtitan && r.Compile && !r.EagerLoss && r.Task.Spec().VocabLogits
-}
+// torchtitanModelTypes are the dense decoders torchtitan implements itself
+// that the preset and its per-op policy are read over: Llama 3
+// (torchtitan/models/llama3) and Qwen3 (torchtitan/models/qwen3), with
+// bias-free q, k, v, o and gated MLP Linears called in that order.
+var torchtitanModelTypes = []string{"llama", "qwen3"}
 
 // torchtitanLossBytes is what torchtitan's loss holds at its peak over
 // s·b·vocab logits (logitUnit); ok is false where the stock chain applies
@@ -46,7 +44,10 @@ func torchtitanLossBytes(r Request, logitUnit float64) (bytes float64, ok bool) 
 	if r.Stack != StackTorchtitan || !r.Task.Spec().VocabLogits {
 		return 0, false
 	}
-	compiled := torchtitanLossCompiled(r)
+	// build_cross_entropy_loss wraps the loss in torch.compile when
+	// training.compile is on (since bbb1b616e, 2025-04-02; from 2024-12-18
+	// to then only the blocks were compiled: Request.EagerLoss).
+	compiled := r.Compile && !r.EagerLoss
 	switch lossPath(r) {
 	case "full":
 		if !compiled {
