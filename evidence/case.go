@@ -72,7 +72,7 @@ type Case struct {
 	// longest sample and the later ones are shorter (lit-gpt's 2023
 	// finetune scripts); nil when the case does not say. Rows of the
 	// shared cohort, kept byte for byte, say it in their notes
-	// (longestFirstOf).
+	// (statedLengthsOf).
 	LongestFirst *bool `json:"longest_first,omitempty"`
 	// EagerLoss is true when a compiled run's loss function ran eager
 	// (torchtitan from 2024-12-18 to 2025-04-02 compiled only its

@@ -76,46 +76,29 @@ var statedLengths = func() []statedLength {
 	return xs
 }()
 
-// stated are the entries of statedLengths whose strings the case's notes
-// all contain.
-func stated(c Case) []statedLength {
-	var out []statedLength
+// statedLengthsOf is what the case says of its lengths: its own
+// seq_len_dist and longest_first, else what the entries of statedLengths
+// whose strings its notes all contain state (one scan of the notes).
+func statedLengthsOf(c Case) (dist *SeqLenDist, longestFirst bool) {
+	dist = c.SeqLenDist
+	if c.LongestFirst != nil {
+		longestFirst = *c.LongestFirst
+	}
 	for _, s := range statedLengths {
 		all := len(s.NotesContain) > 0
 		for _, sub := range s.NotesContain {
 			all = all && strings.Contains(c.Notes, sub)
 		}
-		if all {
-			out = append(out, s)
+		if !all {
+			continue
 		}
-	}
-	return out
-}
-
-// lengthDistOf is the case's own seq_len_dist, else one its notes state.
-func lengthDistOf(c Case) *SeqLenDist {
-	if c.SeqLenDist != nil {
-		return c.SeqLenDist
-	}
-	for _, s := range stated(c) {
-		if s.Dist != nil {
+		if dist == nil && s.Dist != nil {
 			d := *s.Dist
-			return &d
+			dist = &d
+		}
+		if c.LongestFirst == nil && s.LongestFirst {
+			longestFirst = true
 		}
 	}
-	return nil
-}
-
-// longestFirstOf is the case's own longest_first, else what its notes
-// state.
-func longestFirstOf(c Case) bool {
-	if c.LongestFirst != nil {
-		return *c.LongestFirst
-	}
-	for _, s := range stated(c) {
-		if s.LongestFirst {
-			return true
-		}
-	}
-	return false
+	return dist, longestFirst
 }

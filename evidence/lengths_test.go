@@ -65,6 +65,9 @@ func TestStatedLongestFirst(t *testing.T) {
 		if (s.Dist == nil) == !s.LongestFirst || len(s.NotesContain) == 0 {
 			t.Errorf("lengths.json entry %d states neither a distribution nor longest_first, or both, or names no notes", i)
 		}
+		if s.Source == "" && (s.Dist == nil || s.Dist.Source == "") {
+			t.Errorf("lengths.json entry %d says nowhere where its claim comes from (source, or seq_len_dist.source)", i)
+		}
 	}
 }
 

@@ -126,10 +126,11 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		r.ExtraTrainable = c.LoRA.ExtraTrainable
 		r.LoRADropout = c.LoRA.Dropout
 	}
+	d, longestFirst := statedLengthsOf(c)
 	switch c.SeqLenKind {
 	case "max", "padded-to-longest":
 		r.DynamicShapes = true
-		if d := lengthDistOf(c); d != nil {
+		if d != nil {
 			dist, err := d.Lengths(c.SeqLen)
 			if err != nil {
 				return r, assumed, "seq_len_dist: " + err.Error()
@@ -137,7 +138,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 			r.Lengths = &dist
 		}
 	}
-	r.LongestFirst = longestFirstOf(c)
+	r.LongestFirst = longestFirst
 	r.EagerLoss = c.EagerLoss != nil && *c.EagerLoss
 	if c.GradAccum != nil {
 		r.GradAccum = int64(*c.GradAccum)
