@@ -42,6 +42,9 @@ func TestLitGPTAdapters(t *testing.T) {
 		// The scopes, as the LitGPT oracle reads them.
 		{"google/gemma-2b", []string{"attention"}, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true}},
 		{"google/gemma-2b", []string{"all-linear"}, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true, MLP: true}},
+		// all-linear's aliases, as hfconfig reads them.
+		{"google/gemma-2b", []string{"all"}, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true, MLP: true}},
+		{"google/gemma-2b", []string{" All_Linear "}, true, litgptSwitches{QKV: 3, QKVWidth: 2048 + 2*256, Query: true, Proj: true, MLP: true}},
 		// Phi-3's fused projections.
 		{"microsoft/Phi-3-mini-4k-instruct", []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}, true, litgptSwitches{QKV: 3, QKVWidth: 3 * 3072, Query: true, Proj: true, MLP: true}},
 	} {
@@ -193,5 +196,42 @@ func TestLitGPTFalconCensus(t *testing.T) {
 	}
 	if litgptExact(litgptRequest(t, "tiiuae/falcon-7b", Full, nil, 0)) {
 		t.Error("Falcon 7B full fine-tuning is on the exact path, whose multi-query full block is not read")
+	}
+}
+
+// On the litgpt stack the trained count is LitGPT's own adapter shapes
+// whatever the checkpointing and sharding (the fitted shape applies to
+// checkpointed and FSDP runs, the adapters are the same layers): Phi-3's
+// fused qkv adapter has lora_A of rank r per enabled slice, not PEFT's one.
+func TestLitGPTTrainableWhateverCheckpointing(t *testing.T) {
+	targets := []string{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+	base := litgptRequest(t, "microsoft/Phi-3-mini-4k-instruct", LoRA, targets, 0.05)
+	var counts []int64
+	for _, edit := range []func(*Request){
+		func(*Request) {},
+		func(q *Request) { q.GradCkpt = CkptFull },
+		func(q *Request) { q.GradCkpt, q.Sharding = CkptFull, Sharding{Strategy: FSDPFullShard, GPUs: 4} },
+	} {
+		q := base
+		edit(&q)
+		e, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, e.TrainableParams)
+	}
+	r, _ := base.Normalize()
+	a, ok := litgptAdapters(r)
+	if !ok {
+		t.Fatal("Phi-3's four projections are a LitGPT run")
+	}
+	want := litgptAdapterParams(r, a)
+	if want == adapterParams(r) {
+		t.Fatal("the test wants LitGPT's count to differ from PEFT's")
+	}
+	for i, n := range counts {
+		if n != want {
+			t.Errorf("case %d: trainable %d, want LitGPT's %d", i, n, want)
+		}
 	}
 }

@@ -116,6 +116,20 @@ func litgptAdapters(r Request) (a litgptSwitches, ok bool) {
 	}
 	var q, k, v bool
 	for _, t := range r.LoRATargets {
+		switch hfconfig.ScopeOf(t) {
+		case hfconfig.ScopeMLP:
+			named = all
+			continue
+		case hfconfig.ScopeAttention:
+			// As the LitGPT oracle reads it: q, k, v and proj.
+			q, k, v, a.Proj = true, true, true, true
+			continue
+		case hfconfig.ScopeAllLinear:
+			// Every Linear of the blocks: the attention's and the MLP
+			// (not the head).
+			q, k, v, a.Proj, named = true, true, true, true, all
+			continue
+		}
 		name := strings.TrimSpace(t)
 		switch strings.ToLower(name) {
 		case "q_proj", "query", "q":
@@ -133,15 +147,6 @@ func litgptAdapters(r Request) (a litgptSwitches, ok bool) {
 			q, v = true, true
 		case "o_proj", "dense", "projection", "proj":
 			a.Proj = true
-		case hfconfig.ScopeMLP:
-			named = all
-		case hfconfig.ScopeAttention, hfconfig.ScopeAllLinear, "all_linear":
-			// As the LitGPT oracle reads them: q, k, v and proj; every
-			// Linear of the blocks adds the MLP (not the head).
-			q, k, v, a.Proj = true, true, true, true
-			if !strings.EqualFold(name, hfconfig.ScopeAttention) {
-				named = all
-			}
 		default:
 			i := slices.IndexFunc(lins, func(l hfconfig.Linear) bool { return l.Name == name })
 			if i < 0 || i >= 64 || all&(1<<i) == 0 {
@@ -214,6 +219,21 @@ func litgptAdapterShapes(r Request, a litgptSwitches) litgptFactors {
 // copy, and rsqrt's fp32 output (4 B).
 func litgptNormSaved(h float64) float64 { return 4*h + 16 + 4 }
 
+// litgptAttnSaved is what LitGPT's attention keeps per token in one
+// block (litgptLayerSaved's census, the same in the LayerNorm blocks): the
+// rotated q and k (2·(q+kv)), SDPA's output (2q) and fp32 log-sum-exp (4
+// per head), and with as many key/value heads as query heads the fused qkv
+// output (2·(q+2kv)), with fewer the repeat_interleave copies of k and v
+// SDPA reads (2·2q).
+func litgptAttnSaved(m *hfconfig.Model) float64 {
+	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
+	saved := 2*(q+kv) + 2*q + 4*float64(m.Heads)
+	if m.KVHeads == m.Heads {
+		return saved + 2*(q+2*kv)
+	}
+	return saved + 2*2*q
+}
+
 // litgptLayerSaved is one LitGPT block's saved tensors (hfSaved.Layer),
 // the first block's shortfall (FirstUnsaved) and the final norm's (Final),
 // per token, as the census shows them for a Llama-style block:
@@ -253,15 +273,10 @@ func litgptLayerSaved(r Request) hfSaved {
 		return litgptLNLayerSaved(r)
 	}
 	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
-	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
+	q := float64(m.Heads * m.HeadDim)
 	mha := m.KVHeads == m.Heads
 	norm := litgptNormSaved(h)
-	layer := 2*norm + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 3*2*ffn
-	if mha {
-		layer += 2 * (q + 2*kv)
-	} else {
-		layer += 2 * 2 * q
-	}
+	layer := 2*norm + litgptAttnSaved(m) + 3*2*ffn
 	var hs hfSaved
 	// SDPA's memory-efficient kernel (a sliding-window mask) returns its
 	// output laid out so that the reshape proj reads is a view of it, saved
@@ -347,11 +362,11 @@ func LitGPTExact(req Request) bool {
 // spells out: LayerNorm (bf16, saving its input and fp32 mean and rstd),
 // GptNeoxMLP (fc, GELU, proj), biases, partial rotary, and attention and
 // MLP in parallel off the block input (LitGPT's parallel_residual, as
-// hfParallelTypes assumes for the same HF types): Phi-1.5 and Phi-2 (one
-// norm both read, shared_attention_norm), Falcon 7B (the same, with one
-// key/value head) and GPT-NeoX (StableLM-Alpha, Pythia: norm_1 and
-// norm_2).
-var litgptLNTypes = map[string]bool{"phi": true, "gpt_neox": true, "falcon": true}
+// hfParallelTypes, the same HF types, reads them on the transformers
+// path): Phi-1.5 and Phi-2 (one norm both read, shared_attention_norm),
+// Falcon 7B (the same, with one key/value head) and GPT-NeoX
+// (StableLM-Alpha, Pythia: norm_1 and norm_2).
+var litgptLNTypes = hfParallelTypes
 
 // litgptLNSaved is what one of LitGPT's LayerNorms keeps per token beyond
 // its input: the fp32 mean and rstd (8 B). Its input, the block's input,
@@ -391,17 +406,10 @@ func litgptLNNorms(m *hfconfig.Model) float64 {
 func litgptLNLayerSaved(r Request) hfSaved {
 	m := r.Model
 	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
-	q, kv := float64(m.Heads*m.HeadDim), float64(m.KVHeads*m.HeadDim)
+	q := float64(m.Heads * m.HeadDim)
 	norms := litgptLNNorms(m)
 	mha := m.KVHeads == m.Heads
-	layer := 2*h + litgptLNSaved*norms + 2*(q+kv) + 2*q + 4*float64(m.Heads) + 2*ffn
-	if mha {
-		layer += 2 * (q + 2*kv)
-	} else {
-		// As in litgptLayerSaved: the repeat_interleave copies of k and v
-		// SDPA reads (Falcon 7B's census); the qkv output dies.
-		layer += 2 * 2 * q
-	}
+	layer := 2*h + litgptLNSaved*norms + litgptAttnSaved(m) + 2*ffn
 	var hs hfSaved
 	if r.Method == Full {
 		layer += 2*h*norms + 2*q + 2*ffn
@@ -474,8 +482,7 @@ func litgptAddKept(r Request, layer float64, hs *hfSaved) float64 {
 
 // litgptAdapterParams is the LoRA parameter count of LitGPT's own layers
 // (litgptAdapterShapes) over every block, with the head's.
-func litgptAdapterParams(r Request) int64 {
-	a, _ := litgptAdapters(r)
+func litgptAdapterParams(r Request, a litgptSwitches) int64 {
 	f := litgptAdapterShapes(r, a)
 	var n int64
 	for _, x := range f.Block[:f.N] {

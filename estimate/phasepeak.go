@@ -228,10 +228,11 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	trainable := P
 	gradBytes := r.paramBytes()
 	if r.Method != Full {
-		if litgptExact(r) {
+		if a, ok := litgptAdapters(r); ok && r.Stack == StackLitGPT {
 			// LitGPT's own LoRA layers (a fused qkv's lora_A is r per
-			// enabled slice; HF's gate_up_proj is two adapted Linears).
-			trainable = litgptAdapterParams(r)
+			// enabled slice; HF's gate_up_proj is two adapted Linears),
+			// whatever the checkpointing or sharding.
+			trainable = litgptAdapterParams(r, a)
 		} else {
 			trainable = adapterParams(r) + extraTrainableParams(r)
 		}
@@ -411,7 +412,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// The last LM head chunk's dequantized head beside the loss chain's
 		// forward half (litgptQLoRAHeadBytes).
 		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit),
-			litgptQLoRAHeadBackward(r, t.LogitUnit)-(litgptKept(r)-1)*litgptQLoRAStepHeld(r))
+			litgptQLoRAHeadBackward(r, t.LogitUnit)-litgptPrevAlive(r)*litgptQLoRAStepHeld(r))
 	}
 	if b, ok := torchtitanLossBytes(r, t.LogitUnit); ok {
 		// torchtitan's compiled or chunked loss (torchtitanLossBytes).

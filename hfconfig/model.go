@@ -391,16 +391,28 @@ func (m *Model) routedOnly(name string) bool {
 // anything else, trimmed, is one explicit module name; a blank entry gives
 // nothing.
 func (m *Model) scope(s string) (attn, mlp []string, name string) {
-	t := strings.TrimSpace(s)
-	switch strings.ToLower(t) {
+	switch ScopeOf(s) {
 	case ScopeAttention:
 		return m.attentionNames, nil, ""
-	case ScopeAllLinear, "all_linear", "all":
+	case ScopeAllLinear:
 		return m.attentionNames, m.mlpNames, ""
 	case ScopeMLP:
 		return nil, m.mlpNames, ""
 	}
-	return nil, nil, t
+	return nil, nil, strings.TrimSpace(s)
+}
+
+// ScopeOf is the scope keyword a LoRA target entry names (ScopeAttention,
+// ScopeAllLinear with its aliases all_linear and all, ScopeMLP), case and
+// surrounding space ignored; "" for a module name.
+func ScopeOf(s string) string {
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case ScopeAttention, ScopeMLP:
+		return t
+	case ScopeAllLinear, "all_linear", "all":
+		return ScopeAllLinear
+	}
+	return ""
 }
 
 // linearModuleNames is a mixture of experts' moduleNames without the routed
