@@ -128,6 +128,9 @@ type terms struct {
 	// HF is the transformers layer's saved tensors, spelled out (hfExact
 	// requests only; nil otherwise: the fitted shape applies).
 	HF *hfSaved
+	// LitGPT is litgptExact, read once per estimate: HF then holds
+	// LitGPT's blocks, spelled out (litgptsaved.go).
+	LitGPT bool
 	// KernelSavedLayer is what one layer's fused kernels (and
 	// torch.compile) do not save for the backward, in bytes (kernels.go).
 	KernelSavedLayer float64
@@ -159,6 +162,7 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 func (c PhasePeak) normalizedTerms(r Request) terms {
 	m := r.Model
 	var t terms
+	t.LitGPT = litgptExact(r)
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
 
@@ -183,7 +187,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 	case QLoRA:
-		if litgptExact(r) {
+		if t.LitGPT {
 			// Fabric's BitsandbytesPrecision over LitGPT's GPT
 			// (litgptqlora.go); the rest stays bf16.
 			packed, state, n := litgptQLoRAStorage(r)
@@ -280,7 +284,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		}
 	}
 
-	if r.Method == QLoRA && litgptExact(r) {
+	if r.Method == QLoRA && t.LitGPT {
 		// PagedAdamW: the states of parameters of 1e5 elements or more are
 		// in unified memory (litgptPagedStates).
 		t.OptStates, t.OptTransient = litgptPagedStates(r), 0
@@ -332,7 +336,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		hs := hfLayerSaved(r)
 		t.HF = &hs
 	}
-	if litgptExact(r) {
+	if t.LitGPT {
 		// LitGPT's own blocks, spelled out the same way (litgptsaved.go).
 		hs := litgptLayerSaved(r)
 		t.HF = &hs
@@ -408,7 +412,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		logits += sc * t.LogitUnit
 	}
-	if r.Method == QLoRA && litgptExact(r) {
+	if r.Method == QLoRA && t.LitGPT {
 		// The last LM head chunk's dequantized head beside the loss chain's
 		// forward half (litgptQLoRAHeadBytes).
 		logits = max(logits, litgptQLoRAHeadBytes(r, t.LogitUnit),
@@ -438,7 +442,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
-		if r.Method == QLoRA && !litgptExact(r) {
+		if r.Method == QLoRA && !t.LitGPT {
 			// A Linear4bit's working set, or the MLP's backward: beside
 			// the one layer recomputed, or (without checkpointing) the
 			// saved tensors, against the loss chain.
@@ -524,7 +528,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	// LitGPT's fit() holds the last micro-batch's logits through the
 	// optimizer step (litgptStepLogitBytes).
 	stepHeld := 0.0
-	if litgptExact(r) {
+	if t.LitGPT {
 		stepHeld = litgptStepLogitBytes * t.LogitUnit
 		if r.Method == QLoRA {
 			stepHeld += litgptQLoRAStepHeld(r)
