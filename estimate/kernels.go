@@ -205,14 +205,7 @@ const fastCELogitBytes = 8
 // register_post_accumulate_grad_hook tutorial), so at most the largest
 // single parameter's gradient, with its step's temporary, is alive.
 func inBackwardGrads(r Request, gradBytes int64, foreach bool) int64 {
-	m := r.Model
-	largest := m.Vocab * m.Hidden // the embedding or the output layer
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			largest = max(largest, lin.In*lin.Out*lin.Copies)
-		}
-	}
-	g := largest * gradBytes
+	g := largestParam(r.Model) * gradBytes
 	if foreach {
 		g *= 2
 	}

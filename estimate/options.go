@@ -348,6 +348,7 @@ const (
 	AdamWTorchFused Optimizer = "adamw_torch_fused"
 	SGD             Optimizer = "sgd"
 	AdamW8bit       Optimizer = "adamw_8bit"
+	AOAdamW8bit     Optimizer = "ao_adamw_8bit"
 	PagedAdamW8bit  Optimizer = "paged_adamw_8bit"
 	PagedAdamW32bit Optimizer = "paged_adamw_32bit"
 	Adafactor       Optimizer = "adafactor"
@@ -363,8 +364,9 @@ type OptimizerSpec struct {
 	// SGD without momentum 0).
 	States int64
 	// EightBit: states quantized block-wise to 8 bits with one fp32 absmax
-	// per 2048-element block (bitsandbytes).
-	EightBit bool
+	// per AbsmaxBlock elements (bitsandbytes 2048, torchao 256).
+	EightBit    bool
+	AbsmaxBlock int64
 	// Paged: states in CUDA unified memory, evicted to host RAM under pressure.
 	Paged bool
 	// Fused: the step runs in one kernel, without the tensor-sized
@@ -373,6 +375,11 @@ type OptimizerSpec struct {
 	// Factored: the second moment is one row and one column vector per
 	// matrix (Adafactor).
 	Factored bool
+	// StepTempBytes is what the step's temporaries hold per element of the
+	// parameter being stepped, for an optimizer that steps one parameter at
+	// a time: the largest parameter sets the transient (torchao's compiled
+	// single_param_adam: aoStepTempBytes).
+	StepTempBytes int64
 	// StateBytes fixes the states' dtype size whatever the parameters'
 	// (paged_adamw_32bit: fp32); 0 follows the parameters or
 	// Request.OptimizerStateDtype.
@@ -390,12 +397,40 @@ var Optimizers = []OptimizerSpec{
 	{Name: AdamWTorch, Help: "torch AdamW, foreach: two states + a tensor-sized step buffer", Aliases: []string{"adamw"}, States: 2},
 	{Name: AdamWTorchFused, Help: "torch AdamW, fused: two states", States: 2, Fused: true},
 	{Name: SGD, Help: "SGD without momentum: no state"},
-	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, Fused: true},
-	{Name: PagedAdamW8bit, Help: "bitsandbytes AdamW, 8-bit states in paged memory", States: 2, EightBit: true, Paged: true, Fused: true},
+	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Fused: true},
+	{Name: AOAdamW8bit, Help: "torchao AdamW8bit: 8-bit states, an fp32 step per parameter", Aliases: []string{"torchao_adamw_8bit"}, States: 2, EightBit: true, AbsmaxBlock: aoOptimBlock, StepTempBytes: aoStepTempBytes, Fused: true},
+	{Name: PagedAdamW8bit, Help: "bitsandbytes AdamW, 8-bit states in paged memory", States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Paged: true, Fused: true},
 	{Name: PagedAdamW32bit, Help: "bitsandbytes AdamW, fp32 states in paged memory", States: 2, Paged: true, Fused: true, StateBytes: 4},
 	{Name: Adafactor, Help: "factored second moment, no first moment", States: 1, Factored: true},
-	{Name: Lion8bit, Help: "bitsandbytes Lion, one 8-bit state", States: 1, EightBit: true, Fused: true},
+	{Name: Lion8bit, Help: "bitsandbytes Lion, one 8-bit state", States: 1, EightBit: true, AbsmaxBlock: bnbOptimBlock, Fused: true},
 }
+
+const (
+	// bnbOptimBlock: bitsandbytes' blockwise 8-bit optimizers keep one fp32
+	// absmax per 2048 elements of a state.
+	bnbOptimBlock = 2048
+	// aoOptimBlock: torchao's OptimState8bit keeps one fp32 scale per 256
+	// elements (block_size=256, torchao/prototype/low_bit_optim/adam.py,
+	// torchao 0.6.1); a parameter under 4096 elements, or not a multiple of
+	// the block, keeps unquantized states in its own dtype (_new_buffer),
+	// which only norms' vectors are, a negligible share.
+	aoOptimBlock = 256
+	// aoStepTempBytes: torchao's AdamW8bit steps each parameter with one
+	// torch.compile'd single_param_adam, which computes in fp32. The
+	// wrapper code Inductor generates for it allocates, per element of the
+	// parameter, three fp32 buffers (the updated first and second moments
+	// before they are quantized back, and the updated parameter before it
+	// is copied into the bf16 one) and two fp32 scales per 256 elements:
+	// 12.03 B with torch 2.5.1 and torchao 0.6.1 (the releases of late
+	// 2024), read by oracle/torchao/stepbuffers.py (receipt
+	// oracle/torchao/receipts/torch-2.5.1-torchao-0.6.1.json). That code is
+	// Inductor's C++ backend's (no GPU here): its CUDA backend may fuse a
+	// buffer away, so the figure is a bound from above for the GPU's step.
+	// torch 2.15 with torchao 0.18 no longer materialises the parameter's
+	// fp32 copy: 8.03 B (torch-2.15.0-torchao-0.18.0.json beside it); the
+	// estimate keeps the older, larger figure.
+	aoStepTempBytes = 12
+)
 
 // ParseOptimizer reads an optimizer name; an alias gives the value it names.
 func ParseOptimizer(s string) (Optimizer, error) {

@@ -82,6 +82,11 @@ type terms struct {
 	// OptTransient is the optimizer step's temporary memory (foreach
 	// AdamW's tensor-sized intermediates).
 	OptTransient int64
+	// HookStepTemp is, with optimizer-in-backward, the step temporaries of
+	// the largest parameter (an optimizer with StepTempBytes): they exist
+	// while its post-accumulate-grad hook runs, after the loss chain's
+	// backward has freed its tensors.
+	HookStepTemp int64
 	// AutocastCache is the bf16 copy of fp32 trainable weights that
 	// torch.autocast keeps for the forward and backward of a mixed-precision run.
 	AutocastCache int64
@@ -272,9 +277,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// no first moment by default (transformers Adafactor beta1=None).
 		t.OptStates = adafactorState(m, r)
 	case opt.EightBit:
-		// 8-bit states plus one fp32 absmax per 2048-element block
-		// (bitsandbytes blockwise 8-bit optimizers).
-		t.OptStates = trainable*opt.States + trainable*opt.States*4/2048
+		// 8-bit states plus one fp32 absmax per block (bitsandbytes'
+		// blockwise 8-bit optimizers, torchao's OptimState8bit).
+		t.OptStates = trainable*opt.States + trainable*opt.States*4/opt.AbsmaxBlock
+		// A parameter-at-a-time step holds its temporaries for one
+		// parameter, the largest, beside every gradient.
+		t.OptTransient = largestTrainable(r) * opt.StepTempBytes
 	default:
 		t.OptStates = opt.States * trainable * stateBytes
 		if !opt.Fused {
@@ -312,8 +320,9 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	t.ActUnit = L * perLayer
 	t.KernelSavedLayer = kernelSavingPerLayer(r, act, mlpBytes)
 	if r.OptimizerInBackward {
-		t.Grads = inBackwardGrads(r, gradBytes, t.OptTransient > 0)
+		t.Grads = inBackwardGrads(r, gradBytes, t.OptTransient > 0 && opt.StepTempBytes == 0)
 		t.OptTransient = 0
+		t.HookStepTemp = largestParam(m) * opt.StepTempBytes
 	}
 	switch ck := r.GradCkpt.Spec(); {
 	case ck.OffloadsInputs:
@@ -543,6 +552,21 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// temporaries (in step) come after it.
 		stepPeak = max(stepPeak, int64(float64(t.Grads)+end))
 	}
+	var stepActs int64
+	if t.HookStepTemp > 0 {
+		// With optimizer-in-backward the largest parameter's step runs from
+		// its hook once its gradient is complete, after the loss chain's
+		// backward has freed its tensors: a tied output layer's at the end
+		// of the backward, with the activations gone; an untied one's
+		// before the layers' backward, beside the saved activations.
+		hook := step + t.HookStepTemp
+		if !r.Model.TiedEmbeddings {
+			hook += int64(acts)
+		}
+		if hook > stepPeak {
+			stepPeak, stepActs = hook, hook-step-t.HookStepTemp
+		}
+	}
 	fwdWins := fwd >= float64(stepPeak)
 	e.Phases = Phases{Forward: int64(fwd), Step: stepPeak, ForwardPeak: fwdWins}
 	if fwdWins {
@@ -551,9 +575,10 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
 	} else {
 		// The phase's gradients: those of the step, or at the backward's
-		// end the larger set it holds (torchtuneTiedBackwardEnd).
-		e.setComponent(CGradients, stepPeak-int64(stepHeld))
-		add(CActivations, 0)
+		// end the larger set it holds (torchtuneTiedBackwardEnd), with a
+		// hook-time step's temporaries.
+		e.setComponent(CGradients, stepPeak-int64(stepHeld)-stepActs)
+		add(CActivations, stepActs)
 		add(CLogits, int64(stepHeld))
 	}
 	alloc := e.componentSum()

@@ -95,11 +95,11 @@ func (ref Reference) Estimate(req Request) (*Estimate, error) {
 
 	// §4 Optimizer states.
 	var optim int64
-	switch r.Optimizer {
-	case "sgd":
-	case "adamw_8bit", "paged_adamw_8bit", "lion_8bit":
+	switch {
+	case r.Optimizer == "sgd":
+	case r.Optimizer.Spec().EightBit:
 		optim = int64(float64(trainable) * ref8bitOptimBytes)
-	case "adamw_torch_fused":
+	case r.Optimizer == "adamw_torch_fused":
 		optim = 2 * trainable * gradBytes
 	default:
 		optim = 3 * trainable * gradBytes
@@ -210,12 +210,12 @@ func (ref Reference) Explain(req Request, e *Estimate) (Explanation, error) {
 		case CGradients:
 			src = fmt.Sprintf("trainable params × %d B (docs/memory-model.md#gradients)", refGradBytes(r))
 		case COptimizer:
-			switch r.Optimizer {
-			case "sgd":
+			switch {
+			case r.Optimizer == "sgd":
 				src = "plain SGD has no momentum state (docs/memory-model.md#optimizer-states)"
-			case "adamw_8bit", "paged_adamw_8bit", "lion_8bit":
+			case r.Optimizer.Spec().EightBit:
 				src = "8-bit/paged AdamW heuristic 2.5 B/param (docs/memory-model.md#optimizer-states)"
-			case "adamw_torch_fused":
+			case r.Optimizer == "adamw_torch_fused":
 				src = "fused AdamW, two states in parameter dtype (docs/memory-model.md#optimizer-states)"
 			default:
 				src = "foreach AdamW, two states + a tensor-sized workspace in parameter dtype (docs/memory-model.md#optimizer-states)"

@@ -78,3 +78,41 @@ func dequantWorkspace(m *hfconfig.Model) int64 {
 }
 
 func frac(x int64, f float64) int64 { return int64(float64(x) * f) }
+
+// largestParam is the model's largest single parameter tensor in elements:
+// the embedding or output layer, or the widest Linear (an MoE layer's
+// experts stacked in one tensor count together).
+func largestParam(m *hfconfig.Model) int64 {
+	largest := m.Vocab * m.Hidden
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			largest = max(largest, lin.In*lin.Out*lin.Copies)
+		}
+	}
+	return largest
+}
+
+// largestTrainable is the largest single tensor a request trains, in
+// elements: under full fine-tuning the largest parameter; with adapters a
+// module trained in full beside them (an embedding or output layer), else
+// the widest adapter matrix, rank × the wider side of the widest Linear (a
+// bound: the widest Linear need not be targeted).
+func largestTrainable(r Request) int64 {
+	m := r.Model
+	if r.Method == Full {
+		return largestParam(m)
+	}
+	if len(r.ExtraTrainable) > 0 {
+		return m.Vocab * m.Hidden
+	}
+	var side int64
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			side = max(side, lin.In, lin.Out)
+		}
+	}
+	if r.ExtraLoRAOnHead {
+		side = max(side, m.Vocab)
+	}
+	return r.LoRARank * side
+}

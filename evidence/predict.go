@@ -149,7 +149,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		assumed = append(assumed, "grad_ckpt")
 	}
 	if c.Optimizer != nil {
-		r.Optimizer = normalizeOptimizer(*c.Optimizer)
+		r.Optimizer = normalizeOptimizer(*c.Optimizer, c.Framework)
 	} else {
 		assumed = append(assumed, "optimizer")
 	}
@@ -247,12 +247,22 @@ func applyOtherKernels(r *estimate.Request, names []string) string {
 
 // normalizeOptimizer maps optimizer names that measurement sources use and
 // behave alike onto the names the estimators know (estimate.Optimizers;
-// Normalize reads their own aliases).
-func normalizeOptimizer(name string) estimate.Optimizer {
+// Normalize reads their own aliases), in the framework's vocabulary.
+func normalizeOptimizer(name, framework string) estimate.Optimizer {
 	name = strings.ToLower(name)
 	switch name {
 	case "adamw_hf", "adam":
 		return estimate.AdamWTorch // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
+	case "adamw_8bit":
+		if framework == "torchtune" {
+			// torchtune's memory guide names two 8-bit optimizers,
+			// torchao.prototype.low_bit_optim.AdamW8bit and
+			// bitsandbytes.optim.PagedAdamW8bit (docs/source/tutorials/
+			// memory_optimizations.rst, "Lower Precision Optimizers",
+			// November 2024); the paged one is paged_adamw_8bit, so a
+			// torchtune run's unpaged "AdamW8bit" is torchao's.
+			return estimate.AOAdamW8bit
+		}
 	}
 	return estimate.Optimizer(name)
 }

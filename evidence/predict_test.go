@@ -158,3 +158,22 @@ func TestRequestForLoRADropout(t *testing.T) {
 		t.Errorf("dropout 0.05: %d B, not above dropout 0: %d B", on, off)
 	}
 }
+
+// Optimizer names are read in the measuring framework's vocabulary.
+func TestNormalizeOptimizer(t *testing.T) {
+	for _, tt := range []struct {
+		name, framework string
+		want            estimate.Optimizer
+	}{
+		{"adamw_8bit", "torchtune", estimate.AOAdamW8bit},
+		{"adamw_8bit", "hf-trainer", estimate.AdamW8bit},
+		{"paged_adamw_8bit", "torchtune", estimate.PagedAdamW8bit},
+		{"AdamW_HF", "hf-trainer", estimate.AdamWTorch},
+		{"adam", "litgpt", estimate.AdamWTorch},
+		{"adamw_torch_fused", "torchtune", estimate.AdamWTorchFused},
+	} {
+		if got := normalizeOptimizer(tt.name, tt.framework); got != tt.want {
+			t.Errorf("normalizeOptimizer(%q, %q) = %q, want %q", tt.name, tt.framework, got, tt.want)
+		}
+	}
+}

@@ -85,6 +85,9 @@ func (s *settings) readOwn() error {
 		o.optimizer = "bitsandbytes.optim.AdamW8bit"
 	case estimate.PagedAdamW8bit:
 		o.optimizer = "bitsandbytes.optim.PagedAdamW8bit"
+	case estimate.AOAdamW8bit:
+		// torchao's path since 0.11 (torchao.prototype.low_bit_optim before).
+		o.optimizer = "torchao.optim.AdamW8bit"
 	case estimate.PagedAdamW32bit:
 		o.optimizer = "bitsandbytes.optim.PagedAdamW32bit"
 		if r.Stack == estimate.StackLitGPT && r.Method == estimate.QLoRA {
