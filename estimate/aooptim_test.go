@@ -2,8 +2,11 @@ package estimate
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -116,8 +119,9 @@ func TestAOAdamW8bitInBackward(t *testing.T) {
 }
 
 // The coefficient is the receipt's figure: the buffers Inductor's wrapper
-// allocates per parameter element, rounded down to whole bytes (the scales'
-// 0.03 B is the states' block metadata, counted apart).
+// allocates per parameter element, rounded down to whole bytes (the 0.03 B
+// left are the step's two new per-block scales, negligible), and the
+// receipt's peak is its buffers' sum (nothing is freed inside the call).
 func TestAOStepTempReceipt(t *testing.T) {
 	for _, tt := range []struct {
 		file string
@@ -133,7 +137,9 @@ func TestAOStepTempReceipt(t *testing.T) {
 		var rc struct {
 			Torch, TorchAO string
 			PerElement     float64 `json:"peak_bytes_per_element"`
+			Peak           int64   `json:"peak_bytes"`
 			Param          struct{ Numel int64 }
+			Buffers        []struct{ Shape, Dtype string }
 		}
 		if err := json.Unmarshal(b, &rc); err != nil {
 			t.Fatalf("%s: %v", tt.file, err)
@@ -141,5 +147,72 @@ func TestAOStepTempReceipt(t *testing.T) {
 		if got := int64(math.Floor(rc.PerElement)); got != tt.want || rc.Param.Numel == 0 {
 			t.Errorf("%s: %.4f B per element (numel %d), want %d whole bytes", tt.file, rc.PerElement, rc.Param.Numel, tt.want)
 		}
+		var sum int64
+		for _, b := range rc.Buffers {
+			n := int64(1)
+			for _, d := range strings.Split(b.Shape, ",") {
+				if d = strings.TrimSpace(d); d != "" {
+					v, err := strconv.ParseInt(d, 10, 64)
+					if err != nil {
+						t.Fatalf("%s: shape %q: %v", tt.file, b.Shape, err)
+					}
+					n *= v
+				}
+			}
+			if b.Dtype != "float32" {
+				t.Fatalf("%s: a %s buffer; the sum below assumes fp32", tt.file, b.Dtype)
+			}
+			sum += 4 * n
+		}
+		if sum != rc.Peak {
+			t.Errorf("%s: buffers sum to %d B, peak says %d B", tt.file, sum, rc.Peak)
+		}
+	}
+}
+
+// The step's temporaries are per GPU what each rank steps: a shard under
+// sharded gradients, the whole under DDP (whose buckets double only the
+// gradients), nothing on the GPU when ZeRO-Offload steps on the CPU.
+func TestStepTemporariesPerGPU(t *testing.T) {
+	r := aoBase(t)
+	r.Stack = StackHFTrainer
+	te, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceil := func(b, n int64) int64 { return (b + n - 1) / n }
+	for _, tt := range []struct {
+		st   Strategy
+		want int64
+	}{
+		{FSDPFullShard, ceil(te.Grads, 4) + ceil(te.OptTransient, 4)},
+		{DDP, 2*te.Grads + te.OptTransient},
+	} {
+		x := r
+		x.Sharding = Sharding{Strategy: tt.st, GPUs: 4}
+		if got := est(t, x).Phases.Step; got != tt.want {
+			t.Errorf("%s ×4: step phase %d B, want %d B", tt.st, got, tt.want)
+		}
+	}
+	// foreach AdamW's step buffer under ZeRO-2 with the optimizer on the CPU.
+	x := r
+	x.Optimizer = AdamWTorch
+	x.Sharding = Sharding{Strategy: ZeRO2, GPUs: 4, CPUOffload: OffloadOptimizer}
+	tx, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.OptTransient == 0 {
+		t.Fatal("foreach AdamW has no step buffer to offload")
+	}
+	if got, want := est(t, x).Phases.Step, ceil(tx.Grads, 4); got != want {
+		t.Errorf("zero2 with the optimizer offloaded: step phase %d B, want the gradient shard's %d B and no step buffer", got, want)
+	}
+	// DeepSpeed would step its flat partitions with torchao's optimizer.
+	x = r
+	x.Sharding = Sharding{Strategy: ZeRO2, GPUs: 4}
+	var fe *FieldError
+	if _, err := x.Normalize(); !errors.As(err, &fe) || fe.Field != "optimizer" {
+		t.Errorf("torchao's AdamW8bit under ZeRO-2: want a field error on optimizer, got %v", err)
 	}
 }

@@ -348,7 +348,7 @@ const (
 	AdamWTorchFused Optimizer = "adamw_torch_fused"
 	SGD             Optimizer = "sgd"
 	AdamW8bit       Optimizer = "adamw_8bit"
-	AOAdamW8bit     Optimizer = "ao_adamw_8bit"
+	AOAdamW8bit     Optimizer = "adamw_torch_8bit"
 	PagedAdamW8bit  Optimizer = "paged_adamw_8bit"
 	PagedAdamW32bit Optimizer = "paged_adamw_32bit"
 	Adafactor       Optimizer = "adafactor"
@@ -369,8 +369,9 @@ type OptimizerSpec struct {
 	AbsmaxBlock int64
 	// Paged: states in CUDA unified memory, evicted to host RAM under pressure.
 	Paged bool
-	// Fused: the step runs in one kernel, without the tensor-sized
-	// intermediates of torch's foreach implementation.
+	// Fused: the step has none of the whole-model, tensor-sized
+	// intermediates of torch's foreach implementation (a parameter-at-a-time
+	// step's own temporaries are StepTempBytes).
 	Fused bool
 	// Factored: the second moment is one row and one column vector per
 	// matrix (Adafactor).
@@ -398,7 +399,7 @@ var Optimizers = []OptimizerSpec{
 	{Name: AdamWTorchFused, Help: "torch AdamW, fused: two states", States: 2, Fused: true},
 	{Name: SGD, Help: "SGD without momentum: no state"},
 	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Fused: true},
-	{Name: AOAdamW8bit, Help: "torchao AdamW8bit: 8-bit states, an fp32 step per parameter", Aliases: []string{"torchao_adamw_8bit"}, States: 2, EightBit: true, AbsmaxBlock: aoOptimBlock, StepTempBytes: aoStepTempBytes, Fused: true},
+	{Name: AOAdamW8bit, Help: "torchao AdamW8bit (transformers' name): 8-bit states, an fp32 step per parameter", Aliases: []string{"ao_adamw_8bit", "torchao_adamw_8bit"}, States: 2, EightBit: true, AbsmaxBlock: aoOptimBlock, StepTempBytes: aoStepTempBytes, Fused: true},
 	{Name: PagedAdamW8bit, Help: "bitsandbytes AdamW, 8-bit states in paged memory", States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Paged: true, Fused: true},
 	{Name: PagedAdamW32bit, Help: "bitsandbytes AdamW, fp32 states in paged memory", States: 2, Paged: true, Fused: true, StateBytes: 4},
 	{Name: Adafactor, Help: "factored second moment, no first moment", States: 1, Factored: true},

@@ -280,9 +280,6 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// 8-bit states plus one fp32 absmax per block (bitsandbytes'
 		// blockwise 8-bit optimizers, torchao's OptimState8bit).
 		t.OptStates = trainable*opt.States + trainable*opt.States*4/opt.AbsmaxBlock
-		// A parameter-at-a-time step holds its temporaries for one
-		// parameter, the largest, beside every gradient.
-		t.OptTransient = largestTrainable(r) * opt.StepTempBytes
 	default:
 		t.OptStates = opt.States * trainable * stateBytes
 		if !opt.Fused {
@@ -290,6 +287,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			// step (seed 000 §4: 3× vs 2× parameter bytes).
 			t.OptTransient = trainable * stateBytes
 		}
+	}
+
+	if opt.StepTempBytes > 0 {
+		// A parameter-at-a-time step holds its temporaries for one
+		// parameter, the largest, beside every gradient.
+		t.OptTransient = largestTrainable(r) * opt.StepTempBytes
 	}
 
 	if r.Method == QLoRA && t.LitGPT {
@@ -479,8 +482,12 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		add(CAdapters, t.Adapters)
 	}
 	add(COptimizer, t.OptStates)
-	add(CGradients, t.Grads+t.OptTransient)
+	add(CGradients, t.Grads)
 	applySharding(e, r)
+	// The step's temporaries follow the tensors it steps: a shard of each
+	// under sharded gradients, none on the GPU when the optimizer runs on
+	// the CPU; DDP's gradient buckets do not double them.
+	e.addTo(CGradients, stepTempPerGPU(r, t.OptTransient))
 	step, _ := e.Component(CGradients)
 	autocast := float64(t.AutocastCache)
 	if paramsSharded(r.Sharding.Strategy) {
@@ -559,12 +566,13 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// backward has freed its tensors: a tied output layer's at the end
 		// of the backward, with the activations gone; an untied one's
 		// before the layers' backward, beside the saved activations.
-		hook := step + t.HookStepTemp
+		temp := stepTempPerGPU(r, t.HookStepTemp)
+		hook := step + temp
 		if !r.Model.TiedEmbeddings {
 			hook += int64(acts)
 		}
 		if hook > stepPeak {
-			stepPeak, stepActs = hook, hook-step-t.HookStepTemp
+			stepPeak, stepActs = hook, hook-step-temp
 		}
 	}
 	fwdWins := fwd >= float64(stepPeak)

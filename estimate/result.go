@@ -183,6 +183,13 @@ func (e *Estimate) setComponent(name ComponentID, b int64) {
 	}
 }
 
+// addTo adds bytes to a component already in the estimate.
+func (e *Estimate) addTo(name ComponentID, b int64) {
+	if c, ok := e.Component(name); ok {
+		e.setComponent(name, c+b)
+	}
+}
+
 // componentSum is the sum of the components so far.
 func (e *Estimate) componentSum() int64 {
 	var n int64

@@ -80,8 +80,10 @@ func dequantWorkspace(m *hfconfig.Model) int64 {
 func frac(x int64, f float64) int64 { return int64(float64(x) * f) }
 
 // largestParam is the model's largest single parameter tensor in elements:
-// the embedding or output layer, or the widest Linear (an MoE layer's
-// experts stacked in one tensor count together).
+// the embedding or output layer, or the widest Linear. An MoE layer's
+// routed experts count as one tensor, as they are where the experts are
+// stacked (torchtune's GroupedExperts, gpt-oss, transformers' fused
+// experts); where each expert is its own module this is a bound from above.
 func largestParam(m *hfconfig.Model) int64 {
 	largest := m.Vocab * m.Hidden
 	for _, l := range m.Layers {

@@ -85,6 +85,25 @@ func applySharding(e *Estimate, r Request) {
 	}
 }
 
+// stepTempPerGPU is what an optimizer step's temporaries of b bytes (for
+// one GPU's whole model) hold per GPU: a shard's worth where gradients are
+// sharded, since the step runs on each rank's shards (FSDP's local
+// parameters, torchao's DTensor states); nothing on the GPU when the
+// optimizer runs on the CPU (ZeRO-Offload); the whole under DDP, whose
+// buckets hold gradients, not step temporaries.
+func stepTempPerGPU(r Request, b int64) int64 {
+	st, n := r.Sharding.Strategy, r.Sharding.GPUs
+	switch {
+	case b == 0:
+		return 0
+	case shardedStrategy(st) && offloadsOptimizer(r.Sharding.CPUOffload):
+		return 0
+	case shardedStrategy(st) && slices.Contains(dividedState(st), CGradients) && n > 1:
+		return (b + n - 1) / n
+	}
+	return b
+}
+
 // shardingNote says how applySharding changed a component, to follow the
 // component's own source ("" when it did not). It reads the same
 // predicates as applySharding, in the same order.

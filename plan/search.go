@@ -390,7 +390,11 @@ func candidates(base estimate.Request, s Space, layouts []Layout) ([]estimate.Me
 	}
 	ckpts := uniq(base.GradCkpt, "none", "full")
 	ces := uniq(base.FusedCE, "liger")
-	opts := uniq(base.Optimizer, "paged_adamw_8bit")
+	opts := []estimate.Optimizer{base.Optimizer}
+	if !base.Optimizer.Spec().EightBit {
+		// An 8-bit optimizer already keeps 8-bit states: no lever left.
+		opts = uniq(base.Optimizer, "paged_adamw_8bit")
+	}
 	// Layouts come in runs of one spread (world, nodes), micro-batch
 	// ascending; each run's candidates are its layouts × its shardings.
 	type run struct {

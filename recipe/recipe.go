@@ -301,7 +301,7 @@ func (s *settings) readOffload() error {
 		// the optimizer step together; the estimate accepts only that.
 		if off.Optimizer && !plan.OffloadRuns(r.Optimizer) {
 			return unsupported("optimizer", string(r.Optimizer),
-				"FSDP's CPU offload steps the optimizer on host tensors, and this optimizer's kernels run only on the GPU",
+				"FSDP's CPU offload steps the optimizer on host tensors: torch's AdamW does, bitsandbytes' kernels run only on the GPU, and torchao's AdamW8bit was not tried there",
 				"--optimizer adamw_torch, or no CPU offload")
 		}
 	case estimate.FamilyDeepSpeed:

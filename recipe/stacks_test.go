@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -92,5 +93,34 @@ func TestOwnStacks(t *testing.T) {
 				t.Fatalf("got %v, want an ErrUnsupported naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// torchao's AdamW8bit is written by the name each framework reads it by:
+// torchtune's config takes the class, the Trainer its optim name.
+func TestTorchaoOptimizerNames(t *testing.T) {
+	const llama3 = "meta-llama/Llama-3.1-8B"
+	tt := estimate.StackTorchtune.Spec()
+	r := estimate.Request{Method: estimate.Full, SeqLen: 2048, Batch: 1, GradCkpt: estimate.CkptFull}
+	tt.Apply(&r)
+	r.Optimizer = estimate.AOAdamW8bit
+	files, err := Files(Input{ModelID: llama3, Plan: chosen(t, llama3, r, 1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := yamlValues(files[FileTorchtune])["optimizer._component_"]; got != "torchao.optim.AdamW8bit" {
+		t.Errorf("torchtune.yaml optimizer._component_ = %q, want torchao.optim.AdamW8bit", got)
+	}
+	hf := estimate.Request{Method: estimate.Full, SeqLen: 2048, Batch: 1, GradCkpt: estimate.CkptFull, Optimizer: estimate.AOAdamW8bit, Precision: estimate.BF16Mixed}
+	files, err = Files(Input{ModelID: llama3, Plan: chosen(t, llama3, hf, 1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args struct{ Optim string }
+	if err := json.Unmarshal(files[FileTrainingArgs], &args); err != nil {
+		t.Fatal(err)
+	}
+	if args.Optim != "adamw_torch_8bit" {
+		t.Errorf("training_args.json optim = %q, want transformers' adamw_torch_8bit", args.Optim)
 	}
 }

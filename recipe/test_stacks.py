@@ -58,6 +58,7 @@ OPTIMIZER_CLASS = {
     "adamw_8bit": "bitsandbytes.optim.AdamW8bit",
     "paged_adamw_8bit": "bitsandbytes.optim.PagedAdamW8bit",
     "paged_adamw_32bit": "bitsandbytes.optim.PagedAdamW32bit",
+    "adamw_torch_8bit": "torchao.optim.AdamW8bit",
 }
 # HF projection names → litgpt switches / torchtune attention modules.
 ATTN = {"q_proj": ("lora_query", "q_proj"), "k_proj": ("lora_key", "k_proj"), "v_proj": ("lora_value", "v_proj"), "o_proj": ("lora_projection", "output_proj")}

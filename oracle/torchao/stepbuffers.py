@@ -27,6 +27,9 @@ except ImportError:  # the 2024 releases
 
 ALLOC = re.compile(r"^\s*(buf\d+) = empty_strided_\w+\(\(([^)]*)\), \([^)]*\), torch\.(\w+)\)")
 FREE = re.compile(r"^\s*del (buf\d+)")
+# Inductor hands a dead buffer's storage to a new one in place:
+# "buf3 = buf0; del buf0  # reuse" (or reinterpret_tensor(buf0, ...)).
+REUSE = re.compile(r"^\s*(buf\d+) = .*\b(buf\d+)\b.*; del \2\s*# reuse")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "uint8": 1, "int8": 1, "int64": 8, "int32": 4, "bool": 1}
 
 
@@ -60,6 +63,10 @@ def replay(code):
             allocs.append({"buffer": name, "shape": shape, "dtype": dtype})
             live += sizes[name]
             peak = max(peak, live)
+            continue
+        m = REUSE.match(line)
+        if m and m.group(2) in sizes:
+            sizes[m.group(1)] = sizes.pop(m.group(2))
             continue
         m = FREE.match(line)
         if m and m.group(1) in sizes:
