@@ -723,6 +723,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = string(r.Optimizer) + " states, resident from the first step"
 		case CActivations:
 			src = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
+			if !fwdWins && comp.Bytes > 0 {
+				src = "the saved activations beside the output layer's in-backward step, the larger phase"
+			}
 			if fwdWins {
 				src = fmt.Sprintf("forward/loss phase: activations ×%.3g of the per-layer activation shape (%sactivations)%s", actCoef, "docs/memory-model.md#", ckptNote(r))
 			}
