@@ -599,3 +599,28 @@ func TestUnslothCatalogInvariants(t *testing.T) {
 		t.Errorf("only %d catalog models parsed; the sweep covers too little", checked)
 	}
 }
+
+// Unsloth trains its llama-fied uploads of Phi-3-family models: the split
+// projections take the LoRA targets its notebooks name, and the trainable
+// counts are those the notebooks print (unslothai/notebooks bdda2efc,
+// Phi_3.5_Mini-Conversational and Phi_4-Conversational: 29,884,416 and
+// 65,536,000 at rank 16 on all seven projections).
+func TestUnslothLlamafiesPhi3(t *testing.T) {
+	all7 := []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+	for _, tt := range []struct {
+		id   string
+		want int64
+	}{{"microsoft/Phi-3.5-mini-instruct", 29_884_416}, {"microsoft/phi-4", 65_536_000}} {
+		r := Request{Model: catalogModel(t, tt.id), Method: QLoRA, LoRARank: 16, LoRATargets: all7, SeqLen: 2048, Batch: 2}
+		StackUnsloth.Spec().Apply(&r)
+		e := est(t, r)
+		if e.TrainableParams != tt.want {
+			t.Errorf("%s: %d trainable, want the notebook's %d", tt.id, e.TrainableParams, tt.want)
+		}
+		hf := r
+		hf.Stack = StackHFTrainer
+		if _, err := hf.Normalize(); err == nil {
+			t.Errorf("%s on hf-trainer: q_proj resolved on the fused model", tt.id)
+		}
+	}
+}
