@@ -264,10 +264,11 @@ func (r Request) Normalize() (Request, error) {
 	if r.Model == nil {
 		return r, fmt.Errorf("%w: no model", ErrInvalidRequest)
 	}
-	if r.Model.ModelType == "phi3" && r.Stack != "" {
+	if r.Model.ModelType == "phi3" && r.Stack != "" && hfconfig.UnslothLlamafies(r.Model.Name) {
 		if st, err := ParseStack(string(r.Stack)); err == nil && st == StackUnsloth {
-			// Unsloth trains its llama-fied uploads of Phi-3-family models
-			// (split q/k/v and gate/up projections) with its Llama patches.
+			// Unsloth trains its llama-fied uploads of these Phi-3-family
+			// checkpoints (split q/k/v and gate/up projections) with its
+			// Llama patches.
 			r.Model = r.Model.Llamafied()
 		}
 	}

@@ -32,14 +32,10 @@ func TestSweepNoNegativeComponents(t *testing.T) {
 						}
 						st.Apply(&r)
 						_, nerr := r.Normalize()
-						mm := m
-						if st.Name == StackUnsloth {
-							mm = m.Llamafied() // the model Unsloth trains
-						}
 						outside := len(st.Methods) > 0 && !slices.Contains(st.Methods, method) ||
-							len(st.ModelTypes) > 0 && !slices.Contains(st.ModelTypes, mm.ModelType) ||
+							len(st.ModelTypes) > 0 && !slices.Contains(st.ModelTypes, m.ModelType) ||
 							st.Name == StackTorchtitan && (sh.Strategy == "zero2" || ck == "unsloth") ||
-							ck == "selective-op" && (mm.Experts > 0 || mm.Encoder || mm.Seq2Seq != nil || method != Full || !slices.Contains(torchtitanModelTypes, mm.ModelType))
+							ck == "selective-op" && (m.Experts > 0 || m.Encoder || m.Seq2Seq != nil || method != Full || !slices.Contains(torchtitanModelTypes, m.ModelType))
 						if outside {
 							// A stack outside its methods and models, or the
 							// per-op policy off a dense decoder: a refusal.

@@ -611,7 +611,9 @@ func TestUnslothLlamafiesPhi3(t *testing.T) {
 		id   string
 		want int64
 	}{{"microsoft/Phi-3.5-mini-instruct", 29_884_416}, {"microsoft/phi-4", 65_536_000}} {
-		r := Request{Model: catalogModel(t, tt.id), Method: QLoRA, LoRARank: 16, LoRATargets: all7, SeqLen: 2048, Batch: 2}
+		m := catalogModel(t, tt.id)
+		m.Name = tt.id
+		r := Request{Model: m, Method: QLoRA, LoRARank: 16, LoRATargets: all7, SeqLen: 2048, Batch: 2}
 		StackUnsloth.Spec().Apply(&r)
 		e := est(t, r)
 		if e.TrainableParams != tt.want {
@@ -621,6 +623,14 @@ func TestUnslothLlamafiesPhi3(t *testing.T) {
 		hf.Stack = StackHFTrainer
 		if _, err := hf.Normalize(); err == nil {
 			t.Errorf("%s on hf-trainer: q_proj resolved on the fused model", tt.id)
+		}
+		// A checkpoint Unsloth does not map to its uploads is loaded fused.
+		other := *m
+		other.Name = "someone/phi-finetune"
+		o := r
+		o.Model = &other
+		if _, err := o.Normalize(); err == nil {
+			t.Errorf("%s as an unmapped checkpoint on unsloth: q_proj resolved on the fused model", tt.id)
 		}
 	}
 }

@@ -75,6 +75,7 @@ func RequestFor(c Case) (estimate.Request, []string, string) {
 		}
 		return estimate.Request{}, nil, err.Error()
 	}
+	m.Name = c.Model // as modelsource names a resolved model
 	return RequestForModel(m, c)
 }
 

@@ -28,6 +28,7 @@ func TestRequestForModelMatchesRequestFor(t *testing.T) {
 		if err != nil {
 			continue // RequestFor reports the parse error; nothing to share
 		}
+		m.Name = c.Model // modelsource names the model it resolves
 		want, wantAssumed, wantWhy := RequestFor(c)
 		got, gotAssumed, gotWhy := RequestForModel(m, c)
 		if gotWhy != wantWhy {

@@ -2,28 +2,48 @@ package hfconfig
 
 import (
 	"slices"
-	"sync"
+	"strings"
 )
 
-// llamafied caches Llamafied's copies, one per parsed model.
-var llamafied sync.Map // *Model → *Model
+// unslothLlamafied are the checkpoints Unsloth's loader redirects to its
+// llama-fied uploads (unsloth/models/mapper.py at unslothai/unsloth
+// 015bdef0d9, 2026): the microsoft ids and Unsloth's own, without their
+// -bnb-4bit suffixes. Its loader has no phi3 branch; another Phi-3-family
+// checkpoint (Phi-3-mini-128k, a fine-tune, a local directory) is loaded
+// by transformers with its fused modules. Phi-4-mini and the Phi-4
+// reasoning uploads are mapped too, but whether they are llama-fied was not
+// read, so they are not listed.
+var unslothLlamafied = []string{
+	"microsoft/phi-3-mini-4k-instruct", "unsloth/phi-3-mini-4k-instruct",
+	"microsoft/phi-3-medium-4k-instruct", "unsloth/phi-3-medium-4k-instruct",
+	"microsoft/phi-3.5-mini-instruct", "unsloth/phi-3.5-mini-instruct",
+	"microsoft/phi-4", "unsloth/phi-4",
+}
+
+// UnslothLlamafies reports whether Unsloth trains the checkpoint of this id
+// as its llama-fied upload.
+func UnslothLlamafies(id string) bool {
+	id = strings.ToLower(id)
+	for _, suffix := range []string{"-unsloth-bnb-4bit", "-bnb-4bit"} {
+		id = strings.TrimSuffix(id, suffix)
+	}
+	return slices.Contains(unslothLlamafied, id)
+}
 
 // Llamafied is a Phi-3-family model (Phi-3, Phi-3.5, Phi-4: fused qkv_proj
 // and gate_up_proj) as Unsloth uploads and patches it: "llama-fied", with
 // qkv_proj split into q_proj, k_proj and v_proj and gate_up_proj into
 // gate_proj and up_proj (model_type llama), so that LoRA targets name the
 // split projections and each gets its own adapter. The parameters are the
-// same; Phi-3's dropouts and sliding window, which Llama's code has not, are
-// dropped. Any other model is returned as it is. The copy is made once per
-// model and shared.
+// same; Phi-3's dropouts and sliding window, which Unsloth's Llama training path
+// does not apply (its attention is causal, dropout 0), are dropped. Any other model is returned as it is; the original is not
+// changed.
 func (m *Model) Llamafied() *Model {
 	if m.ModelType != "phi3" {
 		return m
 	}
-	if c, ok := llamafied.Load(m); ok {
-		return c.(*Model)
-	}
 	c := *m
+	c.LlamafiedFrom = m.ModelType
 	c.ModelType, c.Family = "llama", "llama"
 	c.ResidDropout, c.AttnDropout, c.SlidingWindow = 0, 0, 0
 	c.Notes = append(slices.Clone(m.Notes), "llama-fied as Unsloth uploads Phi-3-family checkpoints: qkv_proj split into q_proj/k_proj/v_proj, gate_up_proj into gate_proj/up_proj")
@@ -58,6 +78,5 @@ func (m *Model) Llamafied() *Model {
 		}
 	}
 	c.index()
-	v, _ := llamafied.LoadOrStore(m, &c)
-	return v.(*Model)
+	return &c
 }

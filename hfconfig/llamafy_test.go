@@ -41,8 +41,16 @@ func TestLlamafied(t *testing.T) {
 	if want := 32 * (4*(h+h) + 2*(h+f) + (f + h)); sum != want {
 		t.Errorf("all-linear adapter sum %d, want %d", sum, want)
 	}
-	if again := m.Llamafied(); again != l {
-		t.Error("a second call made another copy")
+	// The original keeps its fused modules and its adapter sums.
+	fused, err := m.AdapterSum([]string{"all-linear"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 32 * ((h + 3*h) + (h + h) + (h + 2*f) + (f + h)); fused != want {
+		t.Errorf("the original's all-linear adapter sum %d, want %d", fused, want)
+	}
+	if l.LlamafiedFrom != "phi3" || m.LlamafiedFrom != "" {
+		t.Errorf("llamafied from %q, original %q", l.LlamafiedFrom, m.LlamafiedFrom)
 	}
 	if l.Llamafied() != l {
 		t.Error("a llama-fied model is llama-fied again")
@@ -53,5 +61,23 @@ func TestLlamafied(t *testing.T) {
 	}
 	if q.Llamafied() != q {
 		t.Error("a llama model was copied")
+	}
+}
+
+// Unsloth llama-fies the checkpoints its loader maps to its own uploads,
+// not every Phi-3-family model.
+func TestUnslothLlamafies(t *testing.T) {
+	for id, want := range map[string]bool{
+		"microsoft/Phi-3.5-mini-instruct":        true,
+		"unsloth/Phi-3.5-mini-instruct-bnb-4bit": true,
+		"unsloth/phi-4-unsloth-bnb-4bit":         true,
+		"microsoft/phi-4":                        true,
+		"microsoft/Phi-3-mini-128k-instruct":     false,
+		"someone/phi-3.5-mini-finetune":          false,
+		"":                                       false,
+	} {
+		if got := UnslothLlamafies(id); got != want {
+			t.Errorf("UnslothLlamafies(%q) = %v, want %v", id, got, want)
+		}
 	}
 }

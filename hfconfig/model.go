@@ -65,6 +65,12 @@ const (
 
 // Model is the parsed shape of a decoder-only language model.
 type Model struct {
+	// Name is the id the model was asked for (a catalog or Hub id) when the
+	// caller sets it; "" for a local directory or an unnamed config.
+	// Unsloth's llama-fied uploads are recognised by it (UnslothLlamafies).
+	Name string
+	// LlamafiedFrom is the model_type a Llamafied copy was made from ("").
+	LlamafiedFrom string
 	// ModelType is the text model's model_type ("llama", "qwen2", …).
 	ModelType string
 	// Outer is the top-level model_type when the text model sits in text_config.

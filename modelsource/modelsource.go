@@ -227,6 +227,7 @@ func fromCatalogEntry(name string, e catalog.Entry, vocab int64) (*Resolved, err
 	if err != nil {
 		return nil, fmt.Errorf("catalog entry %s: %w", e.ID, err)
 	}
+	m.Name = name
 	return &Resolved{Name: name, ID: e.ID, From: FromCatalog, Entry: e.ID, Source: e.Source, Model: m, ConfigJSON: e.Config, ConfigParams: m.ConfigParams()}, nil
 }
 
@@ -298,6 +299,7 @@ func fromHubModel(name string, hm *hub.Model, vocab int64) (*Resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config.json of %s@%s: %w", hm.ID, hm.Revision, err)
 	}
+	m.Name = hm.ID
 	r := &Resolved{Name: name, ID: hm.ID, From: FromHub, Revision: hm.Revision, Commit: hm.Commit, Model: m, ConfigJSON: hm.ConfigJSON}
 	if hm.FromCache {
 		r.From = FromHubCache

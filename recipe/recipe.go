@@ -323,6 +323,13 @@ func (s *settings) readOffload() error {
 
 func (s *settings) readAdapters(render bool) error {
 	r := s.req
+	if r.Model.LlamafiedFrom != "" {
+		// The estimate is Unsloth's llama-fied upload (split q/k/v and
+		// gate/up); these scripts load the checkpoint with transformers,
+		// whose modules are the fused ones, so the estimated adapters
+		// would not be the ones trained.
+		return unsupported("model", r.Model.Name, "the estimate is of Unsloth's llama-fied upload, while the scripts load the checkpoint with transformers, whose "+r.Model.LlamafiedFrom+" modules are fused (qkv_proj, gate_up_proj)", "--stack hf-trainer, or Unsloth's own notebook for this model")
+	}
 	if r.Method == estimate.Full {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/plan"
 )
 
 // yamlValues reads "key: value" lines of a flat or nested YAML file into
@@ -122,5 +123,36 @@ func TestTorchaoOptimizerNames(t *testing.T) {
 	}
 	if args.Optim != "adamw_torch_8bit" {
 		t.Errorf("training_args.json optim = %q, want transformers' adamw_torch_8bit", args.Optim)
+	}
+}
+
+// A plan over Unsloth's llama-fied Phi upload is not written as Trainer
+// scripts, which would load the fused checkpoint and adapt other modules.
+func TestRefusesLlamafiedModel(t *testing.T) {
+	const phi = "microsoft/Phi-3.5-mini-instruct"
+	m := catalogModel(t, phi)
+	m.Name = phi // as modelsource names a resolved model
+	r := estimate.Request{Model: m, Method: estimate.LoRA, LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 2048, Batch: 1, GPUTotal: 80 * estimate.GiB}
+	estimate.StackUnsloth.Spec().Apply(&r)
+	r.GradCkpt, r.FusedCE = estimate.CkptFull, estimate.LossNone
+	q, err := r.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Model.LlamafiedFrom != "phi3" {
+		t.Fatalf("the unsloth stack did not llama-fy %s", phi)
+	}
+	est, err := estimate.ByName("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := est.Estimate(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plan.Plan{Request: q, Estimate: e, Nodes: 1, GPUsPerNode: 1, World: 1, MicroBatch: 1, GradAccum: 1}
+	_, err = Files(Input{ModelID: phi, Plan: p})
+	if err == nil || !strings.Contains(err.Error(), "llama-fied") {
+		t.Errorf("want a refusal naming the llama-fied upload, got %v", err)
 	}
 }
