@@ -45,6 +45,12 @@ func chosen(t testing.TB, id string, req estimate.Request, nodes, perNode int64)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return planOf(t, q, nodes, perNode)
+}
+
+// planOf is the plan of a normalized request on nodes × perNode GPUs.
+func planOf(t testing.TB, q estimate.Request, nodes, perNode int64) plan.Plan {
+	t.Helper()
 	est, err := estimate.ByName("")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/canifinetune/canifinetune/estimate"
-	"github.com/canifinetune/canifinetune/plan"
 )
 
 // yamlValues reads "key: value" lines of a flat or nested YAML file into
@@ -142,16 +141,7 @@ func TestRefusesLlamafiedModel(t *testing.T) {
 	if q.Model.LlamafiedFrom != "phi3" {
 		t.Fatalf("the unsloth stack did not llama-fy %s", phi)
 	}
-	est, err := estimate.ByName("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := est.Estimate(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := plan.Plan{Request: q, Estimate: e, Nodes: 1, GPUsPerNode: 1, World: 1, MicroBatch: 1, GradAccum: 1}
-	_, err = Files(Input{ModelID: phi, Plan: p})
+	_, err = Files(Input{ModelID: phi, Plan: planOf(t, q, 1, 1)})
 	if err == nil || !strings.Contains(err.Error(), "llama-fied") {
 		t.Errorf("want a refusal naming the llama-fied upload, got %v", err)
 	}
