@@ -205,7 +205,7 @@ const fastCELogitBytes = 8
 // register_post_accumulate_grad_hook tutorial), so at most the largest
 // single parameter's gradient, with its step's temporary, is alive.
 func inBackwardGrads(r Request, gradBytes int64, foreach bool) int64 {
-	g := largestParam(r.Model) * gradBytes
+	g := r.Model.LargestTensor() * gradBytes
 	if foreach {
 		g *= 2
 	}
@@ -228,13 +228,6 @@ func checkKernels(r *Request) error {
 			return fieldErr("optimizer_in_backward", true, "used with method full (the adapters' gradients are already small)")
 		}
 	}
-	if r.Optimizer.Spec().StepTempBytes > 0 && r.Sharding.Strategy.Spec().Family == FamilyDeepSpeed {
-		// DeepSpeed hands a client optimizer its flat fp32 partitions
-		// (ZeRO-1/2: one per parameter group; ZeRO-3: sub-groups of up to
-		// sub_group_size elements), so a parameter-at-a-time step would hold
-		// its temporaries for a whole partition: not modelled.
-		return fieldErr("optimizer", r.Optimizer, "another under DeepSpeed ZeRO (adamw_8bit, bitsandbytes', is modelled there), or --strategy fsdp_full_shard: DeepSpeed would step its flat partitions with %s, whose temporaries the estimate does not model", r.Optimizer)
-	}
 	return nil
 }
 
@@ -249,9 +242,6 @@ func kernelAssumptions(r Request) []string {
 	}
 	if r.OptimizerInBackward {
 		a = append(a, "optimizer in backward: each gradient is stepped and freed as it is produced; at most the largest parameter's gradient is alive")
-	}
-	if o := r.Optimizer.Spec(); o.StepTempBytes > 0 {
-		a = append(a, fmt.Sprintf("%s steps one parameter at a time: its fp32 temporaries (%d B per element) for the largest trained tensor are counted with the gradients, when that tensor is stepped", o.Name, o.StepTempBytes))
 	}
 	return a
 }

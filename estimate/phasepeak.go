@@ -323,9 +323,15 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	t.ActUnit = L * perLayer
 	t.KernelSavedLayer = kernelSavingPerLayer(r, act, mlpBytes)
 	if r.OptimizerInBackward {
-		t.Grads = inBackwardGrads(r, gradBytes, t.OptTransient > 0 && opt.StepTempBytes == 0)
+		// A parameter-at-a-time step's temporaries move to the largest
+		// tensor's hook; foreach AdamW's step buffer doubles the one
+		// in-flight gradient (inBackwardGrads).
+		foreach := t.OptTransient > 0 && opt.StepTempBytes == 0
+		t.Grads = inBackwardGrads(r, gradBytes, foreach)
+		if !foreach {
+			t.HookStepTemp = t.OptTransient
+		}
 		t.OptTransient = 0
-		t.HookStepTemp = largestParam(m) * opt.StepTempBytes
 	}
 	switch ck := r.GradCkpt.Spec(); {
 	case ck.OffloadsInputs:

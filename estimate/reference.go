@@ -267,6 +267,9 @@ func requestAssumptions(r Request) []string {
 	m := r.Model
 	a = append(a, fmt.Sprintf("%s, %s, seq %d × batch %d, optimizer %s, attention %s, checkpointing %s",
 		r.Method, r.Precision, r.SeqLen, r.Batch, r.Optimizer, r.Attn, r.GradCkpt))
+	if o := r.Optimizer.Spec(); o.StepTempBytes > 0 {
+		a = append(a, fmt.Sprintf("%s steps one parameter at a time: its fp32 temporaries (%d B per element) for the largest trained tensor are counted with the gradients, when that tensor is stepped", o.Name, o.StepTempBytes))
+	}
 	if r.Method != Full {
 		a = append(a, fmt.Sprintf("LoRA rank %d on %s", r.LoRARank, strings.Join(r.LoRATargets, ", ")))
 	}

@@ -264,12 +264,12 @@ func (r Request) Normalize() (Request, error) {
 	if r.Model == nil {
 		return r, fmt.Errorf("%w: no model", ErrInvalidRequest)
 	}
-	if r.Model.ModelType == "phi3" && r.Stack != "" && hfconfig.UnslothLlamafies(r.Model.Name) {
-		if st, err := ParseStack(string(r.Stack)); err == nil && st == StackUnsloth {
-			// Unsloth trains its llama-fied uploads of these Phi-3-family
-			// checkpoints (split q/k/v and gate/up projections) with its
-			// Llama patches.
-			r.Model = r.Model.Llamafied()
+	if r.Stack != "" {
+		if err := canonical(&r.Stack, ParseStack); err != nil {
+			return fail(err)
+		}
+		if model := r.Stack.Spec().Model; model != nil {
+			r.Model = model(r.Model)
 		}
 	}
 	orDefault(&r.Method, LoRA)
@@ -369,9 +369,6 @@ func (r Request) Normalize() (Request, error) {
 		}
 	}
 	if r.Stack != "" {
-		if err := canonical(&r.Stack, ParseStack); err != nil {
-			return fail(err)
-		}
 		if err := checkStack(r); err != nil {
 			return fail(err)
 		}
@@ -380,6 +377,9 @@ func (r Request) Normalize() (Request, error) {
 		return fail(err)
 	}
 	if err := checkOffload(r.Sharding); err != nil {
+		return fail(err)
+	}
+	if err := checkStepOptimizer(r); err != nil {
 		return fail(err)
 	}
 	if r.Card != nil && r.Attn.Spec().NeedsFlashAttention2 && !r.Card.FlashAttention2 {
@@ -480,6 +480,18 @@ func noAdapterSettings(r Request) error {
 // ZeRO stage 3 (its config docs: offload_param "only valid with stage 3"),
 // optimizer states under stages 1–3; FSDP's CPUOffload moves parameters,
 // gradients and the optimizer step together.
+// checkStepOptimizer refuses a parameter-at-a-time optimizer (torchao's
+// AdamW8bit) under DeepSpeed ZeRO: DeepSpeed hands a client optimizer its
+// flat fp32 partitions (ZeRO-1/2: one per parameter group; ZeRO-3:
+// sub-groups of up to sub_group_size elements), so the step would hold its
+// temporaries for a whole partition, which is not modelled.
+func checkStepOptimizer(r Request) error {
+	if r.Optimizer.Spec().StepTempBytes == 0 || r.Sharding.Strategy.Spec().Family != FamilyDeepSpeed {
+		return nil
+	}
+	return fieldErr("optimizer", r.Optimizer, "another under DeepSpeed ZeRO (adamw_8bit, bitsandbytes', is modelled there), or --strategy fsdp_full_shard: DeepSpeed would step its flat partitions with %s, whose temporaries the estimate does not model", r.Optimizer)
+}
+
 func checkOffload(s Sharding) error {
 	off, st := s.CPUOffload.Spec(), s.Strategy.Spec()
 	// An offload of the parameters takes the optimizer with it where the

@@ -79,21 +79,6 @@ func dequantWorkspace(m *hfconfig.Model) int64 {
 
 func frac(x int64, f float64) int64 { return int64(float64(x) * f) }
 
-// largestParam is the model's largest single parameter tensor in elements:
-// the embedding or output layer, or the widest Linear. An MoE layer's
-// routed experts count as one tensor, as they are where the experts are
-// stacked (torchtune's GroupedExperts, gpt-oss, transformers' fused
-// experts); where each expert is its own module this is a bound from above.
-func largestParam(m *hfconfig.Model) int64 {
-	largest := m.Vocab * m.Hidden
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			largest = max(largest, lin.In*lin.Out*lin.Copies)
-		}
-	}
-	return largest
-}
-
 // largestTrainable is the largest single tensor a request trains, in
 // elements: under full fine-tuning the largest parameter; with adapters a
 // module trained in full beside them (an embedding or output layer), else
@@ -101,20 +86,13 @@ func largestParam(m *hfconfig.Model) int64 {
 // bound: the widest Linear need not be targeted).
 func largestTrainable(r Request) int64 {
 	m := r.Model
-	if r.Method == Full {
-		return largestParam(m)
-	}
-	if len(r.ExtraTrainable) > 0 {
+	switch {
+	case r.Method == Full:
+		return m.LargestTensor()
+	case len(r.ExtraTrainable) > 0:
 		return m.Vocab * m.Hidden
+	case r.ExtraLoRAOnHead:
+		return r.LoRARank * max(m.WidestSide(), m.Vocab)
 	}
-	var side int64
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			side = max(side, lin.In, lin.Out)
-		}
-	}
-	if r.ExtraLoRAOnHead {
-		side = max(side, m.Vocab)
-	}
-	return r.LoRARank * side
+	return r.LoRARank * m.WidestSide()
 }

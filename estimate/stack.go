@@ -3,6 +3,8 @@ package estimate
 import (
 	"slices"
 	"strings"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
 // Stack is a training framework's defaults: what a run made with it does
@@ -53,7 +55,11 @@ type Stack struct {
 	ModelTypes []string
 	// Check, when set, refuses by field what else the framework does not
 	// run (after Methods and ModelTypes).
-	Check   func(Request) error
+	Check func(Request) error
+	// Model, when set, is the model the framework trains in place of the
+	// checkpoint's own (Unsloth's llama-fied Phi uploads); Normalize reads
+	// the request through it before anything else.
+	Model   func(*hfconfig.Model) *hfconfig.Model
 	Sources []string
 }
 
@@ -92,7 +98,7 @@ var stacks = []Stack{
 		"AnswerDotAI fsdp_qlora train.py: precision bf16 casts params to bf16; bnb_4bit_quant_storage=bf16 so FSDP can shard packed weights",
 		"AnswerDotAI fsdp_qlora train.py: output = model(...) stays referenced through loss.backward() and optimizer.step(), and is set to None only after them ('so more memory frees up before the next forward pass')",
 	}},
-	{Name: StackUnsloth, Help: "adamw_8bit, offloaded checkpointing, a chunked loss", Precision: BF16True, Optimizer: AdamW8bit, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptUnsloth, FusedCE: LossChunked, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
+	{Name: StackUnsloth, Help: "adamw_8bit, offloaded checkpointing, a chunked loss", Precision: BF16True, Optimizer: AdamW8bit, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptUnsloth, FusedCE: LossChunked, FP32Adapters: true, NoSyncAccumulation: true, Model: unslothModel, Sources: []string{
 		"unsloth notebooks: optim adamw_8bit, use_gradient_checkpointing='unsloth', fast (chunked) cross-entropy; frozen weights stay bf16; lora_dropout = 0 (its fast path)",
 	}},
 	{Name: StackTorchtitan, Help: "full training, FSDP2 bf16 mixed precision, per-op selective checkpointing, a chunked loss", Precision: BF16Mixed, Optimizer: AdamWTorchFused, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, GradCkpt: CkptSelectiveOp, FusedCE: LossChunked, FP32Adapters: true,
@@ -176,4 +182,15 @@ func orDefault[T comparable](p *T, d T) {
 	if *p == zero {
 		*p = d
 	}
+}
+
+// unslothModel is the model Unsloth trains for a checkpoint: its
+// llama-fied upload (split q/k/v and gate/up projections, patched as Llama)
+// for the Phi-3-family checkpoints its loader maps to one
+// (hfconfig.UnslothLlamafies), else the checkpoint's own.
+func unslothModel(m *hfconfig.Model) *hfconfig.Model {
+	if m.ModelType == "phi3" && hfconfig.UnslothLlamafies(m.Name) {
+		return m.Llamafied()
+	}
+	return m
 }

@@ -29,6 +29,7 @@ func (m *Model) index() {
 	m.indexed = false
 	m.linearSum, m.normSum, m.ffnAv = m.LinearParams(), m.NormParams(), m.ActiveFFN()
 	m.narrowest = m.NarrowestLinear()
+	m.largest, m.widest = m.LargestTensor(), m.WidestSide()
 	m.indexed = true
 	m.aggs = m.aggs[:0]
 	for _, l := range m.Layers {
@@ -62,6 +63,41 @@ func (m *Model) NarrowestLinear() int64 {
 		}
 	}
 	return n
+}
+
+// LargestTensor is the model's largest single parameter tensor in elements:
+// the embedding or output layer (vocab × hidden), or the widest Linear. A
+// routed-expert projection counts its copies as one tensor, as it is where
+// the experts are stacked (torchtune's GroupedExperts, gpt-oss,
+// transformers' fused experts); where each expert is its own module this is
+// a bound from above. Precomputed on a parsed model.
+func (m *Model) LargestTensor() int64 {
+	if m.indexed {
+		return m.largest
+	}
+	largest := m.Vocab * m.Hidden
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			largest = max(largest, lin.In*lin.Out*lin.Copies)
+		}
+	}
+	return largest
+}
+
+// WidestSide is the largest in or out width of the model's Linear modules:
+// a rank-r adapter's largest matrix is r × it at most. Precomputed on a
+// parsed model.
+func (m *Model) WidestSide() int64 {
+	if m.indexed {
+		return m.widest
+	}
+	var side int64
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			side = max(side, lin.In, lin.Out)
+		}
+	}
+	return side
 }
 
 // AdapterSum is Σ (in + out) · copies over the Linear modules a LoRA target

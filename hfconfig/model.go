@@ -163,9 +163,9 @@ type Model struct {
 	mlpNames       []string
 	aggs           []moduleAgg
 	// Cached sums, filled by index() once the layers are final.
-	indexed                   bool
-	linearSum, normSum, ffnAv int64
-	narrowest                 int64
+	indexed                    bool
+	linearSum, normSum, ffnAv  int64
+	narrowest, largest, widest int64
 }
 
 // PreQuant is a checkpoint's own quantization_config.
