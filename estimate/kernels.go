@@ -160,9 +160,9 @@ func kernelSavingPerLayer(r Request, act, mlpBytes float64) float64 {
 //   - Liger's fused linear cross-entropy (ops/fused_linear_cross_entropy.py)
 //     computes the gradients in the forward: grad_input (the hidden states'
 //     shape and dtype) and, when the output layer trains, grad_weight (the
-//     parameter's shape and dtype) stay saved for the backward, and one
-//     chunk of logits lives at a time, chunk = next_pow2(⌈BT / ⌈V/H⌉⌉)
-//     rows of V (about BT·H elements).
+//     parameter's shape and dtype) stay saved for the backward; chunks of
+//     logits, chunk = next_pow2(⌈BT / ⌈V/H⌉⌉) rows of V (about BT·H
+//     elements), live ligerChunkTensors at a time.
 //   - Apple's Cut Cross-Entropy (cut_cross_entropy/cce.py) saves the
 //     log-sum-exp, one fp32 per token; the gradients come in the backward
 //     block by block.
@@ -177,13 +177,25 @@ func fusedLossBytes(r Request, act float64, headTrains bool, gradBytes int64) (s
 		if headTrains {
 			saved += float64(m.Vocab * m.Hidden * gradBytes)
 		}
-		// The chunk's logits, and the fp32 per-token loss.
-		return saved, float64(chunk*m.Vocab)*act + 4*float64(bt)
+		// The chunks' logits, and the fp32 per-token loss.
+		return saved, ligerChunkTensors*float64(chunk*m.Vocab)*act + 4*float64(bt)
 	case LossCutCrossEntropy:
 		return 4 * float64(bt), 0
 	}
 	return 0, 0
 }
+
+// ligerChunkTensors is how many chunk-sized logit tensors Liger's fused
+// linear cross-entropy holds at once. Its code accounts for three: each
+// chunk's logits are computed while the previous chunk's logits and their
+// scaled gradient (logits_chunk * alpha) are still referenced. Liger's own
+// measurements show four: the fused_linear_cross_entropy memory rows of its
+// benchmark data (benchmark/data/all_benchmark_data.csv, liger 0.4.2 on an
+// A100-SXM4-80GB, H 4096, V 128256, bf16), less the tensors the benchmark
+// holds, leave 4.06 to 4.5 chunks at BT 4096 to 32768
+// (TestLigerFLCEMeasured). The estimate counts what was measured; the
+// fourth tensor is not explained by the code read.
+const ligerChunkTensors = 4
 
 func nextPow2(n int64) int64 {
 	if n <= 1 {

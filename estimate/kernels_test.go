@@ -1,8 +1,12 @@
 package estimate
 
 import (
+	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -106,8 +110,8 @@ func TestLigerFusedLinearCrossEntropy(t *testing.T) {
 	nr, _ := r.Normalize()
 	saved, transient := fusedLossBytes(nr, 2, false, 2)
 	bt := float64(r.SeqLen * r.Batch)
-	if want := 2048*32000*2 + 4*bt; transient != want {
-		t.Errorf("transient %.0f B, want a 2048-row bf16 chunk and the fp32 loss: %.0f", transient, want)
+	if want := ligerChunkTensors*2048*32000*2 + 4*bt; transient != want {
+		t.Errorf("transient %.0f B, want %d 2048-row bf16 chunks and the fp32 loss: %.0f", transient, ligerChunkTensors, want)
 	}
 	if want := bt * 4096 * 2; saved != want {
 		t.Errorf("saved %.0f B, want grad_input %.0f", saved, want)
@@ -184,5 +188,77 @@ func TestUnknownKernelRefused(t *testing.T) {
 	n, err := r.Normalize()
 	if err != nil || n.Kernels[0] != KernelFOAK {
 		t.Errorf("alias: %v %v", n.Kernels, err)
+	}
+}
+
+// Liger's published kernel benchmark (testdata/liger-flce-memory.csv, see
+// testdata/README.md) measures peak allocated memory around one forward and
+// backward of a bf16 output layer and its loss. Beside the loss, the
+// benchmark holds both providers' weights, the input, and from the second of
+// its ten iterations on the input's and the used weight's .grad. What is
+// left is the loss's own working set: for torch's cross_entropy on bf16
+// logits (no autocast) three logit-sized bf16 tensors — which checks that
+// accounting — and for Liger's fused linear cross-entropy what
+// fusedLossBytes counts for a trained output layer.
+func TestLigerFLCEMeasured(t *testing.T) {
+	f, err := os.Open("testdata/liger-flce-memory.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	const mib = 1 << 20
+	var liger int
+	for _, row := range rows[1:] {
+		var cfg struct {
+			H, V  int64
+			Dtype string `json:"dtype"`
+		}
+		if err := json.Unmarshal([]byte(row[col["extra_benchmark_config_str"]]), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		bt, err := strconv.ParseInt(row[col["x_value"]], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		measured, err := strconv.ParseFloat(row[col["y_value_50"]], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Dtype != "torch.bfloat16" || row[col["metric_unit"]] != "MB" || row[col["kernel_operation_mode"]] != "full" {
+			t.Fatalf("unexpected row %v", row)
+		}
+		head := float64(cfg.V * cfg.H * 2)
+		input := float64(bt * cfg.H * 2)
+		held := 2*head + 2*input + head + float64(bt*8) // weights, input and its grad, weight grad, targets
+		var model float64
+		switch provider := row[col["kernel_provider"]]; provider {
+		case "huggingface":
+			model = held + 3*float64(bt*cfg.V*2)
+		case "liger":
+			m := *catalogModel(t, "meta-llama/Meta-Llama-3-8B")
+			if m.Hidden != cfg.H || m.Vocab != cfg.V {
+				t.Fatalf("Llama 3 8B is %d × %d, the benchmark %d × %d", m.Hidden, m.Vocab, cfg.H, cfg.V)
+			}
+			r := Request{Model: &m, SeqLen: bt, Batch: 1, FusedCE: LossLiger}
+			saved, transient := fusedLossBytes(r, 2, true, 2)
+			model = held + saved + transient
+			liger++
+		default:
+			t.Fatalf("unknown provider %q", provider)
+		}
+		if dev := model/mib/measured - 1; math.Abs(dev) > 0.01 {
+			t.Errorf("%s BT %d: modelled %.0f MiB, measured %.0f MiB (%+.1f %%)", row[col["kernel_provider"]], bt, model/mib, measured, 100*dev)
+		}
+	}
+	if liger != 4 {
+		t.Errorf("%d Liger rows, want the 4 of the excerpt", liger)
 	}
 }
