@@ -89,7 +89,18 @@ func kernelsOf(r Request) kernelSet {
 	// (framework_plugin_fast_kernels.py omits "fused_lora" without one),
 	// and its MLP op only where gate, up and down all carry adapters
 	// (models/utils.py trigger_fused_ops: all submodules LoRA layers).
-	ks.loraMLP = ks.loraMLP && r.Method == QLoRA && r.Model.MLP == hfconfig.MLPGated && adaptsWholeMLP(r)
+	ks.loraMLP = ks.loraMLP && r.Method == QLoRA
+	if r.Stack == StackUnsloth {
+		// Unsloth's own decoder forward normalises with
+		// fast_rms_layernorm, and its patch_peft_model puts every MLP
+		// whose gate, up and down carry unbiased adapters under LoRA_MLP,
+		// on any base, when lora_dropout is 0 and bias "none"
+		// (unsloth/models/llama.py at 015bdef0d9). Its fast RoPE works in
+		// place and its loss is the stack's loss path.
+		ks.norm = true
+		ks.loraMLP = ks.loraMLP || r.Method != Full && (r.LoRADropout == nil || *r.LoRADropout == 0)
+	}
+	ks.loraMLP = ks.loraMLP && r.Model.MLP == hfconfig.MLPGated && adaptsWholeMLP(r)
 	if r.Compile {
 		// Inductor's partitioner (torch/_functorch/partitioners.py,
 		// min_cut_rematerialization_partition) saves the matmul outputs
@@ -251,6 +262,13 @@ func kernelAssumptions(r Request) []string {
 	}
 	if r.Compile {
 		a = append(a, "torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved (Inductor's min-cut partitioner)")
+	}
+	if r.Stack == StackUnsloth {
+		line := "unsloth kernels: fast_rms_layernorm saves the 16-bit input and a per-row rstd"
+		if kernelsOf(r).loraMLP {
+			line += "; LoRA_MLP saves X, gate and up and recomputes act(gate)·up"
+		}
+		a = append(a, line)
 	}
 	if r.OptimizerInBackward {
 		a = append(a, "optimizer in backward: each gradient is stepped and freed as it is produced; at most the largest parameter's gradient is alive")

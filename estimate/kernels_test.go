@@ -262,3 +262,35 @@ func TestLigerFLCEMeasured(t *testing.T) {
 		t.Errorf("%d Liger rows, want the 4 of the excerpt", liger)
 	}
 }
+
+// The unsloth stack runs Unsloth's own kernels: fast_rms_layernorm always,
+// LoRA_MLP on any base where gate, up and down carry adapters and
+// lora_dropout is 0 (patch_peft_model's fast path).
+func TestUnslothStackKernels(t *testing.T) {
+	drop := 0.05
+	for _, c := range []struct {
+		name          string
+		mod           func(*Request)
+		norm, loraMLP bool
+	}{
+		{"lora all-linear", func(r *Request) {}, true, true},
+		{"qlora all-linear", func(r *Request) { r.Method = QLoRA }, true, true},
+		{"lora dropout 0.05: no fast path", func(r *Request) { r.LoRADropout = &drop }, true, false},
+		{"attention only: no LoRA_MLP", func(r *Request) { r.LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj"} }, true, false},
+		{"full fine-tune", func(r *Request) { r.Method, r.LoRARank, r.LoRATargets = Full, 0, nil }, true, false},
+		{"hf-trainer: eager norms, PEFT MLP", func(r *Request) { r.Stack = StackHFTrainer }, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := kernelBase(t)
+			r.Stack, r.Precision, r.GradCkpt = StackUnsloth, "", ""
+			c.mod(&r)
+			n, err := r.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ks := kernelsOf(n); ks.norm != c.norm || ks.loraMLP != c.loraMLP {
+				t.Errorf("fused norm %v, LoRA_MLP %v; want %v, %v", ks.norm, ks.loraMLP, c.norm, c.loraMLP)
+			}
+		})
+	}
+}
