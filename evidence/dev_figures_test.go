@@ -29,11 +29,14 @@ import (
 // saved chunk (AOTAutograd donates no saved forward input; flags-010 goes
 // from +2.6 to +7.9 %): 3.58 / 16.14 / 7.25; with a torchtune run's
 // "AdamW8bit" read as torchao's, whose per-parameter compiled step holds
-// fp32 temporaries (flags-008 from -13.4 to -2.3 %): 3.53 / 16.14 / 7.17.
+// fp32 temporaries (flags-008 from -13.4 to -2.3 %): 3.53 / 16.14 / 7.17;
+// with a QLoRA MLP's intermediates in 16 bits where the stack keeps the
+// norms in 16 bits (fp32 only behind PEFT's upcast norms): 3.38 / 15.95 /
+// 7.12.
 const (
-	pinMedianAbs = 3.53
-	pinP90Abs    = 16.14
-	pinMAPE      = 7.17
+	pinMedianAbs = 3.38
+	pinP90Abs    = 15.95
+	pinMAPE      = 7.12
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
