@@ -113,7 +113,7 @@ var hfFusedQKVTypes = map[string]bool{"phi3": true}
 // Other requests keep the fitted activation coefficients.
 func hfExact(r Request) bool {
 	switch r.Stack {
-	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl:
+	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl, StackLlamaFactory:
 	default:
 		return false
 	}

@@ -294,3 +294,53 @@ func TestUnslothStackKernels(t *testing.T) {
 		})
 	}
 }
+
+// The llama-factory preset is the transformers Trainer with LLaMA-Factory's
+// defaults: checkpointing on, no adapter dropout, and a QLoRA base whose
+// norms stay in 16 bits (no prepare_model_for_kbit_training), so its MLP
+// intermediates are 16-bit where the hf-trainer preset's are fp32.
+func TestLlamaFactoryStack(t *testing.T) {
+	base := kernelBase(t)
+	base.Method, base.Precision, base.GradCkpt, base.Stack = QLoRA, "", "", ""
+	StackLlamaFactory.Spec().Apply(&base)
+	n, err := base.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.GradCkpt != CkptFull || n.LoRADropout == nil || *n.LoRADropout != 0 || upcastFrozen(n) || n.Precision != BF16Mixed || n.QuantStorage != DtypeBF16 {
+		t.Errorf("defaults: ckpt %s, dropout %v, upcast %v, precision %s, storage %s", n.GradCkpt, n.LoRADropout, upcastFrozen(n), n.Precision, n.QuantStorage)
+	}
+	none := kernelBase(t)
+	none.Method, none.Precision, none.GradCkpt, none.Stack = QLoRA, "", CkptNone, ""
+	hf := none
+	StackLlamaFactory.Spec().Apply(&none)
+	StackHFTrainer.Spec().Apply(&hf)
+	if n, _ := none.Normalize(); n.GradCkpt != CkptNone {
+		t.Errorf("an explicit --grad-ckpt none became %s", n.GradCkpt)
+	}
+	lf, _ := none.Normalize()
+	hn, _ := hf.Normalize()
+	var pc PhasePeak
+	tl, _, err := pc.terms(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, _, err := pc.terms(hn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := base.Model
+	tokens := float64(base.SeqLen * base.Batch)
+	h, ffn := float64(m.Hidden), float64(m.ActiveFFN())
+	if want := tokens * (refAttnTensors*h*2 + refGatedMLPTensors*ffn*2); math.Abs(tl.LayerUnit-want) > 1 {
+		t.Errorf("llama-factory per-layer shape %.0f B, want every tensor 16-bit: %.0f B", tl.LayerUnit, want)
+	}
+	if want := tokens * (refAttnTensors*h*4 + refGatedMLPTensors*ffn*refQLoRAMLPBytes); math.Abs(th.LayerUnit-want) > 1 {
+		t.Errorf("hf-trainer per-layer shape %.0f B, want an fp32 stream and MLP behind the upcast norms: %.0f B", th.LayerUnit, want)
+	}
+	lora := none
+	lora.Method = LoRA
+	if n, _ := lora.Normalize(); !hfExact(n) {
+		t.Error("a LoRA run on llama-factory is not read through transformers' layer code")
+	}
+}

@@ -671,6 +671,7 @@ const (
 	StackTRL            StackName = "trl"
 	StackPEFTAccelerate StackName = "peft-accelerate"
 	StackAxolotl        StackName = "axolotl"
+	StackLlamaFactory   StackName = "llama-factory"
 	StackLitGPT         StackName = "litgpt"
 	StackTorchtune      StackName = "torchtune"
 	StackFSDPQLoRA      StackName = "fsdp_qlora"

@@ -45,6 +45,10 @@ type Stack struct {
 	// fused=True, so a run that names torch's AdamW (adamw_torch) gets the
 	// fused step, without foreach's tensor-sized temporaries.
 	FusedAdamW bool
+	// NoLever: the preset is not offered as a change that makes a run fit
+	// (Changes): what it changes is other levers' settings inside the same
+	// transformers Trainer.
+	NoLever bool
 	// QuantOptimizer is the optimizer the stack runs a QLoRA request with
 	// when none is given ("" for Optimizer's).
 	QuantOptimizer Optimizer
@@ -78,6 +82,12 @@ var stacks = []Stack{
 	}},
 	{Name: StackAxolotl, Help: "flash-attention, LoRA dropout 0.05", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: FlashAttention2, LoRADropout: 0.05, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
 		"axolotl builds a transformers.Trainer; its example configs set flash_attention: true, bf16: auto and lora_dropout: 0.05",
+	}},
+	{Name: StackLlamaFactory, Help: "transformers Trainer with LLaMA-Factory's defaults: checkpointing on, norms left in 16 bits", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeBF16, Attn: SDPA, GradCkpt: CkptFull, FP32Adapters: true, NoSyncAccumulation: true, NoLever: true, Sources: []string{
+		"LLaMA-Factory (hiyouga/LLaMA-Factory at ff6d4d12e, src/llamafactory) trains with a transformers Trainer subclass on transformers' model code",
+		"hparams/model_args.py: disable_gradient_checkpointing defaults to False (prepare_model_for_training enables it), upcast_layernorm and upcast_lmhead_output to False, flash_attn to auto (transformers' default attention)",
+		"model/adapter.py: trainable parameters (adapters, or every weight of a full fine-tune) are cast to fp32 unless pure_bf16; it never calls PEFT's prepare_model_for_kbit_training, so a QLoRA base keeps its norms and embeddings in 16 bits",
+		"hparams/finetuning_args.py: lora_dropout defaults to 0.0; model_utils/quantization.py: bnb_4bit_quant_storage is the compute dtype",
 	}},
 	{Name: StackLitGPT, Help: "LitGPT: bf16-true, its own LoRA and a chunked loss", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, LoRADropout: 0.05, NoSyncAccumulation: true, QuantOptimizer: PagedAdamW32bit, Sources: []string{
 		"litgpt finetune/lora.py: lora_dropout defaults to 0.05; one dropout feeds the fused qkv adapter",

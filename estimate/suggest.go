@@ -225,6 +225,9 @@ func leverEdits(r Request, space SearchSpace) []Edit {
 	eds = append(eds, shardingEdits(r, space)...)
 	if r.Stack == "" {
 		for _, st := range stacks {
+			if st.NoLever {
+				continue
+			}
 			add(LeverStack, string(st.Name), "--stack "+string(st.Name), func(q *Request) { st.Apply(q) })
 		}
 	}

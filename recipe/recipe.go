@@ -146,6 +146,9 @@ func readFor(in Input, render bool) (*settings, error) {
 	if r.Stack == estimate.StackTorchtitan {
 		return nil, unsupported("stack", string(r.Stack), "torchtitan trains its own model code from its own config registry, which the emitted files do not write", "canifinetune estimate for the memory, and torchtitan's own config for the run")
 	}
+	if r.Stack == estimate.StackLlamaFactory {
+		return nil, unsupported("stack", string(r.Stack), "LLaMA-Factory runs from its own YAML config (llamafactory-cli train), which the emitted files do not write; its settings are named in the estimate's assumptions", "canifinetune estimate for the memory, then the same settings in a LLaMA-Factory config")
+	}
 	s := &settings{in: in, req: r, world: p.World, nodes: max(p.Nodes, 1), micro: p.MicroBatch, accum: max(p.GradAccum, 1)}
 	if s.world < 1 {
 		s.world = 1
