@@ -272,6 +272,15 @@ func common(r raw, m *Model) error {
 	if m.SlidingWindow, err = r.first(0, "sliding_window"); err != nil {
 		return err
 	}
+	// Qwen2's family configs carry a window with use_sliding_window false
+	// (Qwen2.5's 131072 or 32768, R1-Distill-Qwen's 4096): transformers then
+	// sets no window at all (Qwen2Config: sliding_window if
+	// use_sliding_window else None).
+	if use, err := r.boolField("use_sliding_window", true); err != nil {
+		return err
+	} else if !use {
+		m.SlidingWindow = 0
+	}
 	if m.LogitSoftcap, err = r.floatField("final_logit_softcapping", 0); err != nil {
 		return err
 	}
