@@ -66,10 +66,11 @@ type hfSaved struct {
 // which save nothing), rotary attention with grouped key/value heads,
 // StableLM's LayerNorm and partial rotary, a gated MLP, GPT-NeoX's, Phi's and
 // Falcon 7B's parallel blocks (Falcon's multi-query attention always
-// masked), and GPT-2's and GPT-BigCode's sequential blocks with a two-matmul
+// masked), SmolLM3's (Llama's layer; its NoPE layers skip rotary, which
+// saves only cos and sin), and GPT-2's and GPT-BigCode's sequential blocks with a two-matmul
 // MLP and dropouts. Others keep the fitted per-layer shape until their layer
 // code is read the same way.
-var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true, "gpt_bigcode": true, "gpt2": true, "gemma3_text": true}
+var hfExactTypes = map[string]bool{"llama": true, "mistral": true, "qwen2": true, "gemma": true, "qwen3": true, "gemma2": true, "phi3": true, "granite": true, "olmo2": true, "stablelm": true, "gpt_neox": true, "phi": true, "falcon": true, "gpt_bigcode": true, "gpt2": true, "gemma3_text": true, "smollm3": true}
 
 // hfClassicMLPTypes are the model types whose sequential block (ln_1,
 // attention, ln_2, MLP, LayerNorms) has a two-matmul MLP: GPTBigCodeMLP (c_fc,

@@ -98,6 +98,9 @@ var families = map[string]familySpec{
 	"qwen3":   {family: "qwen3", build: buildLlama, qkNorm: qkPerHead},
 	"granite": {family: "granite", build: buildLlama},
 	"olmo2":   {family: "olmo2", build: buildLlama, qkNorm: qkWholeProjection},
+	// SmolLM3Config: LlamaDecoderLayer, every fourth layer without rotary
+	// (no_rope_layers), tie_word_embeddings defaults to true.
+	"smollm3": {family: "smollm3", build: buildLlama, tiedDefault: true},
 
 	"gemma":       {family: "gemma", build: buildLlama, tiedDefault: true},
 	"gemma2":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, alternateSliding: true, slidingNote: true},
