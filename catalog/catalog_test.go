@@ -191,7 +191,7 @@ func TestRequiredModels(t *testing.T) {
 }
 
 var requiredModels = []string{
-	"HuggingFaceTB/SmolLM3-3B",
+	"HuggingFaceTB/SmolLM3-3B", "distilbert/distilbert-base-uncased",
 	"Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B", "Qwen/Qwen2.5-3B", "Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-14B", "Qwen/Qwen2.5-32B", "Qwen/Qwen2.5-72B",
 	"Qwen/Qwen2-7B",
 	"Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-14B", "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B",

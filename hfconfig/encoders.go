@@ -46,3 +46,41 @@ func buildBERT(r raw, m *Model, s familySpec) error {
 	m.HeadParams = h*h + h    // the pooler (classification) or the MLM transform's dense
 	return nil
 }
+
+// buildDistilBERT covers distilbert (modeling_distilbert; DistilBertConfig
+// names the width dim, the MLP hidden_dim, and n_layers and n_heads): per
+// block attention.{q,k,v,out}_lin and ffn.lin1 and ffn.lin2, all biased, and
+// two LayerNorms with bias (sa_layer_norm, output_layer_norm); word and
+// position embeddings, no token types, with a LayerNorm. Its classification
+// heads' pre_classifier, like the MLM head's vocab_transform, is a dense
+// h×h; the MLM head's vocab_projector is tied to the word embeddings.
+func buildDistilBERT(r raw, m *Model, s familySpec) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.need("hidden_dim", "intermediate_size"); err != nil {
+		return err
+	}
+	positions, err := r.first(512, "max_position_embeddings")
+	if err != nil {
+		return err
+	}
+	m.TiedEmbeddings = true
+	m.MLP = MLPClassic
+	m.Encoder = true
+	h := m.Hidden
+	m.uniformLayers(4*h,
+		lin("q_lin", RoleAttention, h, h, true),
+		lin("k_lin", RoleAttention, h, h, true),
+		lin("v_lin", RoleAttention, h, h, true),
+		lin("out_lin", RoleAttention, h, h, true),
+		lin("lin1", RoleMLP, h, m.Intermediate, true),
+		lin("lin2", RoleMLP, m.Intermediate, h, true),
+	)
+	m.setEmbeddings(false)
+	m.PositionParams = positions * h
+	m.FinalNormParams = 2 * h // the embeddings' LayerNorm
+	m.HeadParams = h*h + h    // pre_classifier (classification) or vocab_transform (MLM)
+	return nil
+}

@@ -144,6 +144,7 @@ var families = map[string]familySpec{
 	"roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	// XLM-RoBERTa is RoBERTa's layout with a 250k vocabulary
 	// (modeling_xlm_roberta copies modeling_roberta).
+	"distilbert":  {family: "distilbert", build: buildDistilBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	"xlm-roberta": {family: "bert", build: buildBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	"modernbert":  {family: "modernbert", build: buildModernBERT, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},
 	"deberta-v2":  {family: "deberta", build: buildDeBERTaV2, note: "encoder-only: bidirectional attention; the loss follows the task head (sequence classification unless --task says otherwise)"},

@@ -15,9 +15,9 @@ import (
 
 // encoders are refused: the memory model is for causal decoders.
 var encoders = map[string]string{
-	"deberta":    "encoder-only",
-	"distilbert": "encoder-only", "electra": "encoder-only",
-	"mbart": "encoder-decoder", "pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
+	"deberta": "encoder-only",
+	"electra": "encoder-only",
+	"mbart":   "encoder-decoder", "pegasus": "encoder-decoder", "whisper": "encoder-decoder", "umt5": "encoder-decoder", "marian": "encoder-decoder",
 }
 
 // SupportedTypes lists the model_type values with a dedicated builder.
@@ -228,7 +228,7 @@ const (
 // common reads the dimensions every decoder has, under their usual names.
 func common(r raw, m *Model) error {
 	var err error
-	if m.Hidden, err = r.need("hidden_size", "n_embd", "d_model", "n_embed"); err != nil {
+	if m.Hidden, err = r.need("hidden_size", "n_embd", "d_model", "n_embed", "dim"); err != nil {
 		return err
 	}
 	if m.NumLayers, err = r.need("num_hidden_layers", "n_layer", "num_layers", "n_layers"); err != nil {

@@ -85,7 +85,7 @@ func TestParseErrors(t *testing.T) {
 		{"fraction", `{"model_type":"llama","hidden_size":64.5,"num_hidden_layers":2,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4}`, "not a non-negative integer"},
 		{"zero layers", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":0,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4}`, "num_hidden_layers"},
 		{"kv not dividing", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":3,"intermediate_size":8,"vocab_size":4}`, "does not divide"},
-		{"encoder", `{"model_type":"distilbert","hidden_size":64}`, "encoder-only"},
+		{"encoder", `{"model_type":"electra","hidden_size":64}`, "encoder-only"},
 		{"unknown sparse", `{"model_type":"wizard","hidden_size":64}`, "not known"},
 		{"bad layer_types", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":2,"intermediate_size":8,"vocab_size":4,"layer_types":["full_attention"]}`, "layer_types: 1 entries for 2 layers"},
 	}
