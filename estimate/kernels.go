@@ -90,15 +90,16 @@ func kernelsOf(r Request) kernelSet {
 	// and its MLP op only where gate, up and down all carry adapters
 	// (models/utils.py trigger_fused_ops: all submodules LoRA layers).
 	ks.loraMLP = ks.loraMLP && r.Method == QLoRA
-	if r.Stack == StackUnsloth {
+	if unslothFastPath(r) {
 		// Unsloth's own decoder forward normalises with
 		// fast_rms_layernorm, and its patch_peft_model puts every MLP
-		// whose gate, up and down carry unbiased adapters under LoRA_MLP,
-		// on any base, when lora_dropout is 0 and bias "none"
-		// (unsloth/models/llama.py at 015bdef0d9). Its fast RoPE works in
+		// whose gate, up and down carry adapters and have no bias under
+		// LoRA_MLP, on any base, when lora_dropout is 0
+		// (unsloth/models/llama.py at 015bdef0d9; PEFT's bias "none",
+		// which it also requires, is assumed). Its fast RoPE works in
 		// place and its loss is the stack's loss path.
 		ks.norm = true
-		ks.loraMLP = ks.loraMLP || r.Method != Full && (r.LoRADropout == nil || *r.LoRADropout == 0)
+		ks.loraMLP = ks.loraMLP || (r.LoRADropout == nil || *r.LoRADropout == 0) && !mlpBiased(r.Model)
 	}
 	ks.loraMLP = ks.loraMLP && r.Model.MLP == hfconfig.MLPGated && adaptsWholeMLP(r)
 	if r.Compile {
@@ -111,6 +112,30 @@ func kernelsOf(r Request) kernelSet {
 	}
 	ks.glu = ks.glu && r.Model.MLP == hfconfig.MLPGated
 	return ks
+}
+
+// unslothFastTypes are the model types Unsloth's loader sends to its own
+// model code (FastLlamaModel, FastMistralModel, FastGemmaModel,
+// FastGemma2Model, FastQwen2Model, FastQwen3Model: unsloth/models/loader.py
+// at 015bdef0d9; its llama-fied Phi uploads read as llama). Every other
+// type, and any full fine-tune or 8-bit load, goes through its FastModel
+// path, which patches neither the norms nor the LoRA MLP.
+var unslothFastTypes = map[string]bool{"llama": true, "mistral": true, "gemma": true, "gemma2": true, "qwen2": true, "qwen3": true}
+
+// unslothFastPath reports whether an unsloth-stack run trains through
+// Unsloth's own patched decoder (unslothFastTypes), whose kernels kernelsOf
+// counts.
+func unslothFastPath(r Request) bool {
+	return r.Stack == StackUnsloth && r.Method != Full && r.Quant != Int8 && r.Model.Experts == 0 && unslothFastTypes[r.Model.ModelType]
+}
+
+// mlpBiased reports whether any of the first block's MLP projections has a
+// bias (Unsloth's LoRA_MLP requires none).
+func mlpBiased(m *hfconfig.Model) bool {
+	if len(m.Layers) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(m.Layers[0].Linears, func(l hfconfig.Linear) bool { return l.Role == hfconfig.RoleMLP && l.Bias })
 }
 
 // normsPerLayer counts a decoder layer's hidden-sized RMSNorms (2, Gemma 2
@@ -171,9 +196,9 @@ func kernelSavingPerLayer(r Request, act, mlpBytes float64) float64 {
 //   - Liger's fused linear cross-entropy (ops/fused_linear_cross_entropy.py)
 //     computes the gradients in the forward: grad_input (the hidden states'
 //     shape and dtype) and, when the output layer trains, grad_weight (the
-//     parameter's shape and dtype) stay saved for the backward; chunks of
-//     logits, chunk = next_pow2(⌈BT / ⌈V/H⌉⌉) rows of V (about BT·H
-//     elements), live ligerChunkTensors at a time.
+//     parameter's shape and dtype) stay saved for the backward; it works
+//     through chunks of logits, chunk = next_pow2(⌈BT / ⌈V/H⌉⌉) rows of V
+//     (about BT·H elements), as ligerFLCEBytes counts for its current code.
 //   - Apple's Cut Cross-Entropy (cut_cross_entropy/cce.py) saves the
 //     log-sum-exp, one fp32 per token; the gradients come in the backward
 //     block by block.
@@ -182,31 +207,55 @@ func fusedLossBytes(r Request, act float64, headTrains bool, gradBytes int64) (s
 	bt := r.SeqLen * r.Batch
 	switch r.FusedCE {
 	case LossLiger:
-		inc := max(1, (m.Vocab+m.Hidden-1)/m.Hidden)
-		chunk := min(nextPow2((bt+inc-1)/inc), bt)
-		saved = float64(bt*m.Hidden) * act
-		if headTrains {
-			saved += float64(m.Vocab * m.Hidden * gradBytes)
-		}
-		// The chunks' logits, and the fp32 per-token loss.
-		return saved, ligerChunkTensors*float64(chunk*m.Vocab)*act + 4*float64(bt)
+		return ligerFLCEBytes(bt, m.Vocab, m.Hidden, act, headTrains, gradBytes, ligerCurrent)
 	case LossCutCrossEntropy:
 		return 4 * float64(bt), 0
 	}
 	return 0, 0
 }
 
-// ligerChunkTensors is how many chunk-sized logit tensors Liger's fused
-// linear cross-entropy holds at once. Its code accounts for three: each
-// chunk's logits are computed while the previous chunk's logits and their
-// scaled gradient (logits_chunk * alpha) are still referenced. Liger's own
-// measurements show four: the fused_linear_cross_entropy memory rows of its
-// benchmark data (benchmark/data/all_benchmark_data.csv, liger 0.4.2 on an
-// A100-SXM4-80GB, H 4096, V 128256, bf16), less the tensors the benchmark
-// holds, leave 4.06 to 4.5 chunks at BT 4096 to 32768
-// (TestLigerFLCEMeasured). The estimate counts what was measured; the
-// fourth tensor is not explained by the code read.
-const ligerChunkTensors = 4
+// ligerFLCE is what one version of Liger's fused linear cross-entropy holds
+// while its forward runs, beside what it saves.
+type ligerFLCE struct {
+	// ChunkUnits is how many chunk-sized logit tensors, in the logits'
+	// dtype, it holds at once.
+	ChunkUnits float64
+	// GradWeightCopy: a trained 16-bit grad_weight is accumulated chunk by
+	// chunk through a V×H product in the logits' dtype and its fp32 copy.
+	GradWeightCopy bool
+}
+
+// ligerCurrent is Liger's code from 0.6.2 on (read at ead96b61, 2026-08):
+//   - grad_logits_chunk is logits_chunk itself (since 0.5.3), so the next
+//     chunk's logits are computed beside the previous chunk's only: two
+//     chunks (0.5.0–0.5.2 scaled a copy, three; 0.4.2 and before upcast each
+//     chunk to fp32 too, four, which Liger's own benchmark measures:
+//     TestLigerFLCEMeasured);
+//   - a 16-bit grad_weight takes grad_weight += torch.mm(grad_logits_chunk.t(),
+//     _input_chunk).float(), a V×H product and its fp32 copy beside the
+//     chunk; an fp32 grad_weight (fp32 master weights) goes through
+//     addmm(out_dtype=float32) in place on torch ≥ 2.8 and Ampere or newer
+//     (since 0.8.1), which the estimate assumes.
+var ligerCurrent = ligerFLCE{ChunkUnits: 2, GradWeightCopy: true}
+
+// ligerFLCEBytes is what Liger's fused linear cross-entropy saves for the
+// backward and the transient it holds, for bt tokens over a V×H output
+// layer, in version v's code.
+func ligerFLCEBytes(bt, vocab, hidden int64, act float64, headTrains bool, gradBytes int64, v ligerFLCE) (saved, transient float64) {
+	inc := max(1, (vocab+hidden-1)/hidden)
+	chunk := min(nextPow2((bt+inc-1)/inc), bt)
+	saved = float64(bt*hidden) * act
+	if headTrains {
+		saved += float64(vocab * hidden * gradBytes)
+	}
+	c := float64(chunk*vocab) * act
+	transient = v.ChunkUnits * c
+	if v.GradWeightCopy && headTrains && gradBytes < 4 {
+		transient = max(transient, c+float64(vocab*hidden)*(act+4))
+	}
+	// The fp32 per-token loss.
+	return saved, transient + 4*float64(bt)
+}
 
 func nextPow2(n int64) int64 {
 	if n <= 1 {
@@ -243,6 +292,9 @@ func checkKernels(r *Request) error {
 			return err
 		}
 	}
+	if r.Stack == StackUnsloth && slices.Contains(r.Kernels, KernelFOAK) {
+		return fieldErr("kernels", KernelFOAK, "unset under --stack unsloth: fms-acceleration's fused ops are a transformers Trainer plugin, and the unsloth stack runs Unsloth's own kernels")
+	}
 	if r.OptimizerInBackward {
 		if r.GradAccum > 1 {
 			return fieldErr("optimizer_in_backward", true, "off with grad_accum %d: each gradient is stepped and freed as it is produced, so nothing accumulates (torchtune refuses the combination)", r.GradAccum)
@@ -263,8 +315,8 @@ func kernelAssumptions(r Request) []string {
 	if r.Compile {
 		a = append(a, "torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved (Inductor's min-cut partitioner)")
 	}
-	if r.Stack == StackUnsloth {
-		line := "unsloth kernels: fast_rms_layernorm saves the 16-bit input and a per-row rstd"
+	if unslothFastPath(r) {
+		line := "unsloth kernels (its own model code for this type): fast_rms_layernorm saves the 16-bit input and a per-row rstd"
 		if kernelsOf(r).loraMLP {
 			line += "; LoRA_MLP saves X, gate and up and recomputes act(gate)·up"
 		}

@@ -4,9 +4,11 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"github.com/canifinetune/canifinetune/hfconfig"
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -110,8 +112,8 @@ func TestLigerFusedLinearCrossEntropy(t *testing.T) {
 	nr, _ := r.Normalize()
 	saved, transient := fusedLossBytes(nr, 2, false, 2)
 	bt := float64(r.SeqLen * r.Batch)
-	if want := ligerChunkTensors*2048*32000*2 + 4*bt; transient != want {
-		t.Errorf("transient %.0f B, want %d 2048-row bf16 chunks and the fp32 loss: %.0f", transient, ligerChunkTensors, want)
+	if want := 2*2048*32000*2 + 4*bt; transient != want {
+		t.Errorf("transient %.0f B, want two 2048-row bf16 chunks and the fp32 loss: %.0f", transient, want)
 	}
 	if want := bt * 4096 * 2; saved != want {
 		t.Errorf("saved %.0f B, want grad_input %.0f", saved, want)
@@ -119,9 +121,18 @@ func TestLigerFusedLinearCrossEntropy(t *testing.T) {
 	full := r
 	full.Method, full.LoRARank, full.LoRATargets = Full, 0, nil
 	nf, _ := full.Normalize()
-	savedFull, _ := fusedLossBytes(nf, 2, true, 2)
+	savedFull, transientFull := fusedLossBytes(nf, 2, true, 2)
 	if want := saved + 32000*4096*2; savedFull != want {
 		t.Errorf("full fine-tune saved %.0f B, want grad_input + the output layer's grad_weight %.0f", savedFull, want)
+	}
+	// A trained bf16 output layer: grad_weight += mm(...).float(), a V×H
+	// bf16 product and its fp32 copy beside one chunk.
+	if want := 2048*32000*2 + 32000*4096*(2+4) + 4*bt; transientFull != want {
+		t.Errorf("full fine-tune transient %.0f B, want a chunk, the V×H product and its fp32 copy: %.0f", transientFull, want)
+	}
+	// fp32 master weights: addmm(out_dtype=float32) in place.
+	if _, tr := fusedLossBytes(nf, 2, true, 4); tr != transient {
+		t.Errorf("fp32 grad_weight transient %.0f B, want the chunks alone %.0f", tr, transient)
 	}
 	stock := r
 	stock.FusedCE = LossNone
@@ -199,7 +210,7 @@ func TestUnknownKernelRefused(t *testing.T) {
 // left is the loss's own working set: for torch's cross_entropy on bf16
 // logits (no autocast) three logit-sized bf16 tensors — which checks that
 // accounting — and for Liger's fused linear cross-entropy what
-// fusedLossBytes counts for a trained output layer.
+// ligerFLCEBytes counts for that version's code and a trained output layer.
 func TestLigerFLCEMeasured(t *testing.T) {
 	f, err := os.Open("testdata/liger-flce-memory.csv")
 	if err != nil {
@@ -243,12 +254,11 @@ func TestLigerFLCEMeasured(t *testing.T) {
 		case "huggingface":
 			model = held + 3*float64(bt*cfg.V*2)
 		case "liger":
-			m := *catalogModel(t, "meta-llama/Meta-Llama-3-8B")
-			if m.Hidden != cfg.H || m.Vocab != cfg.V {
-				t.Fatalf("Llama 3 8B is %d × %d, the benchmark %d × %d", m.Hidden, m.Vocab, cfg.H, cfg.V)
-			}
-			r := Request{Model: &m, SeqLen: bt, Batch: 1, FusedCE: LossLiger}
-			saved, transient := fusedLossBytes(r, 2, true, 2)
+			// The benchmark ran liger 0.4.2, whose forward upcast each
+			// chunk to fp32 beside its bf16 logits and the previous chunk's
+			// gradient (four chunk units) and accumulated grad_weight
+			// with addmm in place.
+			saved, transient := ligerFLCEBytes(bt, cfg.V, cfg.H, 2, true, 2, ligerFLCE{ChunkUnits: 4})
 			model = held + saved + transient
 			liger++
 		default:
@@ -263,9 +273,10 @@ func TestLigerFLCEMeasured(t *testing.T) {
 	}
 }
 
-// The unsloth stack runs Unsloth's own kernels: fast_rms_layernorm always,
-// LoRA_MLP on any base where gate, up and down carry adapters and
-// lora_dropout is 0 (patch_peft_model's fast path).
+// The unsloth stack runs Unsloth's own kernels where its loader dispatches
+// to its own model code: fast_rms_layernorm, and LoRA_MLP on any base where
+// gate, up and down carry adapters, have no bias and lora_dropout is 0
+// (patch_peft_model's fast path).
 func TestUnslothStackKernels(t *testing.T) {
 	drop := 0.05
 	for _, c := range []struct {
@@ -277,12 +288,20 @@ func TestUnslothStackKernels(t *testing.T) {
 		{"qlora all-linear", func(r *Request) { r.Method = QLoRA }, true, true},
 		{"lora dropout 0.05: no fast path", func(r *Request) { r.LoRADropout = &drop }, true, false},
 		{"attention only: no LoRA_MLP", func(r *Request) { r.LoRATargets = []string{"q_proj", "k_proj", "v_proj", "o_proj"} }, true, false},
-		{"full fine-tune", func(r *Request) { r.Method, r.LoRARank, r.LoRATargets = Full, 0, nil }, true, false},
+		// Full fine-tuning, 8-bit bases, MoE and the model types its loader
+		// does not dispatch to its own code go through FastModel.
+		{"full fine-tune", func(r *Request) { r.Method, r.LoRARank, r.LoRATargets = Full, 0, nil }, false, false},
+		{"8-bit base", func(r *Request) { r.Method, r.Quant = QLoRA, Int8 }, false, false},
+		{"MoE", func(r *Request) { r.Model = catalogModel(t, "Qwen/Qwen3-30B-A3B") }, false, false},
+		{"gemma 3: not dispatched", func(r *Request) { r.Model = catalogModel(t, "google/gemma-3-4b-pt") }, false, false},
+		{"qwen3: dispatched", func(r *Request) { r.Model = catalogModel(t, "Qwen/Qwen3-8B") }, true, true},
+		{"biased MLP: no LoRA_MLP", func(r *Request) { r.Model = biasedMLP(t) }, true, false},
 		{"hf-trainer: eager norms, PEFT MLP", func(r *Request) { r.Stack = StackHFTrainer }, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := kernelBase(t)
 			r.Stack, r.Precision, r.GradCkpt = StackUnsloth, "", ""
+			r.LoRATargets = []string{"all-linear"}
 			c.mod(&r)
 			n, err := r.Normalize()
 			if err != nil {
@@ -315,11 +334,17 @@ func TestLlamaFactoryStack(t *testing.T) {
 	hf := none
 	StackLlamaFactory.Spec().Apply(&none)
 	StackHFTrainer.Spec().Apply(&hf)
-	if n, _ := none.Normalize(); n.GradCkpt != CkptNone {
-		t.Errorf("an explicit --grad-ckpt none became %s", n.GradCkpt)
+	lf, err := none.Normalize()
+	if err != nil {
+		t.Fatal(err)
 	}
-	lf, _ := none.Normalize()
-	hn, _ := hf.Normalize()
+	if lf.GradCkpt != CkptNone {
+		t.Errorf("an explicit --grad-ckpt none became %s", lf.GradCkpt)
+	}
+	hn, err := hf.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var pc PhasePeak
 	tl, _, err := pc.terms(lf)
 	if err != nil {
@@ -340,7 +365,32 @@ func TestLlamaFactoryStack(t *testing.T) {
 	}
 	lora := none
 	lora.Method = LoRA
-	if n, _ := lora.Normalize(); !hfExact(n) {
+	if n, err := lora.Normalize(); err != nil || !hfExact(n) {
 		t.Error("a LoRA run on llama-factory is not read through transformers' layer code")
+	}
+}
+
+// biasedMLP is a small Llama with mlp_bias true.
+func biasedMLP(t *testing.T) *hfconfig.Model {
+	t.Helper()
+	m, err := hfconfig.Parse([]byte(`{"model_type":"llama","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":512,"vocab_size":1000,"mlp_bias":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// fms-acceleration's fused ops plug into the transformers Trainer; with the
+// unsloth stack, which runs Unsloth's own kernels, they are refused by field.
+func TestFOAKRefusedOnUnsloth(t *testing.T) {
+	r := kernelBase(t)
+	r.Stack, r.Precision, r.GradCkpt, r.Method = StackUnsloth, "", "", QLoRA
+	r.Kernels = []Kernel{KernelFOAK}
+	if _, err := r.Normalize(); err == nil || !strings.Contains(err.Error(), "kernels") {
+		t.Errorf("foak on the unsloth stack: %v, want a refusal naming the kernels field", err)
+	}
+	r.Stack = StackHFTrainer
+	if _, err := r.Normalize(); err != nil {
+		t.Errorf("foak on the hf-trainer stack: %v", err)
 	}
 }

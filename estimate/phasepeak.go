@@ -312,8 +312,8 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// in fp32, so the hidden states entering each Linear4bit are fp32
 		// and bitsandbytes returns its output in its input's dtype
 		// (Linear4bit.forward: out.to(inp_dtype)): the MLP's intermediates
-		// are fp32. A stack that keeps the norms in 16 bits (Unsloth,
-		// LitGPT, torchtune, fsdp_qlora) computes them in 16 bits.
+		// are fp32. A stack that keeps the norms in 16 bits (a preset
+		// with UpcastFrozen false) computes them in 16 bits.
 		mlpBytes = refQLoRAMLPBytes
 	}
 	perLayer := s * b * (refAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)

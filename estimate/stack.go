@@ -86,7 +86,7 @@ var stacks = []Stack{
 	{Name: StackLlamaFactory, Help: "transformers Trainer with LLaMA-Factory's defaults: checkpointing on, norms left in 16 bits", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeBF16, Attn: SDPA, GradCkpt: CkptFull, FP32Adapters: true, NoSyncAccumulation: true, NoLever: true, Sources: []string{
 		"LLaMA-Factory (hiyouga/LLaMA-Factory at ff6d4d12e, src/llamafactory) trains with a transformers Trainer subclass on transformers' model code",
 		"hparams/model_args.py: disable_gradient_checkpointing defaults to False (prepare_model_for_training enables it), upcast_layernorm and upcast_lmhead_output to False, flash_attn to auto (transformers' default attention)",
-		"model/adapter.py: trainable parameters (adapters, or every weight of a full fine-tune) are cast to fp32 unless pure_bf16; it never calls PEFT's prepare_model_for_kbit_training, so a QLoRA base keeps its norms and embeddings in 16 bits",
+		"model/adapter.py: trainable parameters (adapters, or every weight of a full fine-tune) are cast to fp32 unless pure_bf16 or BAdam (and, unquantized, under DeepSpeed ZeRO-3, which keeps them fp32 itself); it never calls PEFT's prepare_model_for_kbit_training, so a QLoRA base keeps its norms and embeddings in 16 bits",
 		"hparams/finetuning_args.py: lora_dropout defaults to 0.0; model_utils/quantization.py: bnb_4bit_quant_storage is the compute dtype",
 	}},
 	{Name: StackLitGPT, Help: "LitGPT: bf16-true, its own LoRA and a chunked loss", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeUint8, Attn: SDPA, LoRADropout: 0.05, NoSyncAccumulation: true, QuantOptimizer: PagedAdamW32bit, Sources: []string{

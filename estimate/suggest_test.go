@@ -132,6 +132,31 @@ func TestChangesJudge(t *testing.T) {
 	}
 }
 
+// TestChangesSkipsNoLeverStacks: a preset marked NoLever (llama-factory,
+// whose differences are other levers' settings in the same Trainer) is never
+// tried as a change, even where it alone would fit; the other presets are.
+func TestChangesSkipsNoLeverStacks(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-7B")
+	est, _ := ByName(Default)
+	r := Request{Model: m, Method: QLoRA, SeqLen: 2048, Batch: 1, GPUTotal: 24 * GiB}
+	var tried []StackName
+	judge := func(q Request) (*Estimate, Verdict, error) {
+		tried = append(tried, q.Stack)
+		e, err := est.Estimate(q)
+		if err != nil {
+			return nil, Verdict{}, err
+		}
+		return e, Verdict{Fit: FitYes, Ratio: 0.5}, nil
+	}
+	Changes(est, r, Verdict{Fit: FitNo, Ratio: 2}, SearchSpace{Judge: judge})
+	if slices.Contains(tried, StackLlamaFactory) {
+		t.Error("--stack llama-factory was tried as a change")
+	}
+	if !slices.Contains(tried, StackUnsloth) {
+		t.Errorf("stacks tried %q: the other presets are still levers", tried)
+	}
+}
+
 // BenchmarkChanges measures one search on a 12 GiB card where no single
 // flag is enough (singles, then pairs).
 func BenchmarkChanges(b *testing.B) {
