@@ -50,6 +50,11 @@ type Entry struct {
 	// StatedParamsSource names where StatedParams comes from, and its
 	// rounding when not exact.
 	StatedParamsSource string
+	// PreQuantized is set, by Lookup, when the name asked for is Unsloth's
+	// bitsandbytes 4-bit upload of this entry's model (unsloth/<name>-bnb-4bit
+	// or -unsloth-bnb-4bit): that name. The upload keeps the model's shapes
+	// with its decoder Linears stored packed in nf4, so it trains as QLoRA.
+	PreQuantized string
 }
 
 // indexEntry is one row of models/index.json; its config lives at
@@ -153,10 +158,35 @@ func Lookup(name string) (Entry, error) {
 	if i, ok := c.byName[strings.ToLower(n)]; ok {
 		return c.entries[i], nil
 	}
+	if base, ok := unslothPackedBase(n); ok {
+		if i, ok := c.byName[strings.ToLower(base)]; ok {
+			e := c.entries[i]
+			e.PreQuantized = n
+			return e, nil
+		}
+	}
 	if s := c.suggest(n, 3); len(s) > 0 {
 		return Entry{}, fmt.Errorf("%w: %q; closest: %s", ErrNotFound, name, strings.Join(s, ", "))
 	}
 	return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+}
+
+// unslothPackedBase is the unquantized upload an Unsloth 4-bit upload
+// packs: Unsloth publishes unsloth/<name>-bnb-4bit (and, with some layers
+// left in 16 bits, -unsloth-bnb-4bit) beside unsloth/<name>, the same model
+// with its decoder Linears stored as bitsandbytes nf4.
+func unslothPackedBase(name string) (string, bool) {
+	org, rest, ok := strings.Cut(name, "/")
+	if !ok || !strings.EqualFold(org, "unsloth") {
+		return "", false
+	}
+	lower := strings.ToLower(rest)
+	for _, suffix := range []string{"-unsloth-bnb-4bit", "-bnb-4bit"} {
+		if strings.HasSuffix(lower, suffix) && len(rest) > len(suffix) {
+			return org + "/" + rest[:len(rest)-len(suffix)], true
+		}
+	}
+	return "", false
 }
 
 // Suggest returns up to n catalog ids closest to name, best first.

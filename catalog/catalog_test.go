@@ -381,3 +381,26 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	})
 }
+
+// An Unsloth 4-bit upload resolves to the entry of the model it packs, and
+// says so; only Unsloth's own -bnb-4bit names do.
+func TestLookupUnslothPacked(t *testing.T) {
+	for _, c := range []struct{ name, wantID string }{
+		{"unsloth/llama-3-8b-bnb-4bit", "meta-llama/Meta-Llama-3-8B"},
+		{"unsloth/Meta-Llama-3.1-8B-bnb-4bit", "meta-llama/Llama-3.1-8B"},
+		{"UNSLOTH/Qwen2.5-7B-Instruct-unsloth-bnb-4bit", "Qwen/Qwen2.5-7B"},
+	} {
+		e, err := Lookup(c.name)
+		if err != nil || e.ID != c.wantID || e.PreQuantized != Normalize(c.name) {
+			t.Errorf("Lookup(%q) = %q (pre-quantized %q), %v; want %s, pre-quantized", c.name, e.ID, e.PreQuantized, err, c.wantID)
+		}
+	}
+	if e, err := Lookup("unsloth/llama-3-8b"); err != nil || e.PreQuantized != "" {
+		t.Errorf("the unquantized upload: pre-quantized %q, %v", e.PreQuantized, err)
+	}
+	for _, name := range []string{"someone/llama-3-8b-bnb-4bit", "unsloth/-bnb-4bit", "unsloth/no-such-model-bnb-4bit"} {
+		if _, err := Lookup(name); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Lookup(%q): %v, want ErrNotFound", name, err)
+		}
+	}
+}

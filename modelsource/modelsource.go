@@ -170,6 +170,7 @@ func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.Notes = append(r.Notes, preQuantizedNotes(entry)...)
 		if rev != "" && rev != "main" {
 			r.Notes = append(r.Notes, fmt.Sprintf("revision %q not checked: the catalog holds one revision of %s; pass --hub for that revision's own config and exact counts", rev, entry.ID))
 		}
@@ -458,8 +459,18 @@ func Catalog(name string) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.Notes = append(r.Notes, preQuantizedNotes(entry)...)
 	if rev != "" && rev != "main" {
 		r.Notes = append(r.Notes, fmt.Sprintf("revision %q not checked: the catalog holds one revision of %s", rev, entry.ID))
 	}
 	return r, nil
+}
+
+// preQuantizedNotes says, for an Unsloth 4-bit upload resolved through the
+// catalog entry of the model it packs, what that means for the run.
+func preQuantizedNotes(e catalog.Entry) []string {
+	if e.PreQuantized == "" {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s is Unsloth's bitsandbytes 4-bit upload of %s: the same shapes, its decoder Linears stored as nf4, so it trains as --method qlora (a 16-bit LoRA or full fine-tune starts from the unquantized upload)", e.PreQuantized, e.ID)}
 }

@@ -145,6 +145,8 @@ func TestResolveOrder(t *testing.T) {
 	}{
 		{name: "catalog without the Hub", model: "Qwen/Qwen2.5-0.5B@main", wantFrom: FromCatalog},
 		{name: "catalog ignores a revision, and says so", model: "Qwen/Qwen2.5-0.5B@v2", wantFrom: FromCatalog, wantNotes: `revision "v2" not checked`},
+		{name: "an Unsloth 4-bit upload through its model's entry", model: "unsloth/Qwen2.5-0.5B-bnb-4bit", wantFrom: FromCatalog,
+			wantNotes: "unsloth/Qwen2.5-0.5B-bnb-4bit is Unsloth's bitsandbytes 4-bit upload of Qwen/Qwen2.5-0.5B"},
 		{name: "--hub for a catalog model", model: "Qwen/Qwen2.5-0.5B", opts: Options{Hub: true}, wantFrom: FromHub,
 			wantCalls: []string{"Qwen/Qwen2.5-0.5B@"}, wantWarnings: []string{"Qwen/Qwen2.5-0.5B: index disagrees"}},
 		{name: "--hub offline falls back to the catalog", model: "Qwen/Qwen2.5-0.5B", opts: Options{Hub: true, Offline: true},
