@@ -234,6 +234,8 @@ var requiredModels = []string{
 	"google/flan-t5-small", "google/flan-t5-base", "google-t5/t5-base", "google-t5/t5-large", "google/mt5-small", "google/mt5-base",
 	"facebook/bart-base", "FacebookAI/roberta-base", "FacebookAI/roberta-large", "google-bert/bert-base-uncased",
 	"microsoft/deberta-v3-base", "microsoft/deberta-v3-large", "answerdotai/ModernBERT-base",
+	"facebook/opt-125m", "facebook/opt-350m", "facebook/opt-1.3b", "facebook/opt-2.7b", "facebook/opt-6.7b", "facebook/opt-13b", "facebook/opt-30b",
+	"EleutherAI/gpt-j-6b", "Qwen/Qwen1.5-0.5B", "Qwen/Qwen1.5-0.5B-Chat", "Qwen/Qwen1.5-7B", "Qwen/Qwen1.5-7B-Chat",
 }
 
 func TestLookup(t *testing.T) {

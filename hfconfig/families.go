@@ -133,6 +133,8 @@ var families = map[string]familySpec{
 		note: "GPT-2 uses Conv1D, which bitsandbytes does not quantize; QLoRA figures for it are an upper bound on savings"},
 	"gpt_bigcode":     {family: "gpt_bigcode", build: buildGPT2, tiedDefault: true, multiQuery: true},
 	"gpt_neox":        {family: "gpt_neox", build: buildNeoX},
+	"gptj":            {family: "gptj", build: buildGPTJ},
+	"opt":             {family: "opt", build: buildOPT, tiedDefault: true},
 	"bloom":           {family: "bloom", build: buildNeoX, tiedDefault: true, fixedBias: true, embeddingNorm: true},
 	"falcon":          {family: "falcon", build: buildFalcon, tiedDefault: true},
 	"RefinedWeb":      {family: "falcon", build: buildFalcon, tiedDefault: true},
@@ -316,6 +318,42 @@ func buildPhi(r raw, m *Model, s familySpec) error {
 		lin("dense", RoleAttention, m.Heads*m.HeadDim, h, true),
 		lin("fc1", RoleMLP, h, m.Intermediate, true),
 		lin("fc2", RoleMLP, m.Intermediate, h, true),
+	)
+	m.setEmbeddings(true)
+	m.FinalNormParams = 2 * h
+	return nil
+}
+
+// buildGPTJ: GPT-J (modeling_gptj) — one ln_1 LayerNorm whose output both
+// the attention and the MLP read (a parallel block), attn.{q_proj,k_proj,
+// v_proj,out_proj} without biases, mlp.fc_in (n_embd → n_inner, or
+// 4·n_embd when n_inner is null) and fc_out with biases and gelu_new
+// between them, rotary on the first rotary_dim dimensions of each head (a
+// buffer, no parameters), a final ln_f, and an untied lm_head with a bias
+// (GPTJConfig's tie_word_embeddings defaults to false).
+func buildGPTJ(r raw, m *Model, s familySpec) error {
+	if err := common(r, m); err != nil {
+		return err
+	}
+	var err error
+	if m.Intermediate, err = r.first(0, "n_inner"); err != nil {
+		return err
+	}
+	if m.Intermediate == 0 { // absent, null or 0: GPTJBlock's 4·n_embd
+		m.Intermediate = 4 * m.Hidden
+	}
+	if err := tied(r, m, s.tiedDefault); err != nil {
+		return err
+	}
+	m.MLP = MLPClassic
+	h := m.Hidden
+	m.uniformLayers(2*h,
+		lin("q_proj", RoleAttention, h, h, false),
+		lin("k_proj", RoleAttention, h, h, false),
+		lin("v_proj", RoleAttention, h, h, false),
+		lin("out_proj", RoleAttention, h, h, false),
+		lin("fc_in", RoleMLP, h, m.Intermediate, true),
+		lin("fc_out", RoleMLP, m.Intermediate, h, true),
 	)
 	m.setEmbeddings(true)
 	m.FinalNormParams = 2 * h

@@ -94,11 +94,12 @@ type Model struct {
 	// AttnSoftcap is attn_logit_softcapping (Gemma 2): eager attention's
 	// scores pass through tanh(x/cap)·cap before the softmax (0: none).
 	AttnSoftcap float64
-	// ResidDropout is resid_pdrop (Phi, GPT-2): the dropout on each
-	// block's attention and MLP outputs while training (0: none).
+	// ResidDropout is resid_pdrop (Phi, GPT-2; OPT's dropout): the dropout
+	// on each block's attention and MLP outputs while training (0: none).
 	ResidDropout float64
-	// AttnDropout is attn_pdrop (GPT-2, GPT-BigCode): the dropout on eager
-	// attention's probabilities while training (0: none).
+	// AttnDropout is attn_pdrop (GPT-2, GPT-BigCode; OPT's
+	// attention_dropout): the dropout on eager attention's probabilities
+	// while training (0: none).
 	AttnDropout float64
 	// MaxPositions is the context the checkpoint was built for
 	// (max_position_embeddings, n_positions or seq_length; 0: not stated).
@@ -110,14 +111,16 @@ type Model struct {
 
 	// EmbeddingParams: token embeddings (and per-layer-input embeddings).
 	EmbeddingParams int64
-	// PositionParams: learned absolute position embeddings (gpt2, bigcode).
+	// PositionParams: learned absolute position embeddings (gpt2, bigcode, opt).
 	PositionParams int64
 	// LMHeadParams: a separate output matrix (0 when tied), with bias if any.
 	LMHeadParams int64
 	// FinalNormParams: the norm after the last block (plus embedding norms).
 	FinalNormParams int64
-	// HeadParams: an encoder's dense layers outside the blocks (the pooler
-	// of a classification head, the MLM head's transform).
+	// HeadParams: dense layers outside the blocks that are neither
+	// embeddings nor the LM head: an encoder's (the pooler of a
+	// classification head, the MLM head's transform) and OPT-350m's
+	// project_in and project_out.
 	HeadParams int64
 	// Encoder: a bidirectional encoder-only model (BERT, RoBERTa,
 	// ModernBERT): its loss follows the task head, not a causal LM head.
