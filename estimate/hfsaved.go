@@ -113,9 +113,7 @@ var hfFusedQKVTypes = map[string]bool{"phi3": true}
 // hfExactTypes, or a mixture of experts of a type in hfMoETypes (hfmoe.go).
 // Other requests keep the fitted activation coefficients.
 func hfExact(r Request) bool {
-	switch r.Stack {
-	case "", StackHFTrainer, StackTRL, StackPEFTAccelerate, StackAxolotl, StackLlamaFactory:
-	default:
+	if r.Stack != "" && !r.Stack.Spec().TransformersLayers {
 		return false
 	}
 	if r.Method != Full && r.Method != LoRA && !hfQLoRA(r) {

@@ -45,6 +45,9 @@ type Stack struct {
 	// fused=True, so a run that names torch's AdamW (adamw_torch) gets the
 	// fused step, without foreach's tensor-sized temporaries.
 	FusedAdamW bool
+	// TransformersLayers: the stack trains transformers' own model code, so
+	// its layers' saved tensors are read tensor by tensor (hfExact).
+	TransformersLayers bool
 	// NoLever: the preset is not offered as a change that makes a run fit
 	// (Changes): what it changes is other levers' settings inside the same
 	// transformers Trainer.
@@ -68,22 +71,22 @@ type Stack struct {
 }
 
 var stacks = []Stack{
-	{Name: StackHFTrainer, Help: "transformers Trainer", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
+	{Name: StackHFTrainer, Help: "transformers Trainer", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, NoSyncAccumulation: true, TransformersLayers: true, Sources: []string{
 		"transformers TrainingArguments: optim defaults to adamw_torch; bf16=True autocasts, trainable params keep their load dtype",
 		"peft prepare_model_for_kbit_training: casts non-quantized (embeddings, norms) params to fp32",
 		"transformers >= 4.36 defaults attn_implementation to sdpa when available",
 		"peft LoraConfig: lora_dropout defaults to 0.0",
 	}},
-	{Name: StackTRL, Help: "TRL's SFTTrainer (as hf-trainer)", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
+	{Name: StackTRL, Help: "TRL's SFTTrainer (as hf-trainer)", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, NoSyncAccumulation: true, TransformersLayers: true, Sources: []string{
 		"trl SFTTrainer subclasses transformers.Trainer: same optimizer and precision defaults as hf-trainer",
 	}},
-	{Name: StackPEFTAccelerate, Help: "a PyTorch loop over PEFT and accelerate", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
+	{Name: StackPEFTAccelerate, Help: "a PyTorch loop over PEFT and accelerate", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, NoSyncAccumulation: true, TransformersLayers: true, Sources: []string{
 		"peft examples with accelerate: torch.optim.AdamW (foreach) and accelerate mixed precision",
 	}},
-	{Name: StackAxolotl, Help: "flash-attention, LoRA dropout 0.05", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: FlashAttention2, LoRADropout: 0.05, FP32Adapters: true, NoSyncAccumulation: true, Sources: []string{
+	{Name: StackAxolotl, Help: "flash-attention, LoRA dropout 0.05", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: FlashAttention2, LoRADropout: 0.05, FP32Adapters: true, NoSyncAccumulation: true, TransformersLayers: true, Sources: []string{
 		"axolotl builds a transformers.Trainer; its example configs set flash_attention: true, bf16: auto and lora_dropout: 0.05",
 	}},
-	{Name: StackLlamaFactory, Help: "transformers Trainer with LLaMA-Factory's defaults: checkpointing on, norms left in 16 bits", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeBF16, Attn: SDPA, GradCkpt: CkptFull, FP32Adapters: true, NoSyncAccumulation: true, NoLever: true, Sources: []string{
+	{Name: StackLlamaFactory, Help: "transformers Trainer with LLaMA-Factory's defaults: checkpointing on, norms left in 16 bits", Precision: BF16Mixed, Optimizer: AdamWTorch, UpcastFrozen: false, QuantStorage: DtypeBF16, Attn: SDPA, GradCkpt: CkptFull, FP32Adapters: true, NoSyncAccumulation: true, NoLever: true, TransformersLayers: true, Sources: []string{
 		"LLaMA-Factory (hiyouga/LLaMA-Factory at ff6d4d12e, src/llamafactory) trains with a transformers Trainer subclass on transformers' model code",
 		"hparams/model_args.py: disable_gradient_checkpointing defaults to False (prepare_model_for_training enables it), upcast_layernorm and upcast_lmhead_output to False, flash_attn to auto (transformers' default attention)",
 		"model/adapter.py: trainable parameters (adapters, or every weight of a full fine-tune) are cast to fp32 unless pure_bf16 or BAdam (and, unquantized, under DeepSpeed ZeRO-3, which keeps them fp32 itself); it never calls PEFT's prepare_model_for_kbit_training, so a QLoRA base keeps its norms and embeddings in 16 bits",
