@@ -335,12 +335,8 @@ func buildGPTJ(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
-	var err error
-	if m.Intermediate, err = r.first(0, "n_inner"); err != nil {
+	if err := innerOr4h(r, m); err != nil {
 		return err
-	}
-	if m.Intermediate == 0 { // absent, null or 0: GPTJBlock's 4·n_embd
-		m.Intermediate = 4 * m.Hidden
 	}
 	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
@@ -385,18 +381,27 @@ func buildPhi3(r raw, m *Model, s familySpec) error {
 	return nil
 }
 
+// innerOr4h reads GPT-2's and GPT-J's MLP width: n_inner, or 4·n_embd when
+// it is absent, null or 0 (GPT2Block, GPTJBlock).
+func innerOr4h(r raw, m *Model) error {
+	var err error
+	if m.Intermediate, err = r.first(0, "n_inner"); err != nil {
+		return err
+	}
+	if m.Intermediate == 0 {
+		m.Intermediate = 4 * m.Hidden
+	}
+	return nil
+}
+
 // buildGPT2 covers gpt2 and gpt_bigcode: Conv1D/Linear c_attn (fused q/k/v;
 // multi-query in bigcode), learned absolute positions, LayerNorm, tied head.
 func buildGPT2(r raw, m *Model, s familySpec) error {
 	if err := common(r, m); err != nil {
 		return err
 	}
-	var err error
-	if m.Intermediate, err = r.first(0, "n_inner"); err != nil {
+	if err := innerOr4h(r, m); err != nil {
 		return err
-	}
-	if m.Intermediate == 0 { // absent, null or 0: GPT-2's 4·hidden
-		m.Intermediate = 4 * m.Hidden
 	}
 	if err := tied(r, m, s.tiedDefault); err != nil {
 		return err
