@@ -131,6 +131,10 @@ type Request struct {
 	// produces it (torchtune's optimizer_in_bwd); full fine-tuning only.
 	OptimizerInBackward bool
 	// Stack is the framework preset the defaults came from; "" for none.
+	// Stack.Apply fills the fields a request leaves unset from the preset
+	// (precision, optimizer, UpcastFrozen, dropout, …); Normalize only
+	// canonicalises the name and checks what the preset runs, so a caller
+	// that sets Stack without Apply gets the request's own defaults.
 	Stack StackName
 
 	Sharding Sharding
