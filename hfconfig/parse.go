@@ -276,10 +276,21 @@ func common(r raw, m *Model) error {
 	// (Qwen2.5's 131072 or 32768, R1-Distill-Qwen's 4096): transformers then
 	// sets no window at all (Qwen2Config: sliding_window if
 	// use_sliding_window else None).
+	// With it true, only the layers from max_window_layers on slide
+	// (Qwen2Attention: use_sliding_window and layer_idx >=
+	// max_window_layers): none when that is every layer.
 	if use, err := r.boolField("use_sliding_window", true); err != nil {
 		return err
 	} else if !use {
 		m.SlidingWindow = 0
+	} else if r.has("max_window_layers") {
+		from, err := r.first(0, "max_window_layers")
+		if err != nil {
+			return err
+		}
+		if from >= m.NumLayers {
+			m.SlidingWindow = 0
+		}
 	}
 	if m.LogitSoftcap, err = r.floatField("final_logit_softcapping", 0); err != nil {
 		return err
