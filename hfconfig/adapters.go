@@ -2,7 +2,6 @@ package hfconfig
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 )
@@ -27,9 +26,7 @@ type moduleAgg struct {
 // Params reads directly).
 func (m *Model) index() {
 	m.indexed = false
-	m.linearSum, m.normSum, m.ffnAv = m.LinearParams(), m.NormParams(), m.ActiveFFN()
-	m.narrowest = m.NarrowestLinear()
-	m.largest, m.widest = m.LargestTensor(), m.WidestSide()
+	m.normSum, m.ffnAv, m.lin = m.NormParams(), m.ActiveFFN(), m.linears()
 	m.indexed = true
 	m.aggs = m.aggs[:0]
 	for _, l := range m.Layers {
@@ -50,20 +47,7 @@ func (m *Model) index() {
 // modules, routers aside (their output is the expert count); MaxInt64 for a
 // model without any. A LoRA rank at or below it fits every module. A parsed
 // model has it precomputed (an estimate asks for it on every request).
-func (m *Model) NarrowestLinear() int64 {
-	if m.indexed {
-		return m.narrowest
-	}
-	n := int64(math.MaxInt64)
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			if lin.Role != RoleRouter {
-				n = min(n, lin.In, lin.Out)
-			}
-		}
-	}
-	return n
-}
+func (m *Model) NarrowestLinear() int64 { return m.linears().narrowest }
 
 // LargestTensor is the model's largest single parameter tensor in elements:
 // the embedding or output layer (vocab × hidden), or the widest Linear. A
@@ -71,34 +55,12 @@ func (m *Model) NarrowestLinear() int64 {
 // the experts are stacked (torchtune's GroupedExperts, gpt-oss,
 // transformers' fused experts); where each expert is its own module this is
 // a bound from above. Precomputed on a parsed model.
-func (m *Model) LargestTensor() int64 {
-	if m.indexed {
-		return m.largest
-	}
-	largest := m.Vocab * m.Hidden
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			largest = max(largest, lin.In*lin.Out*lin.Copies)
-		}
-	}
-	return largest
-}
+func (m *Model) LargestTensor() int64 { return max(m.Vocab*m.Hidden, m.linears().largest) }
 
 // WidestSide is the largest in or out width of the model's Linear modules:
 // a rank-r adapter's largest matrix is r × it at most. Precomputed on a
 // parsed model.
-func (m *Model) WidestSide() int64 {
-	if m.indexed {
-		return m.widest
-	}
-	var side int64
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			side = max(side, lin.In, lin.Out)
-		}
-	}
-	return side
-}
+func (m *Model) WidestSide() int64 { return m.linears().widest }
 
 // AdapterSum is Σ (in + out) · copies over the Linear modules a LoRA target
 // list selects — the adapter parameter count per unit of rank — with the

@@ -2,6 +2,7 @@ package hfconfig
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -166,9 +167,37 @@ type Model struct {
 	mlpNames       []string
 	aggs           []moduleAgg
 	// Cached sums, filled by index() once the layers are final.
-	indexed                    bool
-	linearSum, normSum, ffnAv  int64
-	narrowest, largest, widest int64
+	indexed        bool
+	normSum, ffnAv int64
+	lin            linearStats
+}
+
+// linearStats are what one pass over the decoder layers' Linear modules
+// gives; index keeps them for a parsed model.
+type linearStats struct {
+	params    int64 // every weight and bias (LinearParams)
+	narrowest int64 // the smallest min(in, out), routers aside (NarrowestLinear)
+	largest   int64 // the largest in · out · copies (LargestTensor)
+	widest    int64 // the largest in or out (WidestSide)
+}
+
+// linears is the model's linearStats: index's, or one pass now.
+func (m *Model) linears() linearStats {
+	if m.indexed {
+		return m.lin
+	}
+	s := linearStats{narrowest: math.MaxInt64}
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			s.params += lin.Params()
+			if lin.Role != RoleRouter {
+				s.narrowest = min(s.narrowest, lin.In, lin.Out)
+			}
+			s.largest = max(s.largest, lin.In*lin.Out*lin.Copies)
+			s.widest = max(s.widest, lin.In, lin.Out)
+		}
+	}
+	return s
 }
 
 // PreQuant is a checkpoint's own quantization_config.
@@ -182,18 +211,7 @@ type PreQuant struct {
 
 // LinearParams counts every Linear weight and bias in the decoder layers: what
 // bitsandbytes quantizes under QLoRA (seed 000 §1).
-func (m *Model) LinearParams() int64 {
-	if m.indexed {
-		return m.linearSum
-	}
-	var n int64
-	for _, l := range m.Layers {
-		for _, lin := range l.Linears {
-			n += lin.Params()
-		}
-	}
-	return n
-}
+func (m *Model) LinearParams() int64 { return m.linears().params }
 
 // RoutedExpertParams counts the routed experts' weights: the Linears a MoE
 // block replicates per expert (Copies > 1). Shared experts and routers are
