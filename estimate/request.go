@@ -479,11 +479,6 @@ func noAdapterSettings(r Request) error {
 	return nil
 }
 
-// checkOffload refuses CPU offload a strategy cannot do. DDP and a single
-// GPU have no offload at all; DeepSpeed offloads parameters only under
-// ZeRO stage 3 (its config docs: offload_param "only valid with stage 3"),
-// optimizer states under stages 1–3; FSDP's CPUOffload moves parameters,
-// gradients and the optimizer step together.
 // checkStepOptimizer refuses a parameter-at-a-time optimizer (torchao's
 // AdamW8bit) under DeepSpeed ZeRO: DeepSpeed hands a client optimizer its
 // flat fp32 partitions (ZeRO-1/2: one per parameter group; ZeRO-3:
@@ -496,6 +491,11 @@ func checkStepOptimizer(r Request) error {
 	return fieldErr("optimizer", r.Optimizer, "another under DeepSpeed ZeRO (adamw_8bit, bitsandbytes', is modelled there), or --strategy fsdp_full_shard: DeepSpeed would step its flat partitions with %s, whose temporaries the estimate does not model", r.Optimizer)
 }
 
+// checkOffload refuses CPU offload a strategy cannot do. DDP and a single
+// GPU have no offload at all; DeepSpeed offloads parameters only under
+// ZeRO stage 3 (its config docs: offload_param "only valid with stage 3"),
+// optimizer states under stages 1–3; FSDP's CPUOffload moves parameters,
+// gradients and the optimizer step together.
 func checkOffload(s Sharding) error {
 	off, st := s.CPUOffload.Spec(), s.Strategy.Spec()
 	// An offload of the parameters takes the optimizer with it where the
