@@ -725,6 +725,14 @@ func preQuant(top raw) (*PreQuant, error) {
 // names by role, in order: every module of such a block exists in every
 // layer, so the attention and MLP scopes need no separate list to drift from.
 func (m *Model) uniformLayers(norms int64, lins ...Linear) {
+	m.scopeNames(lins)
+	for range m.NumLayers {
+		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: norms, FFNActive: m.Intermediate, Linears: lins})
+	}
+}
+
+// scopeNames adds a block's Linear names to the attention and MLP scopes.
+func (m *Model) scopeNames(lins []Linear) {
 	for _, l := range lins {
 		switch l.Role {
 		case RoleAttention:
@@ -732,8 +740,5 @@ func (m *Model) uniformLayers(norms int64, lins ...Linear) {
 		case RoleMLP:
 			m.mlpNames = append(m.mlpNames, l.Name)
 		}
-	}
-	for range m.NumLayers {
-		m.Layers = append(m.Layers, Layer{Attention: "full", NormParams: norms, FFNActive: m.Intermediate, Linears: lins})
 	}
 }

@@ -23,11 +23,29 @@ var unslothLlamafied = []string{
 // UnslothLlamafies reports whether Unsloth trains the checkpoint of this id
 // as its llama-fied upload.
 func UnslothLlamafies(id string) bool {
-	id = strings.ToLower(id)
-	for _, suffix := range []string{"-unsloth-bnb-4bit", "-bnb-4bit"} {
-		id = strings.TrimSuffix(id, suffix)
+	if base, ok := UnslothPackedBase(id); ok {
+		id = base
 	}
-	return slices.Contains(unslothLlamafied, id)
+	return slices.Contains(unslothLlamafied, strings.ToLower(id))
+}
+
+// UnslothPackedBase is the unquantized upload an Unsloth 4-bit upload packs,
+// and whether id is one: Unsloth publishes unsloth/<name>-bnb-4bit (and,
+// with some layers left in 16 bits, -unsloth-bnb-4bit) beside
+// unsloth/<name>, the same model with its decoder Linears stored as
+// bitsandbytes nf4.
+func UnslothPackedBase(id string) (string, bool) {
+	org, rest, ok := strings.Cut(id, "/")
+	if !ok || !strings.EqualFold(org, "unsloth") {
+		return "", false
+	}
+	lower := strings.ToLower(rest)
+	for _, suffix := range []string{"-unsloth-bnb-4bit", "-bnb-4bit"} {
+		if strings.HasSuffix(lower, suffix) && len(rest) > len(suffix) {
+			return org + "/" + rest[:len(rest)-len(suffix)], true
+		}
+	}
+	return "", false
 }
 
 // Llamafied is a Phi-3-family model (Phi-3, Phi-3.5, Phi-4: fused qkv_proj
@@ -69,14 +87,7 @@ func (m *Model) Llamafied() *Model {
 		nl.Attention = "full"
 		c.Layers = append(c.Layers, nl)
 	}
-	for _, lin := range c.Layers[0].Linears {
-		switch lin.Role {
-		case RoleAttention:
-			c.attentionNames = append(c.attentionNames, lin.Name)
-		case RoleMLP:
-			c.mlpNames = append(c.mlpNames, lin.Name)
-		}
-	}
+	c.scopeNames(c.Layers[0].Linears)
 	c.index()
 	return &c
 }
