@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/canifinetune/canifinetune/hfconfig"
 	"github.com/canifinetune/canifinetune/internal/suggest"
 	"path"
 	"slices"
@@ -158,7 +159,7 @@ func Lookup(name string) (Entry, error) {
 	if i, ok := c.byName[strings.ToLower(n)]; ok {
 		return c.entries[i], nil
 	}
-	if base, ok := unslothPackedBase(n); ok {
+	if base, ok := hfconfig.UnslothPackedBase(n); ok {
 		if i, ok := c.byName[strings.ToLower(base)]; ok {
 			e := c.entries[i]
 			e.PreQuantized = n
@@ -169,24 +170,6 @@ func Lookup(name string) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: %q; closest: %s", ErrNotFound, name, strings.Join(s, ", "))
 	}
 	return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, name)
-}
-
-// unslothPackedBase is the unquantized upload an Unsloth 4-bit upload
-// packs: Unsloth publishes unsloth/<name>-bnb-4bit (and, with some layers
-// left in 16 bits, -unsloth-bnb-4bit) beside unsloth/<name>, the same model
-// with its decoder Linears stored as bitsandbytes nf4.
-func unslothPackedBase(name string) (string, bool) {
-	org, rest, ok := strings.Cut(name, "/")
-	if !ok || !strings.EqualFold(org, "unsloth") {
-		return "", false
-	}
-	lower := strings.ToLower(rest)
-	for _, suffix := range []string{"-unsloth-bnb-4bit", "-bnb-4bit"} {
-		if strings.HasSuffix(lower, suffix) && len(rest) > len(suffix) {
-			return org + "/" + rest[:len(rest)-len(suffix)], true
-		}
-	}
-	return "", false
 }
 
 // Suggest returns up to n catalog ids closest to name, best first.

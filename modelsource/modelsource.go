@@ -170,7 +170,6 @@ func ResolveID(ctx context.Context, name string, o Options) (*Resolved, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Notes = append(r.Notes, preQuantizedNotes(entry)...)
 		if rev != "" && rev != "main" {
 			r.Notes = append(r.Notes, fmt.Sprintf("revision %q not checked: the catalog holds one revision of %s; pass --hub for that revision's own config and exact counts", rev, entry.ID))
 		}
@@ -229,7 +228,7 @@ func fromCatalogEntry(name string, e catalog.Entry, vocab int64) (*Resolved, err
 		return nil, fmt.Errorf("catalog entry %s: %w", e.ID, err)
 	}
 	m.Name = name
-	return &Resolved{Name: name, ID: e.ID, From: FromCatalog, Entry: e.ID, Source: e.Source, Model: m, ConfigJSON: e.Config, ConfigParams: m.ConfigParams()}, nil
+	return &Resolved{Name: name, ID: e.ID, From: FromCatalog, Entry: e.ID, Source: e.Source, Model: m, ConfigJSON: e.Config, ConfigParams: m.ConfigParams(), Notes: preQuantizedNotes(e)}, nil
 }
 
 // hubFailure turns a Hub error into what the user reads: an id the Hub
@@ -459,7 +458,6 @@ func Catalog(name string) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Notes = append(r.Notes, preQuantizedNotes(entry)...)
 	if rev != "" && rev != "main" {
 		r.Notes = append(r.Notes, fmt.Sprintf("revision %q not checked: the catalog holds one revision of %s", rev, entry.ID))
 	}
