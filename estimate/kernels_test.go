@@ -264,7 +264,7 @@ func TestLigerFLCEMeasured(t *testing.T) {
 		default:
 			t.Fatalf("unknown provider %q", provider)
 		}
-		if dev := model/mib/measured - 1; math.Abs(dev) > 0.01 {
+		if dev := model/mib/measured - 1; math.Abs(dev) > 0.005 {
 			t.Errorf("%s BT %d: modelled %.0f MiB, measured %.0f MiB (%+.1f %%)", row[col["kernel_provider"]], bt, model/mib, measured, 100*dev)
 		}
 	}
