@@ -304,6 +304,8 @@ const (
 type CheckpointingSpec struct {
 	Name Checkpointing
 	Help string
+	// Aliases are other spellings read as Name.
+	Aliases []string
 	// Recomputes: only block inputs are saved and each layer's forward runs
 	// again in the backward (one more forward per step).
 	Recomputes bool
@@ -316,12 +318,14 @@ type CheckpointingSpec struct {
 	OpPolicy bool
 }
 
-func (s CheckpointingSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+func (s CheckpointingSpec) choice() Choice {
+	return Choice{Name: string(s.Name), Help: s.Help, Aliases: s.Aliases}
+}
 
 // Checkpointings is the table of checkpointing modes.
 var Checkpointings = []CheckpointingSpec{
-	{Name: CkptNone, Help: "every layer keeps its activations"},
-	{Name: CkptFull, Help: "block inputs only, each layer recomputed in the backward", Recomputes: true},
+	{Name: CkptNone, Help: "every layer keeps its activations", Aliases: []string{"false"}},
+	{Name: CkptFull, Help: "block inputs only, each layer recomputed in the backward (what gradient_checkpointing=True does in transformers)", Aliases: []string{"true"}, Recomputes: true},
 	{Name: CkptUnsloth, Help: "Unsloth's: block inputs offloaded to host RAM, layers recomputed", Recomputes: true, OffloadsInputs: true},
 	{Name: CkptOffload, Help: "activation offloading: block inputs in host RAM, layers recomputed", Recomputes: true, OffloadsInputs: true},
 	{Name: CkptSelectiveOp, Help: "torchtitan's per-op selective checkpointing: block inputs, every other matmul's output and attention's kept; the rest recomputed", Recomputes: true, OpPolicy: true},
@@ -460,6 +464,8 @@ const (
 type AttentionSpec struct {
 	Name Attention
 	Help string
+	// Aliases are other spellings read as Name.
+	Aliases []string
 	// KeepsScores: the s² score matrix of every head is materialised and
 	// kept for the backward.
 	KeepsScores bool
@@ -468,12 +474,14 @@ type AttentionSpec struct {
 	NeedsFlashAttention2 bool
 }
 
-func (s AttentionSpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+func (s AttentionSpec) choice() Choice {
+	return Choice{Name: string(s.Name), Help: s.Help, Aliases: s.Aliases}
+}
 
 // Attentions is the table of attention implementations.
 var Attentions = []AttentionSpec{
 	{Name: SDPA, Help: "torch scaled_dot_product_attention (memory-efficient or flash kernels)"},
-	{Name: FlashAttention2, Help: "the flash-attn 2 package (Ampere or newer)", NeedsFlashAttention2: true},
+	{Name: FlashAttention2, Help: "the flash-attn 2 package (Ampere or newer)", Aliases: []string{"fa2"}, NeedsFlashAttention2: true},
 	{Name: FlexAttention, Help: "torch flex_attention"},
 	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", KeepsScores: true},
 }
@@ -574,6 +582,8 @@ const (
 type StrategySpec struct {
 	Name Strategy
 	Help string
+	// Aliases are other spellings read as Name.
+	Aliases []string
 	// DataParallel: the run is replicated or sharded over GPUs (every
 	// strategy but none).
 	DataParallel bool
@@ -594,19 +604,21 @@ type StrategySpec struct {
 	OffloadsOptimizer bool
 }
 
-func (s StrategySpec) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }
+func (s StrategySpec) choice() Choice {
+	return Choice{Name: string(s.Name), Help: s.Help, Aliases: s.Aliases}
+}
 
 // Strategies is the table of sharding strategies.
 var Strategies = []StrategySpec{
 	{Name: NoSharding, Help: "one GPU, or a model placed across GPUs"},
 	{Name: DDP, Help: "PyTorch DDP: a full replica per GPU", DataParallel: true, Family: FamilyTorchDDP},
-	{Name: FSDPFullShard, Help: "FSDP: parameters, gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, OffloadsParams: true},
+	{Name: FSDPFullShard, Help: "FSDP: parameters, gradients and optimizer states sharded (FSDP's default ShardingStrategy, and FSDP2's fully_shard)", Aliases: []string{"fsdp", "fsdp2"}, DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, OffloadsParams: true},
 	{Name: FSDPShardGradOp, Help: "FSDP: gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardGradients, OffloadsParams: true},
 	{Name: FSDPNoShard, Help: "FSDP without sharding: as DDP", DataParallel: true, Family: FamilyFSDP, OffloadsParams: true},
 	{Name: FSDPHybridShard, Help: "FSDP: full shard within a node, replicas across nodes", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, PerNode: true, OffloadsParams: true},
-	{Name: ZeRO1, Help: "DeepSpeed ZeRO-1: optimizer states sharded", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardOptimizer, OffloadsOptimizer: true},
-	{Name: ZeRO2, Help: "DeepSpeed ZeRO-2: gradients and optimizer states sharded", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardGradients, OffloadsOptimizer: true},
-	{Name: ZeRO3, Help: "DeepSpeed ZeRO-3: parameters too", DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},
+	{Name: ZeRO1, Help: "DeepSpeed ZeRO-1: optimizer states sharded", Aliases: []string{"zero-1", "zero_1"}, DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardOptimizer, OffloadsOptimizer: true},
+	{Name: ZeRO2, Help: "DeepSpeed ZeRO-2: gradients and optimizer states sharded", Aliases: []string{"zero-2", "zero_2"}, DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardGradients, OffloadsOptimizer: true},
+	{Name: ZeRO3, Help: "DeepSpeed ZeRO-3: parameters too", Aliases: []string{"zero-3", "zero_3"}, DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},
 }
 
 // ParseStrategy reads a sharding strategy.

@@ -78,6 +78,7 @@ Receipts become measured cases for validate and calibrate with:
 
 // Run runs the probe (or the sweep, or the conversion).
 func (c *BenchCmd) Run(env *Env) error {
+	c.RequestFlags.canonicalize()
 	if c.ToCase {
 		return c.toCase(env)
 	}

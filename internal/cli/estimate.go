@@ -90,6 +90,7 @@ Exit codes: 0 fits (or no GPU given or detected), 3 marginal, 4 does not fit, 1 
 
 // Run implements the command.
 func (c *EstimateCmd) Run(env *Env) error {
+	c.RequestFlags.canonicalize()
 	rm, err := resolveModel(context.Background(), env, c.Model, c.ModelFlags)
 	if err != nil {
 		return err
@@ -110,6 +111,9 @@ func (c *EstimateCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	// An alias (fsdp, zero-3) is read as its strategy before the GPU
+	// setup and the report use the name.
+	canon(&c.Strategy, estimate.ParseStrategy)
 	req.Sharding = estimate.Sharding{Strategy: c.Strategy, GPUs: c.NumGPUs, CPUOffload: c.Offload}
 	if err := c.checkMemoryFlags(); err != nil {
 		return err

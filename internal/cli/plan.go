@@ -97,6 +97,7 @@ files without --force).`
 
 // Run implements the command.
 func (c *PlanCmd) Run(env *Env) error {
+	c.RequestFlags.canonicalize()
 	if err := c.checkGoalFlags(); err != nil {
 		return err
 	}

@@ -38,3 +38,34 @@ type RequestFlags struct {
 	OptInBwd     bool                    `name:"optimizer-in-backward" help:"Each gradient is stepped and freed as the backward produces it (torchtune's optimizer_in_bwd; full fine-tuning, no accumulation)."`
 	Stack        *estimate.StackName     `enum:"${stack_enum}" help:"Framework preset that fills what the flags leave unset (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path):${stack_values}"`
 }
+
+// canonicalize replaces the aliases kong accepted (every spelling of
+// ${NAME_enum}) by the names they stand for, so that what a command reads
+// from the flags, passes to the bench probe or prints is the option's own
+// name. Kong has checked each value, so a parse cannot fail here.
+func (f *RequestFlags) canonicalize() {
+	canon(&f.Method, estimate.ParseMethod)
+	canonPtr(f.Precision, estimate.ParsePrecision)
+	canonPtr(f.Quant, estimate.ParseQuant)
+	canonPtr(f.GradCkpt, estimate.ParseCheckpointing)
+	canonPtr(f.Optimizer, estimate.ParseOptimizer)
+	canonPtr(f.OptimDtype, estimate.ParseStateDtype)
+	canonPtr(f.Attn, estimate.ParseAttention)
+	canonPtr(f.FusedCE, estimate.ParseLossKernel)
+	canonPtr(f.Stack, estimate.ParseStack)
+	for i := range f.Kernels {
+		canon(&f.Kernels[i], estimate.ParseKernel)
+	}
+}
+
+func canon[T ~string](p *T, parse func(string) (T, error)) {
+	if v, err := parse(string(*p)); err == nil {
+		*p = v
+	}
+}
+
+func canonPtr[T ~string](p *T, parse func(string) (T, error)) {
+	if p != nil {
+		canon(p, parse)
+	}
+}
