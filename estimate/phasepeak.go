@@ -133,6 +133,9 @@ type terms struct {
 	// HF is the transformers layer's saved tensors, spelled out (hfExact
 	// requests only; nil otherwise: the fitted shape applies).
 	HF *hfSaved
+	// DSMaster: deepspeedModule rewrote the request; the optimizer states
+	// include DeepSpeed's fp32 master weights (deepspeed.go).
+	DSMaster bool
 	// LitGPT is litgptExact, read once per estimate: HF then holds
 	// LitGPT's blocks, spelled out (litgptsaved.go).
 	LitGPT bool
@@ -159,17 +162,23 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	if err != nil {
 		return terms{}, r, err
 	}
-	return c.normalizedTerms(r), r, nil
+	r, ds := deepspeedModule(r)
+	return c.normalizedTerms(r, ds), r, nil
 }
 
 // normalizedTerms computes the terms of a normalized request (terms, and
-// Prepared for the candidates of a search).
-func (c PhasePeak) normalizedTerms(r Request) terms {
+// Prepared for the candidates of a search); ds says that deepspeedModule
+// rewrote it, so that DeepSpeed's ZeRO optimizer keeps fp32 master weights.
+func (c PhasePeak) normalizedTerms(r Request, ds bool) terms {
 	m := r.Model
 	var t terms
 	t.LitGPT = litgptExact(r)
+	t.DSMaster = ds
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
+	if ds {
+		adapterBytes = 2 // DeepSpeed casts the whole module, adapters too (deepspeed.go)
+	}
 
 	// litgpt's GPT has no weight tying: its converted checkpoints copy a tied
 	// embedding into a separate lm_head, which it holds (and, fully
@@ -265,6 +274,9 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	if r.OptimizerStateDtype != "" {
 		stateBytes = lookup(StateDtypes, r.OptimizerStateDtype).Bytes
 	}
+	if ds && r.OptimizerStateDtype == "" {
+		stateBytes = 4 // DeepSpeed's optimizer steps the fp32 master partition (deepspeed.go)
+	}
 	opt := r.Optimizer.Spec()
 	if opt.StateBytes > 0 {
 		stateBytes = opt.StateBytes // paged_adamw_32bit: fp32 whatever the parameters
@@ -293,6 +305,14 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// A parameter-at-a-time step holds its temporaries for one
 		// parameter, the largest, beside every gradient.
 		t.OptTransient = largestTrainable(r) * opt.StepTempBytes
+	}
+	if ds {
+		// DeepSpeed's ZeRO optimizer: the fp32 master copy of the trained
+		// parameters beside their states (divided with them), and for the
+		// step the fp32 gradient partition it builds from the reduced
+		// 16-bit gradients (deepspeed.go).
+		t.OptStates += dsMasterBytes * trainable
+		t.OptTransient += dsGradBytes * trainable
 	}
 
 	if r.Method == QLoRA && t.LitGPT {
@@ -496,6 +516,12 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	add(COptimizer, t.OptStates)
 	add(CGradients, t.Grads)
 	applySharding(e, r)
+	if t.DSMaster && offloadsOptimizer(r.Sharding.CPUOffload) && r.Sharding.GPUs > 0 {
+		// ZeRO-Offload: the master weights went to host RAM with the
+		// optimizer states; the fp32 gradient partition the CPU optimizer
+		// steps is there too (deepspeed.go).
+		e.HostOffload += dsGradBytes * t.Trainable / r.Sharding.GPUs
+	}
 	// The step's temporaries follow the tensors it steps: a shard of each
 	// under sharded gradients, none on the GPU when the optimizer runs on
 	// the CPU; DDP's gradient buckets do not double them.
@@ -711,6 +737,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 	if err != nil {
 		return Explanation{}, err
 	}
+	r, ds := deepspeedModule(r)
 	k := c.Coef
 	actCoef, logitsCoef := c.scales(r, lossPath(r))
 	fwdWins := e.Phases.ForwardPeak
@@ -726,13 +753,19 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		var src string
 		switch comp.Name {
 		case CWeights:
-			src = weightSource(r)
+			src = weightSource(r, ds)
 		case CQuantOverhead:
 			src = quantStateSource(r)
 		case CAdapters:
 			src = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
+			if ds {
+				src = "rank·(in+out) per targeted Linear, 2 B/param (DeepSpeed casts the module; docs/memory-model.md#deepspeeds-mixed-precision)"
+			}
 		case COptimizer:
 			src = string(r.Optimizer) + " states, resident from the first step"
+			if ds {
+				src += ", and DeepSpeed's fp32 master weights (4 B per trained parameter; docs/memory-model.md#deepspeeds-mixed-precision)"
+			}
 		case CActivations:
 			src = "the backward-end/optimizer-step phase is larger than the forward/loss phase"
 			if !fwdWins && comp.Bytes > 0 {
@@ -781,6 +814,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		x.Sources[comp.Name] = src + shardingNote(r, comp.Name)
 	}
 	x.Assumptions = append(requestAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
+	if ds {
+		x.Assumptions = append(x.Assumptions, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits and its ZeRO optimizer keeps the fp32 master weights, states and, for the step, gradients of each rank's partition")
+	}
 	x.Confidence = confidence(r, c.Name())
 	return x, nil
 }
@@ -804,7 +840,7 @@ func ckptNote(r Request) string {
 	return ""
 }
 
-func weightSource(r Request) string {
+func weightSource(r Request, ds bool) string {
 	switch r.Method {
 	case QLoRA:
 		if litgptExact(r) {
@@ -820,6 +856,9 @@ func weightSource(r Request) string {
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[upcastFrozen(r)])
 	case LoRA:
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
+	}
+	if ds {
+		return fmt.Sprintf("trained weights, %d B/param: DeepSpeed casts the module to %s (its fp32 master copy is in optimizer_states; docs/memory-model.md#deepspeeds-mixed-precision)", r.paramBytes(), map[Precision]string{BF16True: "bf16", FP16True: "fp16"}[r.Precision])
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
 }

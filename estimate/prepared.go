@@ -147,6 +147,9 @@ type shapeKey struct {
 	// (one GPU or DDP), which the spelled-out transformers terms of a
 	// mixed-precision request need (hfAutocastSharding).
 	autocastEach bool
+	// deepspeed: a DeepSpeed ZeRO run of a -mixed base, trained as its
+	// 16-bit module with fp32 master weights (deepspeedModule).
+	deepspeed bool
 }
 
 type shardingKey struct {
@@ -169,7 +172,7 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 	if ev.p.phasePeak == nil || !ev.fast(b, v) {
 		return ev.full(b, v, e)
 	}
-	r := v.Apply(b.norm)
+	r, ds := deepspeedModule(v.Apply(b.norm))
 	lk := leverKey{base: b, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
 	if ev.lastTerms == nil || lk != ev.last {
 		tab, ok := ev.terms[lk]
@@ -185,11 +188,11 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 		}
 		ev.last, ev.lastTerms = lk, tab
 	}
-	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP,
+	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, deepspeed: ds,
 		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1, autocastEach: hfAutocastSharding(r)}
 	t, ok := ev.lastTerms[sk]
 	if !ok {
-		t = ev.p.phasePeak.normalizedTerms(r)
+		t = ev.p.phasePeak.normalizedTerms(r, ds)
 		ev.lastTerms[sk] = t
 	}
 	return ev.p.phasePeak.combine(t, r, e)

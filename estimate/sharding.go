@@ -100,6 +100,10 @@ func stepTempPerGPU(r Request, b int64) int64 {
 		return 0
 	case shardedStrategy(st) && slices.Contains(dividedState(st), CGradients) && n > 1:
 		return (b + n - 1) / n
+	case st.Spec().Family == FamilyDeepSpeed && n > 1:
+		// ZeRO-1 divides the optimizer's partition too: each rank steps
+		// only the fp32 partition it owns (stage_1_and_2.py).
+		return (b + n - 1) / n
 	}
 	return b
 }
