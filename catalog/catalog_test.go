@@ -236,6 +236,11 @@ var requiredModels = []string{
 	"microsoft/deberta-v3-base", "microsoft/deberta-v3-large", "answerdotai/ModernBERT-base",
 	"facebook/opt-125m", "facebook/opt-350m", "facebook/opt-1.3b", "facebook/opt-2.7b", "facebook/opt-6.7b", "facebook/opt-13b", "facebook/opt-30b",
 	"EleutherAI/gpt-j-6b", "Qwen/Qwen1.5-0.5B", "Qwen/Qwen1.5-0.5B-Chat", "Qwen/Qwen1.5-7B", "Qwen/Qwen1.5-7B-Chat",
+	"huggyllama/llama-7b", "huggyllama/llama-13b", "huggyllama/llama-30b", "huggyllama/llama-65b",
+	"openlm-research/open_llama_3b", "openlm-research/open_llama_7b", "openlm-research/open_llama_13b", "openlm-research/open_llama_7b_v2",
+	"lmsys/vicuna-7b-v1.5", "lmsys/vicuna-13b-v1.5", "codellama/CodeLlama-13b-hf", "codellama/CodeLlama-34b-hf",
+	"deepseek-ai/deepseek-llm-7b-base", "Qwen/QwQ-32B", "Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-4B-Instruct-2507",
+	"mistralai/Mixtral-8x22B-v0.1", "EleutherAI/gpt-neox-20b", "THUDM/glm-4-9b", "stabilityai/stablelm-2-zephyr-1_6b",
 }
 
 func TestLookup(t *testing.T) {
