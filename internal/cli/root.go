@@ -137,6 +137,9 @@ func Main(args []string, env Env) (code int) {
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "canifinetune: %v\n", err)
+		if h := valueHint(err.Error()); h != "" {
+			fmt.Fprintf(env.Stderr, "%s\n", h)
+		}
 		var pe *kong.ParseError
 		if errors.As(err, &pe) && pe.Context != nil {
 			fmt.Fprintf(env.Stderr, "Try: canifinetune %s --help\n", strings.TrimSpace(commandPath(pe.Context)))
