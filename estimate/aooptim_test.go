@@ -205,8 +205,11 @@ func TestStepTemporariesPerGPU(t *testing.T) {
 	if tx.OptTransient == 0 {
 		t.Fatal("foreach AdamW has no step buffer to offload")
 	}
-	if got, want := est(t, x).Phases.Step, ceil(tx.Grads, 4); got != want {
-		t.Errorf("zero2 with the optimizer offloaded: step phase %d B, want the gradient shard's %d B and no step buffer", got, want)
+	// ZeRO-Offload copies each reduced bucket to the gradient partition in
+	// host RAM (deepspeed.go): neither the partition nor the step buffer
+	// is on the GPU.
+	if got := est(t, x).Phases.Step; got != 0 {
+		t.Errorf("zero2 with the optimizer offloaded: step phase %d B on the GPU, want none (gradient partition and step in host RAM)", got)
 	}
 	// DeepSpeed would step its flat partitions with torchao's optimizer.
 	x = r

@@ -6,32 +6,49 @@ package estimate
 // accelerate turns its own autocast off under DeepSpeed (accelerator.py:
 // native_amp only when the distributed type is not DEEPSPEED). So weights,
 // gradients, adapters and activations are 16-bit, nothing is cast per
-// matmul, and the ZeRO optimizer keeps what "-mixed" means: an fp32 copy of
-// each trained parameter's partition (runtime/zero/stage_1_and_2.py,
+// matmul, and the ZeRO optimizer keeps an fp32 copy of each trained
+// parameter's partition (runtime/zero/stage_1_and_2.py,
 // single_partition_of_fp32_groups: "A partition of the fp32 master weights
-// that will be updated by this process"; stage3.py fp32_partitioned_groups_flat),
-// fp32 optimizer states for it, and an fp32 gradient partition during the
-// step. DeepSpeed's own estimate_zero2_model_states_mem_needs counts the
-// same per GPU: 2 B of 16-bit parameters + 18 B ÷ N (16-bit and fp32
+// that will be updated by this process", cloned with .float() whatever the
+// module's dtype; stage3.py fp32_partitioned_groups_flat), fp32 optimizer
+// states for it, and an fp32 gradient partition during the step. DeepSpeed's
+// own estimate_zero2_model_states_mem_needs counts the same per GPU since
+// v0.14.3 (PR #5099): 2 B of 16-bit parameters + 18 B ÷ N (16-bit and fp32
 // gradients, fp32 parameters, two fp32 Adam states).
+//
+// Three schedules of the step are DeepSpeed's own:
+//   - ZeRO-1 reduces the whole 16-bit gradients at the end of the backward,
+//     keeps views of its rank's partition and frees the rest
+//     (stage_1_and_2.py, the backward epilogue's zero_grad(set_to_none))
+//     before the step builds the fp32 partition: the peak is the larger of
+//     the whole 16-bit gradients and partition + fp32 partition + step
+//     temporaries (dsStageOneStep).
+//   - ZeRO-3 builds the fp32 gradient and steps one sub-group at a time
+//     (stage3.py; sub_group_size, 1e9 elements by default, zero/config.py):
+//     the step's fp32 temporaries are those of one sub-group at most
+//     (dsSubGroupElems).
+//   - Stage 0 (zero0) keeps a full replica and all-reduces through transient
+//     flat buckets, not a persistent copy of the gradients (gradientBuckets).
+//
 // (Read at microsoft/DeepSpeed 38327e07f6, accelerate 1.2.1.)
 
-// deepspeedMixed reports a DeepSpeed ZeRO run in a -mixed precision.
-func deepspeedMixed(r Request) bool {
-	return r.Precision.mixed() && r.Sharding.Strategy.Spec().Family == FamilyDeepSpeed
+// deepspeedZeRO reports a run of DeepSpeed's engine (zero0 … zero3): its
+// ZeRO optimizer keeps fp32 master weights of the trained parameters.
+func deepspeedZeRO(r Request) bool {
+	return r.Sharding.Strategy.Spec().Family == FamilyDeepSpeed
 }
 
-// deepspeedModule is the request as DeepSpeed trains it, and whether it was
-// rewritten: a -mixed precision becomes its 16-bit module (bf16-true,
-// fp16-true), whose fp32 master weights the caller adds (terms.DSMaster), a
-// frozen base is 16-bit whatever it was loaded in (the engine casts every
-// floating parameter; 4-bit packed weights in uint8 are not floating), and
-// PEFT's fp32 upcast of the norms under QLoRA is undone by the same cast.
-// Other requests are returned unchanged. The default estimator applies it
-// after Normalize; the frozen reference estimators do not.
-func deepspeedModule(r Request) (Request, bool) {
-	if !deepspeedMixed(r) {
-		return r, false
+// deepspeedModule is the request as DeepSpeed trains it: a -mixed precision
+// becomes its 16-bit module (bf16-true, fp16-true), a frozen base loaded in
+// fp32 is 16-bit (the engine casts every floating parameter; 4-bit packed
+// weights in uint8 are not floating), and PEFT's fp32 upcast of the norms
+// under QLoRA is undone by the same cast. The fp32 master weights are the
+// optimizer's (normalizedTerms). Other requests, and fp32 ones, are
+// returned unchanged. The default estimator applies it after Normalize; the
+// frozen reference estimators do not.
+func deepspeedModule(r Request) Request {
+	if !deepspeedZeRO(r) || r.Precision == FP32 {
+		return r
 	}
 	switch r.Precision {
 	case BF16Mixed:
@@ -39,18 +56,70 @@ func deepspeedModule(r Request) (Request, bool) {
 	case FP16Mixed:
 		r.Precision = FP16True
 	}
-	r.FrozenBaseBytes = 0
+	if r.FrozenBaseBytes == 4 {
+		r.FrozenBaseBytes = 0
+	}
 	no := false
 	r.UpcastFrozen = &no
-	return r, true
+	return r
 }
 
-// dsMasterBytes are the fp32 master weights DeepSpeed's ZeRO optimizer
-// keeps for the trained parameters (whole model; applySharding divides
-// them with the optimizer states), and dsGradBytes the fp32 gradient
-// partition it builds for the step (whole model; divided per GPU by
-// stepTempPerGPU).
+// deepspeed16 reports a request deepspeedModule has made a 16-bit module
+// (its adapters are 16-bit too).
+func deepspeed16(r Request) bool {
+	return deepspeedZeRO(r) && r.Precision.Spec().ParamBytes == 2
+}
+
 const (
+	// dsMasterBytes are the fp32 master weights DeepSpeed's ZeRO optimizer
+	// keeps per trained parameter (divided with the optimizer states), and
+	// dsGradBytes the fp32 gradient partition it builds for the step.
 	dsMasterBytes = 4
 	dsGradBytes   = 4
+	// dsSubGroupElems is ZeRO-3's default sub_group_size (zero/config.py).
+	dsSubGroupElems = 1_000_000_000
 )
+
+// dsStepGradients is the step phase's gradients-and-temporaries per GPU
+// under DeepSpeed, from the gradients component grads (per GPU, as
+// applySharding left it) and the step temporaries temps (the whole model's,
+// of trainable parameters): ZeRO-1's backward end or its partitioned step,
+// whichever is larger; ZeRO-3's temporaries of one sub-group at most.
+func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
+	st, n := r.Sharding.Strategy.Spec(), max(1, r.Sharding.GPUs)
+	perGPU := stepTempPerGPU(r, temps)
+	switch {
+	case st.Shards == ShardOptimizer && n > 1:
+		return max(grads, (grads+n-1)/n+perGPU)
+	case st.Shards == ShardParameters && trainable > 0:
+		if sub := temps / trainable * dsSubGroupElems; perGPU > sub && !offloadsOptimizer(r.Sharding.CPUOffload) {
+			perGPU = sub
+		}
+	}
+	return grads + perGPU
+}
+
+// assumptions are the request's assumption lines for the default estimator:
+// those of the request as given (orig, normalized), and under DeepSpeed what
+// deepspeedModule changed (r), in the user's terms.
+func (PhasePeak) assumptions(orig, r Request) []string {
+	if !deepspeedZeRO(r) {
+		return requestAssumptions(r)
+	}
+	shown := r
+	shown.Precision = orig.Precision
+	a := requestAssumptions(shown)
+	if r.Method == QLoRA && r.Precision != FP32 {
+		prefix := string(r.Quant) + " base: only decoder Linear layers quantized;"
+		for i := range a {
+			if len(a[i]) >= len(prefix) && a[i][:len(prefix)] == prefix {
+				a[i] = prefix + " embeddings, lm_head and norms 16-bit: DeepSpeed's cast of the module undoes prepare_model_for_kbit_training's fp32 upcast"
+			}
+		}
+	}
+	line := "DeepSpeed's ZeRO optimizer keeps fp32 master weights and fp32 states of each rank's partition of the trained parameters, and builds an fp32 gradient partition for the step"
+	if r.Precision != FP32 {
+		line = "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits (adapters too) and its ZeRO optimizer keeps fp32 master weights and fp32 states of each rank's partition, and builds an fp32 gradient partition for the step"
+	}
+	return append(a, line)
+}

@@ -74,8 +74,8 @@ func TestDeepSpeedNoAutocast(t *testing.T) {
 	if want := (12*P + 7) / 8; om != want {
 		t.Errorf("optimizer_states %d B, want fp32 master + two fp32 states ÷ 8 = %d", om, want)
 	}
-	if op >= om {
-		t.Errorf("bf16-true states %d B should be below the fp32 partitions %d", op, om)
+	if op != om || em.Total != ep.Total {
+		t.Errorf("bf16-true under DeepSpeed: states %d B, total %d; want bf16-mixed's %d, %d (the ZeRO optimizer clones an fp32 partition whatever the module's dtype)", op, ep.Total, om, em.Total)
 	}
 	x, err := est.Explain(mixed, em)
 	if err != nil {
@@ -83,6 +83,9 @@ func TestDeepSpeedNoAutocast(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(x.Assumptions, "\n"), "not autocast") || !strings.Contains(x.Sources[CWeights], "DeepSpeed casts the module to bf16") {
 		t.Errorf("the explanation does not say how DeepSpeed trains: %q / %q", x.Assumptions, x.Sources[CWeights])
+	}
+	if !strings.HasPrefix(x.Assumptions[0], "full, bf16-mixed,") {
+		t.Errorf("the first assumption %q should name the precision asked for", x.Assumptions[0])
 	}
 	// FSDP's mixed precision keeps fp32 sharded parameters.
 	fsdp := mixed
@@ -122,3 +125,137 @@ func defaultEstimator(t *testing.T) Estimator {
 	}
 	return e
 }
+
+// TestDeepSpeedStageZero: DeepSpeed without partitioning keeps a full
+// replica like DDP, but its 16-bit optimizer holds the whole fp32 master
+// copy, and it all-reduces through transient buckets, not DDP's persistent
+// copy of the gradients; it has no CPU offload.
+func TestDeepSpeedStageZero(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	P := m.Params()
+	est := defaultEstimator(t)
+	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 4}}
+	e, err := est.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.Component(CWeights)
+	o, _ := e.Component(COptimizer)
+	if w != 2*P || o != 12*P {
+		t.Errorf("weights %d B and optimizer states %d B, want the 16-bit module %d and the whole fp32 master + Adam %d", w, o, 2*P, 12*P)
+	}
+	if !e.Phases.ForwardPeak {
+		// The step: 16-bit gradients + the fp32 copy DeepSpeed steps, whole.
+		if g, _ := e.Component(CGradients); g != 6*P {
+			t.Errorf("step gradients %d B, want 16-bit + fp32 (6 B × %d) with no DDP bucket copy", g, P)
+		}
+	}
+	r.Sharding.CPUOffload = OffloadOptimizer
+	if _, err := est.Estimate(r); err == nil || !strings.Contains(err.Error(), "ZeRO stage 1 or more") {
+		t.Errorf("zero0 with optimizer offload: error %v, want a refusal naming the stages that offload", err)
+	}
+	if st, err := ParseStrategy("zero-0"); err != nil || st != ZeRO0 {
+		t.Errorf("ParseStrategy(zero-0) = %q, %v", st, err)
+	}
+}
+
+// TestDeepSpeedAdapters: under DeepSpeed a LoRA run's adapters are 16-bit
+// like the rest of the module, and so is what they save for the backward:
+// the run is the bf16-true run of the same stack (where the stack keeps
+// 16-bit adapters), plus the optimizer's fp32 partitions. QLoRA's norms are
+// 16-bit, whatever prepare_model_for_kbit_training did, and the explanation
+// says why.
+func TestDeepSpeedAdapters(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	est := defaultEstimator(t)
+	for _, method := range []Method{LoRA, QLoRA} {
+		r := Request{Model: m, Method: method, LoRATargets: []string{"all-linear"}, Precision: BF16Mixed, SeqLen: 2048, Batch: 1,
+			Sharding: Sharding{Strategy: ZeRO2, GPUs: 8}}
+		ds, err := est.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same module without DeepSpeed: bf16-true with PEFT's fp32
+		// adapters (no --stack), whose inputs are cast to fp32 for them.
+		pure := r
+		pure.Precision, pure.Sharding = BF16True, Sharding{}
+		pure.UpcastFrozen = ptrBool(false)
+		ref, err := est.Estimate(pure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := ds.Component(CActivations)
+		b, _ := ref.Component(CActivations)
+		if a >= b {
+			t.Errorf("%s: activations %d B under DeepSpeed, not below the fp32-adapter run's %d: fp32 adapter copies counted?", method, a, b)
+		}
+		ad, _ := ds.Component(CAdapters)
+		if want := 2 * ds.TrainableParams; ad != want {
+			t.Errorf("%s: adapters %d B, want 16-bit, replicated under zero2: %d", method, ad, want)
+		}
+		if method == QLoRA {
+			x, err := est.Explain(r, ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all := strings.Join(x.Assumptions, "\n"); !strings.Contains(all, "undoes prepare_model_for_kbit_training") || strings.Contains(all, "( does not") {
+				t.Errorf("QLoRA under DeepSpeed: assumptions %q", x.Assumptions)
+			}
+		}
+	}
+}
+
+// TestDeepSpeedStepSchedules: ZeRO-1 frees all but its partition of the
+// reduced 16-bit gradients before the step builds the fp32 one, and
+// accumulates the whole 16-bit gradients between updates; ZeRO-3 steps one
+// sub-group of 1e9 elements at a time.
+func TestDeepSpeedStepSchedules(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	P := m.Params()
+	est := defaultEstimator(t)
+	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorch, GradCkpt: CkptFull,
+		Sharding: Sharding{Strategy: ZeRO1, GPUs: 8}}
+	e, err := est.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// max(whole 16-bit gradients 2P, partition 2P/8 + fp32 4P/8 + foreach 4P/8) = 2P.
+	if g, _ := e.Component(CGradients); e.Phases.ForwardPeak || g != 2*P {
+		t.Errorf("zero1 step gradients %d B (forward peak %v), want the backward end's whole 16-bit gradients %d", g, e.Phases.ForwardPeak, 2*P)
+	}
+	r.GradAccum, r.SeqLen, r.Batch = 4, 4096, 4
+	e, err = est.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := e.Component(CGradients); e.Phases.ForwardPeak && g != 2*P {
+		t.Errorf("zero1 accumulating: gradients %d B in the forward, want the whole 16-bit gradients %d", g, 2*P)
+	} else if !e.Phases.ForwardPeak {
+		t.Errorf("zero1 accumulating at 4 × 4096 tokens: the step is the peak; the test wants the forward's")
+	}
+
+	big := catalogModel(t, "meta-llama/Llama-3.1-70B")
+	r3 := Request{Model: big, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorch, GradCkpt: CkptFull,
+		Sharding: Sharding{Strategy: ZeRO3, GPUs: 8}}
+	e, err = est.Estimate(r3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := big.Params()
+	// 16-bit gradient partition + one sub-group's fp32 gradient and foreach buffer.
+	want := (2*bp+7)/8 + (4+4)*dsSubGroupElems
+	if g, _ := e.Component(CGradients); e.Phases.ForwardPeak || g != want {
+		t.Errorf("zero3 step gradients %d B, want the 16-bit partition + one sub-group's fp32 temporaries %d", g, want)
+	}
+}
+
+func TestDeepSpeedRefusesOptimizerInBackward(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, OptimizerInBackward: true, Sharding: Sharding{Strategy: ZeRO2, GPUs: 2}}
+	if _, err := defaultEstimator(t).Estimate(r); err == nil || !strings.Contains(err.Error(), "optimizer_in_backward") {
+		t.Errorf("optimizer-in-backward under zero2: %v, want a refusal naming the field", err)
+	}
+}
+
+func ptrBool(b bool) *bool        { return &b }
+func ptrFloat(f float64) *float64 { return &f }

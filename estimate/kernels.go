@@ -302,6 +302,9 @@ func checkKernels(r *Request) error {
 		if r.Method != Full {
 			return fieldErr("optimizer_in_backward", true, "used with method full (the adapters' gradients are already small)")
 		}
+		if r.Sharding.Strategy.Spec().Family == FamilyDeepSpeed {
+			return fieldErr("optimizer_in_backward", true, "off with %s: DeepSpeed's engine steps its ZeRO optimizer after the backward, over the partitions it reduced", r.Sharding.Strategy)
+		}
 	}
 	return nil
 }

@@ -162,23 +162,20 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	if err != nil {
 		return terms{}, r, err
 	}
-	r, ds := deepspeedModule(r)
-	return c.normalizedTerms(r, ds), r, nil
+	r = deepspeedModule(r)
+	return c.normalizedTerms(r), r, nil
 }
 
 // normalizedTerms computes the terms of a normalized request (terms, and
-// Prepared for the candidates of a search); ds says that deepspeedModule
-// rewrote it, so that DeepSpeed's ZeRO optimizer keeps fp32 master weights.
-func (c PhasePeak) normalizedTerms(r Request, ds bool) terms {
+// Prepared for the candidates of a search), after deepspeedModule.
+func (c PhasePeak) normalizedTerms(r Request) terms {
 	m := r.Model
 	var t terms
 	t.LitGPT = litgptExact(r)
+	ds := deepspeedZeRO(r)
 	t.DSMaster = ds
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
-	if ds {
-		adapterBytes = 2 // DeepSpeed casts the whole module, adapters too (deepspeed.go)
-	}
 
 	// litgpt's GPT has no weight tying: its converted checkpoints copy a tied
 	// embedding into a separate lm_head, which it holds (and, fully
@@ -524,8 +521,23 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	}
 	// The step's temporaries follow the tensors it steps: a shard of each
 	// under sharded gradients, none on the GPU when the optimizer runs on
-	// the CPU; DDP's gradient buckets do not double them.
-	e.addTo(CGradients, stepTempPerGPU(r, t.OptTransient))
+	// the CPU; DDP's gradient buckets do not double them. grads is the
+	// gradients alone, per GPU, what accumulation keeps through a forward.
+	grads, _ := e.Component(CGradients)
+	if t.DSMaster {
+		if offloadsOptimizer(r.Sharding.CPUOffload) {
+			// ZeRO-Offload reduces each bucket and copies it to the
+			// gradient partition in host RAM (stage_1_and_2.py
+			// async_accumulate_grad_in_cpu_via_gpu; stage3.py keeps
+			// grad_partitions_flat_buffer on the CPU): no partition on the
+			// GPU, as DeepSpeed's own estimate counts it (2 B of 16-bit
+			// parameters only, under ZeRO-2).
+			grads = 0
+		}
+		e.setComponent(CGradients, dsStepGradients(r, grads, t.OptTransient, t.Trainable))
+	} else {
+		e.addTo(CGradients, stepTempPerGPU(r, t.OptTransient))
+	}
 	step, _ := e.Component(CGradients)
 	autocast := float64(t.AutocastCache)
 	if paramsSharded(r.Sharding.Strategy) {
@@ -554,12 +566,24 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	}
 	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
 	var accumulated int64
+	if t.DSMaster && paramsSharded(r.Sharding.Strategy) && r.GradAccum <= 1 && grads > 0 {
+		// ZeRO-3 allocates its 16-bit gradient partition when it is built
+		// (stage3.py, grad_partitions_flat_buffer on the GPU without
+		// offload): resident in the forward too.
+		accumulated = grads
+		fwd += float64(grads)
+	}
 	if r.GradAccum > 1 && t.Grads+t.OptTransient > 0 {
 		// Accumulating micro-batches keep the gradients of the earlier ones
 		// through the next forward and backward: they are resident then,
 		// not only in the optimizer-step phase. Under FSDP's no_sync they
 		// are the whole, unsharded gradients.
 		accumulated = int64(float64(step) * float64(t.Grads) / float64(t.Grads+t.OptTransient))
+		if t.DSMaster {
+			// DeepSpeed's step temporaries are not divided as its
+			// gradients are (dsStepGradients): read the gradients.
+			accumulated = grads
+		}
 		if noSyncAccumulation(r) {
 			accumulated = t.Grads
 		}
@@ -737,7 +761,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 	if err != nil {
 		return Explanation{}, err
 	}
-	r, ds := deepspeedModule(r)
+	orig := r
+	r = deepspeedModule(r)
+	ds := deepspeedZeRO(r)
 	k := c.Coef
 	actCoef, logitsCoef := c.scales(r, lossPath(r))
 	fwdWins := e.Phases.ForwardPeak
@@ -753,12 +779,12 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		var src string
 		switch comp.Name {
 		case CWeights:
-			src = weightSource(r, ds)
+			src = weightSource(r)
 		case CQuantOverhead:
 			src = quantStateSource(r)
 		case CAdapters:
 			src = fmt.Sprintf("rank·(in+out) per targeted Linear, %d B/param (%s)", adapterDtypeBytes(r), adapterDtypeWhy(r))
-			if ds {
+			if deepspeed16(r) {
 				src = "rank·(in+out) per targeted Linear, 2 B/param (DeepSpeed casts the module; docs/memory-model.md#deepspeeds-mixed-precision)"
 			}
 		case COptimizer:
@@ -813,10 +839,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		}
 		x.Sources[comp.Name] = src + shardingNote(r, comp.Name)
 	}
-	x.Assumptions = append(requestAssumptions(r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
-	if ds {
-		x.Assumptions = append(x.Assumptions, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits and its ZeRO optimizer keeps the fp32 master weights, states and, for the step, gradients of each rank's partition")
-	}
+	x.Assumptions = append(c.assumptions(orig, r), "peak = resident state + the larger of the forward/loss and the optimizer-step phases (not the sum of every transient)")
 	x.Confidence = confidence(r, c.Name())
 	return x, nil
 }
@@ -840,7 +863,7 @@ func ckptNote(r Request) string {
 	return ""
 }
 
-func weightSource(r Request, ds bool) string {
+func weightSource(r Request) string {
 	switch r.Method {
 	case QLoRA:
 		if litgptExact(r) {
@@ -857,7 +880,7 @@ func weightSource(r Request, ds bool) string {
 	case LoRA:
 		return fmt.Sprintf("frozen base, %d B/param", frozenBaseBytes(r))
 	}
-	if ds {
+	if deepspeed16(r) {
 		return fmt.Sprintf("trained weights, %d B/param: DeepSpeed casts the module to %s (its fp32 master copy is in optimizer_states; docs/memory-model.md#deepspeeds-mixed-precision)", r.paramBytes(), map[Precision]string{BF16True: "bf16", FP16True: "fp16"}[r.Precision])
 	}
 	return fmt.Sprintf("trained weights, %d B/param (%s)", r.paramBytes(), r.Precision)
@@ -993,6 +1016,9 @@ func residualBytes(r Request) int64 {
 // adapterDtypeBytes: PEFT keeps adapters in fp32 (autocast_adapter_dtype);
 // stacks that train in pure 16-bit keep them in 16-bit.
 func adapterDtypeBytes(r Request) int64 {
+	if deepspeed16(r) {
+		return 2 // DeepSpeed casts the whole module, adapters too (deepspeed.go)
+	}
 	if r.Stack == "" || r.Stack.Spec().FP32Adapters {
 		return 4
 	}

@@ -172,7 +172,7 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 	if ev.p.phasePeak == nil || !ev.fast(b, v) {
 		return ev.full(b, v, e)
 	}
-	r, ds := deepspeedModule(v.Apply(b.norm))
+	r := deepspeedModule(v.Apply(b.norm))
 	lk := leverKey{base: b, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
 	if ev.lastTerms == nil || lk != ev.last {
 		tab, ok := ev.terms[lk]
@@ -188,11 +188,11 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 		}
 		ev.last, ev.lastTerms = lk, tab
 	}
-	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, deepspeed: ds,
+	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, deepspeed: deepspeedZeRO(r),
 		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1, autocastEach: hfAutocastSharding(r)}
 	t, ok := ev.lastTerms[sk]
 	if !ok {
-		t = ev.p.phasePeak.normalizedTerms(r, ds)
+		t = ev.p.phasePeak.normalizedTerms(r)
 		ev.lastTerms[sk] = t
 	}
 	return ev.p.phasePeak.combine(t, r, e)
@@ -218,8 +218,8 @@ func (ev *Evaluator) fast(b *preparedBase, v Variant) bool {
 	if b.norm.Lengths != nil && v.SeqLen != b.norm.SeqLen {
 		return false // Normalize truncates the distribution at the length
 	}
-	if b.norm.OptimizerInBackward && v.GradAccum > 1 {
-		return false // checkKernels refuses accumulation with it
+	if b.norm.OptimizerInBackward && (v.GradAccum > 1 || v.Sharding.Strategy.Spec().Family == FamilyDeepSpeed) {
+		return false // checkKernels refuses accumulation and DeepSpeed with it
 	}
 	if b.norm.Model.Seq2Seq != nil {
 		return false // checkSeq2Seq reads the variant's loss kernel and batch

@@ -506,6 +506,8 @@ func checkOffload(s Sharding) error {
 		switch {
 		case !st.DataParallel:
 			return fieldErr("cpu_offload", s.CPUOffload, "none without a sharding strategy: CPU offload is part of DeepSpeed ZeRO or FSDP")
+		case !st.OffloadsOptimizer && !st.OffloadsParams && st.Family == FamilyDeepSpeed:
+			return fieldErr("cpu_offload", s.CPUOffload, "none with %s: DeepSpeed's CPU offload needs ZeRO stage 1 or more (zero1, zero2, zero3)", s.Strategy)
 		case !st.OffloadsOptimizer && !st.OffloadsParams:
 			return fieldErr("cpu_offload", s.CPUOffload, "none with %s: PyTorch DDP has no CPU offload (DeepSpeed ZeRO and FSDP do)", s.Strategy)
 		case !st.OffloadsOptimizer:

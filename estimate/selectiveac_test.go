@@ -50,7 +50,7 @@ func TestOpPolicyBetweenFullAndNone(t *testing.T) {
 		t.Fatalf("allocated full %d, op %d, none %d: want full < op < none", full.Levels.Allocated, op.Levels.Allocated, none.Levels.Allocated)
 	}
 	r, _ := torchtitanFull(t, CkptSelectiveOp).Normalize()
-	tt := PhasePeak{Coef: DefaultCoefficients}.normalizedTerms(r, false)
+	tt := PhasePeak{Coef: DefaultCoefficients}.normalizedTerms(r)
 	if want := 32 * 8192 * 2 * 55424.0; tt.OpSaved != want {
 		t.Errorf("OpSaved = %v, want %v (32 blocks × 16384 tokens × 55424 B)", tt.OpSaved, want)
 	}
@@ -187,7 +187,7 @@ func TestOpPolicyAddsItsOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := PhasePeak{Coef: DefaultCoefficients}
-	tt := c.normalizedTerms(r, false)
+	tt := c.normalizedTerms(r)
 	actCoef, _ := c.scales(r, tt.Loss)
 	full := actCoef * tt.LayerUnit
 	perBlock := tt.OpSaved / float64(r.Model.NumLayers)
@@ -249,7 +249,7 @@ func TestOpPolicyRecomputesTheRest(t *testing.T) {
 		t.Fatalf("forward peak: op %v, full %v; the test wants the forward phase to set both", op.Phases.ForwardPeak, full.Phases.ForwardPeak)
 	}
 	r, _ := req(CkptSelectiveOp).Normalize()
-	tt := c.normalizedTerms(r, false)
+	tt := c.normalizedTerms(r)
 	L := float64(r.Model.NumLayers)
 	got, want := float64(op.Levels.Allocated-full.Levels.Allocated), tt.OpSaved*(1-1/L)
 	if got < want*0.999 || got > want*1.001 {

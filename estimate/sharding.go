@@ -11,6 +11,7 @@ import (
 //	ddp, fsdp_no_shard: nothing; DDP's reducer keeps gradient buckets the size
 //	  of the gradients (PyTorch DDP docs, gradient_as_bucket_view: "the saved
 //	  memory size will be equal to the total gradients size").
+//	zero0:              nothing, without DDP's buckets (DeepSpeed's stage 0).
 //	zero1:              optimizer states (DeepSpeed ZeRO stage 1).
 //	zero2, fsdp_shard_grad_op: gradients and optimizer states (ZeRO stage 2).
 //	zero3, fsdp_full_shard, fsdp_hybrid_shard: weights, adapters, gradients and
@@ -18,8 +19,10 @@ import (
 //	  layer being computed and the one prefetched.
 //
 // DeepSpeed's estimate_zero2_model_states_mem_needs / estimate_zero3_… use the
-// same division: per GPU 2·P + 16·P/N for ZeRO-2 (fp16 params, fp32 grads,
-// Adam states and master weights), 18·P/N (+ largest layer) for ZeRO-3.
+// same division: per GPU 2·P + 18·P/N for ZeRO-2 since v0.14.3 (16-bit
+// params whole; 16-bit and fp32 grads, fp32 master weights and Adam states
+// sharded), 18·P/N (+ largest layer) for ZeRO-3; DeepSpeed's mixed precision
+// (a 16-bit module, fp32 master weights in the optimizer) is deepspeed.go's.
 // CPU offload moves optimizer states (and, for "params", sharded weights) to
 // host RAM, which HostOffload reports.
 func applySharding(e *Estimate, r Request) {
@@ -100,7 +103,7 @@ func stepTempPerGPU(r Request, b int64) int64 {
 		return 0
 	case shardedStrategy(st) && slices.Contains(dividedState(st), CGradients) && n > 1:
 		return (b + n - 1) / n
-	case st.Spec().Family == FamilyDeepSpeed && n > 1:
+	case st.Spec().Family == FamilyDeepSpeed && st.Spec().Shards >= ShardOptimizer && n > 1:
 		// ZeRO-1 divides the optimizer's partition too: each rank steps
 		// only the fp32 partition it owns (stage_1_and_2.py).
 		return (b + n - 1) / n
@@ -180,7 +183,10 @@ func dividedState(st Strategy) []ComponentID {
 // (a data-parallel strategy that shards nothing: ddp, fsdp_no_shard).
 func gradientBuckets(st Strategy) bool {
 	s := st.Spec()
-	return s.DataParallel && s.Shards == ShardNothing
+	// DeepSpeed's stage 0 all-reduces through transient flat buckets of
+	// allreduce_bucket_size elements (engine.py, allreduce_gradients →
+	// buffered_allreduce_fallback), not a persistent copy of the gradients.
+	return s.DataParallel && s.Shards == ShardNothing && s.Family != FamilyDeepSpeed
 }
 
 // gathersLayers: the parameters are sharded and gathered a unit at a time,

@@ -245,13 +245,21 @@ func (s *settings) readme(files map[string][]byte) string {
 	if r.Method == estimate.QLoRA {
 		row("quantization", string(r.Quant), FileModel+" quantization (BitsAndBytesConfig)")
 		row("quant storage", string(r.QuantStorage), FileModel+" bnb_4bit_quant_storage")
-		row("frozen norms/embeddings", map[bool]string{true: "fp32 (upcast)", false: "16-bit"}[s.kbitPrepare], FileModel+" prepare_model_for_kbit_training")
+		norms := map[bool]string{true: "fp32 (upcast)", false: "16-bit"}[s.kbitPrepare]
+		if s.family == estimate.FamilyDeepSpeed {
+			norms = "16-bit (DeepSpeed's cast)" // the engine casts the module after the upcast
+		}
+		row("frozen norms/embeddings", norms, FileModel+" prepare_model_for_kbit_training")
 	}
 	if r.Method != estimate.Full {
 		row("LoRA rank", fmt.Sprint(r.LoRARank), FileLoRA+" r")
 		row("LoRA targets", strings.Join(s.targets, ","), FileLoRA+" target_modules")
 		row("LoRA dropout", fmt.Sprint(s.dropout), FileLoRA+" lora_dropout")
-		row("adapter dtype", map[bool]string{true: "fp32", false: "16-bit"}[s.fp32Adapters], FileModel+" autocast_adapter_dtype")
+		adapters := map[bool]string{true: "fp32", false: "16-bit"}[s.fp32Adapters]
+		if s.family == estimate.FamilyDeepSpeed {
+			adapters = "16-bit (DeepSpeed's cast)"
+		}
+		row("adapter dtype", adapters, FileModel+" autocast_adapter_dtype")
 	}
 	row("precision", string(r.Precision), fmt.Sprintf("weights load as %s; bf16=%v fp16=%v", s.loadDtype, s.bf16, s.fp16))
 	row("sequence length", fmt.Sprint(r.SeqLen), map[bool]string{true: "max_length; packed blocks of exactly this length", false: "max_length; samples truncated, padded to the batch"}[!r.DynamicShapes])
