@@ -257,5 +257,4 @@ func TestDeepSpeedRefusesOptimizerInBackward(t *testing.T) {
 	}
 }
 
-func ptrBool(b bool) *bool        { return &b }
-func ptrFloat(f float64) *float64 { return &f }
+func ptrBool(b bool) *bool { return &b }
