@@ -64,6 +64,28 @@ func deepspeedModule(r Request) Request {
 	return r
 }
 
+// dsMasterCopy reports a DeepSpeed run whose optimizer keeps fp32 master
+// weights: every ZeRO stage (it clones an fp32 partition whatever the
+// module's dtype), and stage 0 with a 16-bit module (FP16_Optimizer,
+// BF16_Optimizer); stage 0 in fp32 runs the plain optimizer (engine.py,
+// _do_optimizer_sanity_check).
+func dsMasterCopy(r Request) bool {
+	if !deepspeedZeRO(r) {
+		return false
+	}
+	return r.Sharding.Strategy.Spec().Shards != ShardNothing || r.Precision != FP32
+}
+
+// dsBF16Stage0 reports DeepSpeed's stage 0 in bf16, which BF16_Optimizer
+// runs (its gradients accumulate in fp32): it divides the fp32 master
+// weights and states over the data-parallel ranks (bf16_optimizer.py,
+// partition_size = numel // dp_world_size) and keeps a whole fp32 gradient
+// buffer from start-up (fp32_groups_gradients_flat, zeros_like the flat
+// bf16 parameters), into which each bf16 gradient is accumulated and freed.
+func dsBF16Stage0(r Request) bool {
+	return deepspeedZeRO(r) && r.Sharding.Strategy.Spec().Shards == ShardNothing && r.Precision == BF16True
+}
+
 // deepspeed16 reports a request deepspeedModule has made a 16-bit module
 // (its adapters are 16-bit too).
 func deepspeed16(r Request) bool {

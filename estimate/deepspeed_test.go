@@ -127,14 +127,14 @@ func defaultEstimator(t *testing.T) Estimator {
 }
 
 // TestDeepSpeedStageZero: DeepSpeed without partitioning keeps a full
-// replica like DDP, but its 16-bit optimizer holds the whole fp32 master
-// copy, and it all-reduces through transient buckets, not DDP's persistent
+// replica like DDP, but in fp16 its FP16_Optimizer holds the whole fp32
+// master copy, and it all-reduces through transient buckets, not DDP's persistent
 // copy of the gradients; it has no CPU offload.
 func TestDeepSpeedStageZero(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	P := m.Params()
 	est := defaultEstimator(t)
-	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 4}}
+	r := Request{Model: m, Method: Full, Precision: FP16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 4}}
 	e, err := est.Estimate(r)
 	if err != nil {
 		t.Fatal(err)
@@ -258,3 +258,33 @@ func TestDeepSpeedRefusesOptimizerInBackward(t *testing.T) {
 }
 
 func ptrBool(b bool) *bool { return &b }
+
+// TestDeepSpeedStageZeroPrecisions: stage 0's optimizer follows the
+// precision (engine.py _do_optimizer_sanity_check): BF16_Optimizer divides
+// the fp32 master weights and states over the ranks and keeps a whole fp32
+// gradient buffer, resident in the forward too; fp32 runs the plain
+// optimizer, as DDP does but without DDP's bucket copy.
+func TestDeepSpeedStageZeroPrecisions(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
+	P := m.Params()
+	est := defaultEstimator(t)
+	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 8}}
+	e, err := est.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := e.Component(COptimizer); o != (12*P+7)/8 {
+		t.Errorf("bf16 zero0: optimizer states %d B, want fp32 master + Adam ÷ 8 = %d", o, (12*P+7)/8)
+	}
+	if g, _ := e.Component(CGradients); g < 4*P {
+		t.Errorf("bf16 zero0: gradients %d B, want at least the whole fp32 buffer %d", g, 4*P)
+	}
+	r.Precision = FP32
+	e32, err := est.Estimate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := e32.Component(COptimizer); o != 8*P {
+		t.Errorf("fp32 zero0: optimizer states %d B, want the plain optimizer's fp32 Adam %d (no master copy)", o, 8*P)
+	}
+}

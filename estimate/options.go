@@ -617,7 +617,7 @@ var Strategies = []StrategySpec{
 	{Name: FSDPShardGradOp, Help: "FSDP: gradients and optimizer states sharded", DataParallel: true, Family: FamilyFSDP, Shards: ShardGradients, OffloadsParams: true},
 	{Name: FSDPNoShard, Help: "FSDP without sharding: as DDP", DataParallel: true, Family: FamilyFSDP, OffloadsParams: true},
 	{Name: FSDPHybridShard, Help: "FSDP: full shard within a node, replicas across nodes", DataParallel: true, Family: FamilyFSDP, Shards: ShardParameters, PerNode: true, OffloadsParams: true},
-	{Name: ZeRO0, Help: "DeepSpeed without partitioning (ZeRO stage 0): a full replica per GPU; its 16-bit optimizer keeps the whole fp32 master copy", Aliases: []string{"zero-0", "zero_0"}, DataParallel: true, Family: FamilyDeepSpeed},
+	{Name: ZeRO0, Help: "DeepSpeed without ZeRO (stage 0): a full replica per GPU; in fp16 its optimizer keeps the whole fp32 master copy, in bf16 a partition of it and a whole fp32 gradient buffer", Aliases: []string{"zero-0", "zero_0"}, DataParallel: true, Family: FamilyDeepSpeed},
 	{Name: ZeRO1, Help: "DeepSpeed ZeRO-1: optimizer states sharded", Aliases: []string{"zero-1", "zero_1"}, DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardOptimizer, OffloadsOptimizer: true},
 	{Name: ZeRO2, Help: "DeepSpeed ZeRO-2: gradients and optimizer states sharded", Aliases: []string{"zero-2", "zero_2"}, DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardGradients, OffloadsOptimizer: true},
 	{Name: ZeRO3, Help: "DeepSpeed ZeRO-3: parameters too", Aliases: []string{"zero-3", "zero_3"}, DataParallel: true, Family: FamilyDeepSpeed, Shards: ShardParameters, OffloadsParams: true, OffloadsOptimizer: true},

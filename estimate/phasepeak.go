@@ -172,7 +172,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	m := r.Model
 	var t terms
 	t.LitGPT = litgptExact(r)
-	ds := deepspeedZeRO(r)
+	ds := dsMasterCopy(r)
 	t.DSMaster = ds
 	P := m.Params()
 	adapterBytes := adapterDtypeBytes(r)
@@ -310,6 +310,15 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// 16-bit gradients (deepspeed.go).
 		t.OptStates += dsMasterBytes * trainable
 		t.OptTransient += dsGradBytes * trainable
+		if dsBF16Stage0(r) && r.Sharding.GPUs > 1 {
+			// BF16_Optimizer (deepspeed.go): master weights, states and
+			// the step on this rank's partition; the fp32 gradients are a
+			// persistent whole buffer, not a step temporary.
+			n := r.Sharding.GPUs
+			t.OptStates = (t.OptStates + n - 1) / n
+			t.OptTransient = (t.OptTransient - dsGradBytes*trainable + n - 1) / n
+			t.Grads = dsGradBytes * trainable
+		}
 	}
 
 	if r.Method == QLoRA && t.LitGPT {
@@ -566,10 +575,11 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	}
 	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
 	var accumulated int64
-	if t.DSMaster && paramsSharded(r.Sharding.Strategy) && r.GradAccum <= 1 && grads > 0 {
+	if t.DSMaster && (paramsSharded(r.Sharding.Strategy) || dsBF16Stage0(r)) && r.GradAccum <= 1 && grads > 0 {
 		// ZeRO-3 allocates its 16-bit gradient partition when it is built
 		// (stage3.py, grad_partitions_flat_buffer on the GPU without
-		// offload): resident in the forward too.
+		// offload), and BF16_Optimizer its fp32 gradient buffer: resident
+		// in the forward too.
 		accumulated = grads
 		fwd += float64(grads)
 	}

@@ -299,7 +299,7 @@ func (g GPUs) DataParallel(r estimate.Request, e *estimate.Estimate) *DataParall
 		d.ShardGroup = 1
 	}
 	switch st {
-	case "ddp", "fsdp_no_shard":
+	case "ddp", "fsdp_no_shard", "zero0":
 		d.Scaling = "every GPU holds a full replica: per-GPU memory does not change with the number of GPUs or nodes; more nodes add only all-reduce traffic"
 	case "zero1":
 		d.Scaling = fmt.Sprintf("optimizer states are divided by the world size (%d node(s) × %d GPUs = %d): each GPU or node added lowers them", nodes, perNode, world)
@@ -328,6 +328,9 @@ func CommBuffers(st estimate.Strategy, e *estimate.Estimate) []string {
 	switch st {
 	case "ddp", "fsdp_no_shard":
 		return []string{"DDP gradient buckets of bucket_cap_mb = 25 MiB (PyTorch default): with gradient_as_bucket_view=False they copy every gradient, which the total charges (gradients ×2); gradient_as_bucket_view=True saves it", nccl}
+	case "zero0":
+		n := min(int64(5e8), e.TrainableParams)
+		return []string{fmt.Sprintf("DeepSpeed without ZeRO all-reduces the gradients through flat buckets of allreduce_bucket_size (5e8 elements by default): up to %.2f GiB of 16-bit buckets at the end of the backward, a whole copy of a smaller model's gradients, not in the total", bytesize.InGiB(2*n)), nccl}
 	case "zero1", "zero2":
 		// Bucket bytes in the 16-bit communication dtype: at most one reduce
 		// and one all-gather bucket of min(5e8, trainable) elements.

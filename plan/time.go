@@ -215,7 +215,7 @@ func StepTime(hw Hardware, r estimate.Request, e *estimate.Estimate, f FLOPs, pa
 	}
 	a := float64(l.accum)
 	switch st := r.Sharding.Strategy; st {
-	case "ddp", "fsdp_no_shard", "zero1":
+	case "ddp", "fsdp_no_shard", "zero0", "zero1":
 		t.Communication = 2 * ring(tr*gBytes, n, link)
 	case "zero2":
 		t.Communication = a*ring(tr*gBytes, n, link) + ring(tr*wBytes, n, link)

@@ -53,6 +53,7 @@ func (f *RequestFlags) canonicalize() {
 	canonPtr(f.Attn, estimate.ParseAttention)
 	canonPtr(f.FusedCE, estimate.ParseLossKernel)
 	canonPtr(f.Stack, estimate.ParseStack)
+	canonPtr(f.Task, estimate.ParseTask)
 	for i := range f.Kernels {
 		canon(&f.Kernels[i], estimate.ParseKernel)
 	}

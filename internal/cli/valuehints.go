@@ -11,7 +11,8 @@ var valueHints = map[string]map[string]string{
 	"--precision": {
 		"bf16": "bf16 is two precisions here: bf16-mixed keeps fp32 master weights under autocast " +
 			"(transformers' bf16=True on a model loaded in fp32; DeepSpeed's bf16, whose fp32 copy is the ZeRO optimizer's); " +
-			"bf16-true holds weights, gradients and optimizer states in bf16 (torchtune's dtype=bf16, litgpt's bf16-true). " +
+			"bf16-true holds weights, gradients and optimizer states in bf16 (torchtune's dtype=bf16, litgpt's bf16-true, " +
+			"and transformers' bf16=True on a model loaded in bf16 for full fine-tuning). " +
 			"LoRA on a bf16-loaded base with PEFT's fp32 adapters is bf16-mixed.",
 		"fp16": "fp16 is two precisions here: fp16-mixed keeps fp32 master weights under autocast " +
 			"(transformers' fp16=True, DeepSpeed's fp16); fp16-true holds everything in fp16.",
