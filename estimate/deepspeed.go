@@ -1,5 +1,7 @@
 package estimate
 
+import "fmt"
+
 // DeepSpeed's bf16 and fp16 modes are not torch.autocast. The engine casts
 // the whole module to 16 bits when it is built (runtime/engine.py,
 // _configure_distributed_model: module.half() / module.bfloat16()), and
@@ -22,18 +24,19 @@ package estimate
 //     (stage_1_and_2.py, the backward epilogue's zero_grad(set_to_none))
 //     before the step builds the fp32 partition: the peak is the larger of
 //     the whole 16-bit gradients and partition + fp32 partition + step
-//     temporaries (dsStageOneStep).
+//     temporaries (dsStepGradients).
 //   - ZeRO-3 builds the fp32 gradient and steps one sub-group at a time
 //     (stage3.py; sub_group_size, 1e9 elements by default, zero/config.py):
 //     the step's fp32 temporaries are those of one sub-group at most
 //     (dsSubGroupElems).
 //   - Stage 0 (zero0) keeps a full replica and all-reduces through transient
-//     flat buckets, not a persistent copy of the gradients (gradientBuckets).
+//     flat buckets, not a persistent copy of the gradients (gradientBuckets);
+//     its optimizer follows the precision (dsMasterCopy, dsBF16Stage0).
 //
 // (Read at microsoft/DeepSpeed 38327e07f6, accelerate 1.2.1.)
 
-// deepspeedZeRO reports a run of DeepSpeed's engine (zero0 … zero3): its
-// ZeRO optimizer keeps fp32 master weights of the trained parameters.
+// deepspeedZeRO reports a run of DeepSpeed's engine (zero0 … zero3), which
+// casts a 16-bit or mixed-precision module to 16 bits (deepspeedModule).
 func deepspeedZeRO(r Request) bool {
 	return r.Sharding.Strategy.Spec().Family == FamilyDeepSpeed
 }
@@ -114,34 +117,36 @@ func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
 	case st.Shards == ShardOptimizer && n > 1:
 		return max(grads, (grads+n-1)/n+perGPU)
 	case st.Shards == ShardParameters && trainable > 0:
-		if sub := temps / trainable * dsSubGroupElems; perGPU > sub && !offloadsOptimizer(r.Sharding.CPUOffload) {
-			perGPU = sub
-		}
+		perGPU = min(perGPU, temps/trainable*dsSubGroupElems)
+	case dsBF16Stage0(r):
+		perGPU = (temps + n - 1) / n // BF16_Optimizer steps its partition
 	}
 	return grads + perGPU
 }
 
 // assumptions are the request's assumption lines for the default estimator:
 // those of the request as given (orig, normalized), and under DeepSpeed what
-// deepspeedModule changed (r), in the user's terms.
+// deepspeedModule changed (r) and what its optimizer keeps, in the user's
+// terms.
 func (PhasePeak) assumptions(orig, r Request) []string {
 	if !deepspeedZeRO(r) {
 		return requestAssumptions(r)
 	}
 	shown := r
 	shown.Precision = orig.Precision
-	a := requestAssumptions(shown)
+	qlora := qloraBaseAssumption(shown)
 	if r.Method == QLoRA && r.Precision != FP32 {
-		prefix := string(r.Quant) + " base: only decoder Linear layers quantized;"
-		for i := range a {
-			if len(a[i]) >= len(prefix) && a[i][:len(prefix)] == prefix {
-				a[i] = prefix + " embeddings, lm_head and norms 16-bit: DeepSpeed's cast of the module undoes prepare_model_for_kbit_training's fp32 upcast"
-			}
-		}
+		qlora = fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms 16-bit: DeepSpeed's cast of the module undoes prepare_model_for_kbit_training's fp32 upcast", r.Quant)
 	}
-	line := "DeepSpeed's ZeRO optimizer keeps fp32 master weights and fp32 states of each rank's partition of the trained parameters, and builds an fp32 gradient partition for the step"
+	a := requestAssumptionsWith(shown, qlora)
 	if r.Precision != FP32 {
-		line = "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits (adapters too) and its ZeRO optimizer keeps fp32 master weights and fp32 states of each rank's partition, and builds an fp32 gradient partition for the step"
+		a = append(a, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits, adapters too")
 	}
-	return append(a, line)
+	switch {
+	case dsBF16Stage0(r):
+		a = append(a, "DeepSpeed's BF16_Optimizer divides fp32 master weights and states over the ranks and keeps a whole fp32 gradient buffer")
+	case dsMasterCopy(r):
+		a = append(a, "DeepSpeed's optimizer keeps fp32 master weights and fp32 states (of each rank's partition under ZeRO) and builds an fp32 gradient copy for the step")
+	}
+	return a
 }

@@ -126,39 +126,6 @@ func defaultEstimator(t *testing.T) Estimator {
 	return e
 }
 
-// TestDeepSpeedStageZero: DeepSpeed without partitioning keeps a full
-// replica like DDP, but in fp16 its FP16_Optimizer holds the whole fp32
-// master copy, and it all-reduces through transient buckets, not DDP's persistent
-// copy of the gradients; it has no CPU offload.
-func TestDeepSpeedStageZero(t *testing.T) {
-	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
-	P := m.Params()
-	est := defaultEstimator(t)
-	r := Request{Model: m, Method: Full, Precision: FP16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 4}}
-	e, err := est.Estimate(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := e.Component(CWeights)
-	o, _ := e.Component(COptimizer)
-	if w != 2*P || o != 12*P {
-		t.Errorf("weights %d B and optimizer states %d B, want the 16-bit module %d and the whole fp32 master + Adam %d", w, o, 2*P, 12*P)
-	}
-	if !e.Phases.ForwardPeak {
-		// The step: 16-bit gradients + the fp32 copy DeepSpeed steps, whole.
-		if g, _ := e.Component(CGradients); g != 6*P {
-			t.Errorf("step gradients %d B, want 16-bit + fp32 (6 B × %d) with no DDP bucket copy", g, P)
-		}
-	}
-	r.Sharding.CPUOffload = OffloadOptimizer
-	if _, err := est.Estimate(r); err == nil || !strings.Contains(err.Error(), "ZeRO stage 1 or more") {
-		t.Errorf("zero0 with optimizer offload: error %v, want a refusal naming the stages that offload", err)
-	}
-	if st, err := ParseStrategy("zero-0"); err != nil || st != ZeRO0 {
-		t.Errorf("ParseStrategy(zero-0) = %q, %v", st, err)
-	}
-}
-
 // TestDeepSpeedAdapters: under DeepSpeed a LoRA run's adapters are 16-bit
 // like the rest of the module, and so is what they save for the backward:
 // the run is the bf16-true run of the same stack (where the stack keeps
@@ -259,32 +226,60 @@ func TestDeepSpeedRefusesOptimizerInBackward(t *testing.T) {
 
 func ptrBool(b bool) *bool { return &b }
 
-// TestDeepSpeedStageZeroPrecisions: stage 0's optimizer follows the
-// precision (engine.py _do_optimizer_sanity_check): BF16_Optimizer divides
-// the fp32 master weights and states over the ranks and keeps a whole fp32
-// gradient buffer, resident in the forward too; fp32 runs the plain
-// optimizer, as DDP does but without DDP's bucket copy.
-func TestDeepSpeedStageZeroPrecisions(t *testing.T) {
+// TestDeepSpeedStageZero: DeepSpeed without partitioning keeps a full
+// replica like DDP, all-reduces through transient buckets, not DDP's
+// persistent copy of the gradients, and has no CPU offload; its optimizer
+// follows the precision (engine.py _do_optimizer_sanity_check):
+// FP16_Optimizer keeps the whole fp32 master copy and states and builds an
+// fp32 gradient copy for the step; BF16_Optimizer divides master weights
+// and states over the ranks and keeps a whole fp32 gradient buffer,
+// resident in the forward too; fp32 runs the plain optimizer.
+func TestDeepSpeedStageZero(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	P := m.Params()
 	est := defaultEstimator(t)
-	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 8}}
-	e, err := est.Estimate(r)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		prec         Precision
+		weights, opt int64
+		step         int64 // gradients in the step phase (0: not checked)
+		fwdGrads     int64 // gradients resident in the forward
+	}{
+		{FP16Mixed, 2 * P, 12 * P, 6 * P, 0},
+		{BF16Mixed, 2 * P, (12*P + 7) / 8, 0, 4 * P},
+		{FP32, 4 * P, 8 * P, 0, 0},
+	} {
+		r := Request{Model: m, Method: Full, Precision: tt.prec, SeqLen: 128, Batch: 1, Optimizer: AdamWTorchFused, Sharding: Sharding{Strategy: ZeRO0, GPUs: 8}}
+		e, err := est.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, _ := e.Component(CWeights)
+		o, _ := e.Component(COptimizer)
+		if w != tt.weights || o != tt.opt {
+			t.Errorf("%s: weights %d B, optimizer states %d B; want %d, %d", tt.prec, w, o, tt.weights, tt.opt)
+		}
+		x, err := est.Explain(r, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if says := strings.Contains(x.Sources[COptimizer], "master weights"); says != (tt.prec != FP32) {
+			t.Errorf("%s: optimizer_states source %q: master weights said %v, want %v", tt.prec, x.Sources[COptimizer], says, tt.prec != FP32)
+		}
+		g, _ := e.Component(CGradients)
+		switch {
+		case tt.step > 0 && (e.Phases.ForwardPeak || g != tt.step):
+			t.Errorf("%s: step gradients %d B (forward peak %v), want %d with no DDP bucket copy", tt.prec, g, e.Phases.ForwardPeak, tt.step)
+		case tt.fwdGrads > 0 && e.Phases.ForwardPeak && g != tt.fwdGrads:
+			t.Errorf("%s: forward gradients %d B, want the resident fp32 buffer %d", tt.prec, g, tt.fwdGrads)
+		case tt.fwdGrads > 0 && !e.Phases.ForwardPeak && g < tt.fwdGrads:
+			t.Errorf("%s: step gradients %d B, want at least the fp32 buffer %d", tt.prec, g, tt.fwdGrads)
+		}
 	}
-	if o, _ := e.Component(COptimizer); o != (12*P+7)/8 {
-		t.Errorf("bf16 zero0: optimizer states %d B, want fp32 master + Adam ÷ 8 = %d", o, (12*P+7)/8)
+	r := Request{Model: m, Method: Full, Precision: FP16Mixed, SeqLen: 128, Batch: 1, Sharding: Sharding{Strategy: ZeRO0, GPUs: 4, CPUOffload: OffloadOptimizer}}
+	if _, err := est.Estimate(r); err == nil || !strings.Contains(err.Error(), "ZeRO stage 1 or more") {
+		t.Errorf("zero0 with optimizer offload: error %v, want a refusal naming the stages that offload", err)
 	}
-	if g, _ := e.Component(CGradients); g < 4*P {
-		t.Errorf("bf16 zero0: gradients %d B, want at least the whole fp32 buffer %d", g, 4*P)
-	}
-	r.Precision = FP32
-	e32, err := est.Estimate(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, _ := e32.Component(COptimizer); o != 8*P {
-		t.Errorf("fp32 zero0: optimizer states %d B, want the plain optimizer's fp32 Adam %d (no master copy)", o, 8*P)
+	if st, err := ParseStrategy("zero-0"); err != nil || st != ZeRO0 {
+		t.Errorf("ParseStrategy(zero-0) = %q, %v", st, err)
 	}
 }

@@ -133,8 +133,8 @@ type terms struct {
 	// HF is the transformers layer's saved tensors, spelled out (hfExact
 	// requests only; nil otherwise: the fitted shape applies).
 	HF *hfSaved
-	// DSMaster: deepspeedModule rewrote the request; the optimizer states
-	// include DeepSpeed's fp32 master weights (deepspeed.go).
+	// DSMaster: DeepSpeed's optimizer keeps fp32 master weights
+	// (dsMasterCopy), which the optimizer states include (deepspeed.go).
 	DSMaster bool
 	// LitGPT is litgptExact, read once per estimate: HF then holds
 	// LitGPT's blocks, spelled out (litgptsaved.go).
@@ -309,15 +309,13 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// step the fp32 gradient partition it builds from the reduced
 		// 16-bit gradients (deepspeed.go).
 		t.OptStates += dsMasterBytes * trainable
-		t.OptTransient += dsGradBytes * trainable
-		if dsBF16Stage0(r) && r.Sharding.GPUs > 1 {
-			// BF16_Optimizer (deepspeed.go): master weights, states and
-			// the step on this rank's partition; the fp32 gradients are a
-			// persistent whole buffer, not a step temporary.
-			n := r.Sharding.GPUs
-			t.OptStates = (t.OptStates + n - 1) / n
-			t.OptTransient = (t.OptTransient - dsGradBytes*trainable + n - 1) / n
+		if dsBF16Stage0(r) {
+			// BF16_Optimizer (deepspeed.go): the fp32 gradients are a
+			// persistent whole buffer, not a step temporary; combine
+			// divides the states and the step over the ranks.
 			t.Grads = dsGradBytes * trainable
+		} else {
+			t.OptTransient += dsGradBytes * trainable
 		}
 	}
 
@@ -522,6 +520,12 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	add(COptimizer, t.OptStates)
 	add(CGradients, t.Grads)
 	applySharding(e, r)
+	if n := r.Sharding.GPUs; dsBF16Stage0(r) && n > 1 {
+		// BF16_Optimizer divides its fp32 master weights and states over
+		// the ranks, as ZeRO-1 does (deepspeed.go).
+		o, _ := e.Component(COptimizer)
+		e.setComponent(COptimizer, (o+n-1)/n)
+	}
 	if t.DSMaster && offloadsOptimizer(r.Sharding.CPUOffload) && r.Sharding.GPUs > 0 {
 		// ZeRO-Offload: the master weights went to host RAM with the
 		// optimizer states; the fp32 gradient partition the CPU optimizer
@@ -773,7 +777,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 	}
 	orig := r
 	r = deepspeedModule(r)
-	ds := deepspeedZeRO(r)
+	ds := dsMasterCopy(r)
 	k := c.Coef
 	actCoef, logitsCoef := c.scales(r, lossPath(r))
 	fwdWins := e.Phases.ForwardPeak
@@ -801,6 +805,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = string(r.Optimizer) + " states, resident from the first step"
 			if ds {
 				src += ", and DeepSpeed's fp32 master weights (4 B per trained parameter; docs/memory-model.md#deepspeeds-mixed-precision)"
+			}
+			if dsBF16Stage0(r) && r.Sharding.GPUs > 1 {
+				src += fmt.Sprintf("; ÷ %d GPUs (BF16_Optimizer's partition)", r.Sharding.GPUs)
 			}
 		case CActivations:
 			src = "the backward-end/optimizer-step phase is larger than the forward/loss phase"

@@ -147,9 +147,10 @@ type shapeKey struct {
 	// (one GPU or DDP), which the spelled-out transformers terms of a
 	// mixed-precision request need (hfAutocastSharding).
 	autocastEach bool
-	// deepspeed: a DeepSpeed ZeRO run of a -mixed base, trained as its
-	// 16-bit module with fp32 master weights (deepspeedModule).
-	deepspeed bool
+	// deepspeed: a DeepSpeed run (deepspeedModule rewrites a -mixed base
+	// to its 16-bit module); dsMaster and dsBF16: what its optimizer keeps
+	// (dsMasterCopy, dsBF16Stage0), which the strategy's stage decides.
+	deepspeed, dsMaster, dsBF16 bool
 }
 
 type shardingKey struct {
@@ -188,7 +189,7 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 		}
 		ev.last, ev.lastTerms = lk, tab
 	}
-	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, deepspeed: deepspeedZeRO(r),
+	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, deepspeed: deepspeedZeRO(r), dsMaster: dsMasterCopy(r), dsBF16: dsBF16Stage0(r),
 		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1, autocastEach: hfAutocastSharding(r)}
 	t, ok := ev.lastTerms[sk]
 	if !ok {

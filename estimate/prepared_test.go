@@ -142,7 +142,7 @@ func randomVariant(rng *rand.Rand, bases []Request) Variant {
 		FusedCE:   LossKernel(pick("none", "liger", "chunked", "cut_cross_entropy")),
 		Optimizer: Optimizer(pick("adamw_torch", "adamw_torch_fused", "paged_adamw_8bit", "adafactor", "sgd")),
 		Sharding: Sharding{
-			Strategy:   Strategy(pick("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard", "fsdp_no_shard")),
+			Strategy:   Strategy(pick("none", "ddp", "zero0", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op", "fsdp_hybrid_shard", "fsdp_no_shard")),
 			CPUOffload: Offload(pick("none", "none", "optimizer", "params+optimizer")),
 			GPUs:       []int64{1, 2, 8, 64}[rng.IntN(4)],
 		},

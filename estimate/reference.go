@@ -263,6 +263,25 @@ func verdict(total int64, r Request) Verdict {
 }
 
 func requestAssumptions(r Request) []string {
+	return requestAssumptionsWith(r, qloraBaseAssumption(r))
+}
+
+// qloraBaseAssumption is the assumption line of a QLoRA base's unquantized
+// parameters ("" for other methods).
+func qloraBaseAssumption(r Request) string {
+	switch {
+	case r.Method != QLoRA:
+		return ""
+	case r.UpcastFrozen == nil || *r.UpcastFrozen:
+		return fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms in fp32 after prepare_model_for_kbit_training", r.Quant)
+	}
+	return fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms stay 16-bit (%s does not upcast them)", r.Quant, r.Stack)
+}
+
+// requestAssumptionsWith is requestAssumptions with the QLoRA base's line
+// given (the default estimator's under DeepSpeed says why the norms are
+// 16-bit).
+func requestAssumptionsWith(r Request, qloraBase string) []string {
 	var a []string
 	m := r.Model
 	a = append(a, fmt.Sprintf("%s, %s, seq %d × batch %d, optimizer %s, attention %s, checkpointing %s",
@@ -273,12 +292,8 @@ func requestAssumptions(r Request) []string {
 	if r.Method != Full {
 		a = append(a, fmt.Sprintf("LoRA rank %d on %s", r.LoRARank, strings.Join(r.LoRATargets, ", ")))
 	}
-	if r.Method == QLoRA {
-		if r.UpcastFrozen == nil || *r.UpcastFrozen {
-			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms in fp32 after prepare_model_for_kbit_training", r.Quant))
-		} else {
-			a = append(a, fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms stay 16-bit (%s does not upcast them)", r.Quant, r.Stack))
-		}
+	if qloraBase != "" {
+		a = append(a, qloraBase)
 	}
 	if a1 := moeQLoRAAssumption(r); a1 != "" {
 		a = append(a, a1)

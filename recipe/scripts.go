@@ -242,11 +242,14 @@ func (s *settings) readme(files map[string][]byte) string {
 	b.WriteString("What the memory estimate assumed, and where each setting is in these files:\n\n")
 	row := func(what, value, where string) { fmt.Fprintf(&b, "  %-24s %-28s %s\n", what, value, where) }
 	row("method", string(r.Method), FileModel+" method")
+	// DeepSpeed's engine casts a 16-bit or mixed-precision module to 16
+	// bits, undoing the fp32 upcasts the files ask for.
+	dsCast := s.family == estimate.FamilyDeepSpeed && r.Precision != estimate.FP32
 	if r.Method == estimate.QLoRA {
 		row("quantization", string(r.Quant), FileModel+" quantization (BitsAndBytesConfig)")
 		row("quant storage", string(r.QuantStorage), FileModel+" bnb_4bit_quant_storage")
 		norms := map[bool]string{true: "fp32 (upcast)", false: "16-bit"}[s.kbitPrepare]
-		if s.family == estimate.FamilyDeepSpeed {
+		if dsCast {
 			norms = "16-bit (DeepSpeed's cast)" // the engine casts the module after the upcast
 		}
 		row("frozen norms/embeddings", norms, FileModel+" prepare_model_for_kbit_training")
@@ -256,7 +259,7 @@ func (s *settings) readme(files map[string][]byte) string {
 		row("LoRA targets", strings.Join(s.targets, ","), FileLoRA+" target_modules")
 		row("LoRA dropout", fmt.Sprint(s.dropout), FileLoRA+" lora_dropout")
 		adapters := map[bool]string{true: "fp32", false: "16-bit"}[s.fp32Adapters]
-		if s.family == estimate.FamilyDeepSpeed {
+		if dsCast {
 			adapters = "16-bit (DeepSpeed's cast)"
 		}
 		row("adapter dtype", adapters, FileModel+" autocast_adapter_dtype")
