@@ -84,9 +84,38 @@ var remoteCodeChains = map[string]lossChain{
 	},
 }
 
-// lossChainOf is the chain a request's stock loss runs: its model type's
-// remote code where that is known, else the generic one.
+// ownLossChain16 is the chain of a loop that computes the loss itself
+// (Stack.OwnLoss) on 16-bit logits with no autocast: the model called
+// without labels returns its 16-bit logits (0) and F.cross_entropy's
+// log_softmax keeps its 16-bit output for the backward (1), all in the
+// logits' dtype; nothing saves the logits themselves (log_softmax's
+// backward reads its output, the output layer's matmul its input), so they
+// go when the loss function returns. Backward: nll_loss's gradient (zeros
+// the size of its input, 2) and log_softmax's (3), which is the logits'
+// gradient the output layer's backward reads. Its peak is 6 B per logit,
+// half transformers' upcast chain (hfLogitBytes).
+var ownLossChain16 = lossChain{
+	Bytes: [lossChainTensors]int8{2, 2, 2, 2},
+	Ops:   [2 * lossChainTensors]int8{1, 2, -1, 3, 4, -3, -2, -4},
+}
+
+// ownLoss16 reports whether a request's loss is the loop's own
+// cross-entropy on 16-bit logits: a stack that computes it itself, no
+// autocast (which would run cross_entropy in fp32, as transformers' loss
+// does), and logits that come out of the model in 16 bits — not a QLoRA
+// base whose output layer prepare_model_for_kbit_training made fp32, nor an
+// fp32 model.
+func ownLoss16(r Request) bool {
+	return r.Stack.Spec().OwnLoss && !r.Precision.mixed() && residualBytes(r) == 2
+}
+
+// lossChainOf is the chain a request's stock loss runs: the loop's own on
+// 16-bit logits (ownLoss16), else its model type's remote code where that
+// is known, else the generic one.
 func lossChainOf(r Request) (lossChain, bool) {
+	if ownLoss16(r) {
+		return ownLossChain16, true
+	}
 	if r.Model != nil && r.Stack != StackLitGPT {
 		if c, ok := remoteCodeChains[r.Model.ModelType]; ok {
 			return c, true

@@ -10,7 +10,7 @@ import (
 // frees one twice would make the replay's cache follow a step that cannot
 // happen.
 func TestLossChainsBalance(t *testing.T) {
-	chains := map[string]lossChain{"generic": genericChain}
+	chains := map[string]lossChain{"generic": genericChain, "own16": ownLossChain16}
 	for k, c := range remoteCodeChains {
 		chains[k] = c
 	}
@@ -58,6 +58,11 @@ func TestLossChainPeaks(t *testing.T) {
 	if got := genericChain.peak(); got != 8 {
 		t.Errorf("generic chain peak %d, want 8", got)
 	}
+	// A loop's own cross-entropy on 16-bit logits: at log_softmax's
+	// backward the saved 16-bit output and the two 16-bit gradients.
+	if got := ownLossChain16.peak(); got != 6 {
+		t.Errorf("own 16-bit chain peak %d, want 2+2+2 = 6", got)
+	}
 }
 
 // The remote-code chain replaces the stock figure: a ChatGLM3 step's loss
@@ -101,5 +106,46 @@ func TestReplayRunsTheChain(t *testing.T) {
 	s.Chain = genericChain
 	if f := cachedFraction(s); f > 0.01 {
 		t.Errorf("generic chain at one length keeps %.4f cached: its two blocks are reused every step, want about 0", f)
+	}
+}
+
+// The pytorch stack's own loss halves the stock chain only where the
+// logits reach it in 16 bits with no autocast: bf16-true LoRA and full
+// fine-tunes, and a QLoRA base whose output layer stays 16-bit. Autocast
+// (cross_entropy in fp32), an fp32 model and PEFT's fp32 upcast of a QLoRA
+// base's output layer keep transformers' 12 B; so does the hf-trainer
+// stack, whose loss is transformers' own.
+func TestOwnLossChain(t *testing.T) {
+	qwen := catalogModel(t, "Qwen/Qwen2.5-0.5B") // 151,936 logits a token: the loss phase is the peak
+	no := false
+	cases := []struct {
+		name string
+		r    Request
+		want float64 // B per logit
+	}{
+		{"lora bf16-true", Request{Method: LoRA, Precision: BF16True, Stack: StackPyTorch}, 6},
+		{"full bf16-true", Request{Method: Full, Precision: BF16True, Stack: StackPyTorch}, 6},
+		{"lora bf16-mixed (autocast)", Request{Method: LoRA, Precision: BF16Mixed, Stack: StackPyTorch}, 12},
+		{"full fp32", Request{Method: Full, Precision: FP32, Stack: StackPyTorch}, 12},
+		{"qlora, fp32 output layer", Request{Method: QLoRA, Precision: BF16True, Stack: StackPyTorch}, 12},
+		{"qlora, 16-bit output layer", Request{Method: QLoRA, Precision: BF16True, Stack: StackPyTorch, UpcastFrozen: &no}, 6},
+		{"hf-trainer bf16-true", Request{Method: LoRA, Precision: BF16True, Stack: StackHFTrainer}, 12},
+	}
+	for _, tc := range cases {
+		r := tc.r
+		r.Model, r.SeqLen, r.Batch, r.GradCkpt, r.Attn = qwen, 2048, 4, CkptFull, SDPA
+		e := est(t, r)
+		got, _ := e.Component(CLogits)
+		want := tc.want * 2048 * 4 * float64(qwen.Vocab)
+		if math.Abs(float64(got)-want) > 1 {
+			t.Errorf("%s: logits chain %d bytes, want %.0f B × %d logits = %.0f", tc.name, got, tc.want, 2048*4*qwen.Vocab, want)
+		}
+		n, err := r.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := lossChainOf(n); (c == ownLossChain16) != (tc.want == 6) {
+			t.Errorf("%s: the replay runs chain %v, want the own 16-bit chain %v", tc.name, c, tc.want == 6)
+		}
 	}
 }

@@ -691,6 +691,7 @@ const (
 	StackFSDPQLoRA      StackName = "fsdp_qlora"
 	StackUnsloth        StackName = "unsloth"
 	StackTorchtitan     StackName = "torchtitan"
+	StackPyTorch        StackName = "pytorch"
 )
 
 func (s Stack) choice() Choice { return Choice{Name: string(s.Name), Help: s.Help} }

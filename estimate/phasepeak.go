@@ -753,9 +753,10 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 	case "chunked":
 		logitsCoef = chunkedLogitBytes
 	case "full":
-		if c, ok := lossChainOf(r); ok && !hfExact(r) {
-			// The model's own code's loss chain (losschain.go), at its
-			// peak, in place of the fitted stock figure.
+		if c, ok := lossChainOf(r); ok && (!hfExact(r) || ownLoss16(r)) {
+			// The model's own code's loss chain, or the loop's own loss
+			// (losschain.go), at its peak, in place of the fitted stock
+			// figure or transformers' upcast chain.
 			logitsCoef = float64(c.peak())
 		}
 		if kernelsOf(r).fastCE {
@@ -821,6 +822,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			src = "not live in the optimizer-step phase"
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
+				if ownLoss16(r) && lossPath(r) == "full" {
+					src += ": the loop's own F.cross_entropy on 16-bit logits (docs/memory-model.md#a-loops-own-loss)"
+				}
 				if torchtuneChunkedLoss(r) {
 					src = fmt.Sprintf("torchtune's chunked output and CEWithChunkedOutputLoss over %d chunks: the saved chunks or their 16-bit gradients beside the output layer's weight gradients the chunks accumulate (docs/memory-model.md#torchtunes-own-code-path)", torchtuneOutputChunks)
 				}

@@ -298,7 +298,11 @@ func requestAssumptionsWith(r Request, qloraBase string) []string {
 	if a1 := moeQLoRAAssumption(r); a1 != "" {
 		a = append(a, a1)
 	}
-	if !fusedCE(r) && r.Task.Spec().VocabLogits {
+	switch {
+	case fusedCE(r) || !r.Task.Spec().VocabLogits:
+	case ownLoss16(r):
+		a = append(a, "the loop's own loss: F.cross_entropy on the 16-bit logits the model returns (called without labels), no fp32 upcast: log-softmax and its two gradients in 16 bits (no fused cross-entropy)")
+	default:
 		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
 	}
 	a = append(a, kernelAssumptions(r)...)

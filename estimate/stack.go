@@ -52,6 +52,10 @@ type Stack struct {
 	// (Changes): what it changes is other levers' settings inside the same
 	// transformers Trainer.
 	NoLever bool
+	// OwnLoss: the loop calls the model without labels and computes
+	// F.cross_entropy on the logits it returns, in their own dtype, instead
+	// of transformers' loss, which upcasts them to fp32 first (ownLossChain16).
+	OwnLoss bool
 	// QuantOptimizer is the optimizer the stack runs a QLoRA request with
 	// when none is given ("" for Optimizer's).
 	QuantOptimizer Optimizer
@@ -124,6 +128,11 @@ var stacks = []Stack{
 			"torchtitan train loop: cross_entropy on pred.float(), then del pred before loss.backward(); its Llama 3 configs wrap it in ChunkedLossWrapper (8 chunks) since 786e26f8e, 2026-04-27 (name --fused-ce none for older runs)",
 			"torchtitan compiles its loss function with the model when training.compile is on (build_cross_entropy_loss since bbb1b616e, 2025-04-02; --eager-loss for runs from 2024-12-18 to then)",
 		}},
+	{Name: StackPyTorch, Help: "a plain PyTorch loop over transformers' model: bf16 weights, no autocast, F.cross_entropy on the logits as they come out", Precision: BF16True, Optimizer: AdamWTorch, UpcastFrozen: true, QuantStorage: DtypeUint8, Attn: SDPA, FP32Adapters: true, TransformersLayers: true, OwnLoss: true, NoLever: true, Sources: []string{
+		"a loop that calls model(input_ids) without labels and then F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the logits it returns: no fp32 upcast — transformers' causal-LM heads upcast only when labels are passed since transformers PR #31292 and #33902 (4.45–4.46; ForCausalLMLoss upcasts inside the loss); with an older transformers, whose heads upcast always, name --stack hf-trainer",
+		"without torch.autocast the cross-entropy runs in the logits' dtype; under autocast it runs in fp32 (cross_entropy is on CUDA autocast's float32 list), as transformers' loss does: name --precision bf16-mixed for such a loop",
+		"torch.optim.AdamW defaults (foreach on CUDA); PEFT's adapters in fp32 (autocast_adapter_dtype) and, under QLoRA, prepare_model_for_kbit_training as PEFT's docs recommend; no no_sync() on accumulating micro-batches",
+	}},
 }
 
 // Stacks lists the framework presets.

@@ -112,6 +112,10 @@ class Request:
     # QLoRA only (bitsandbytes' bnb_4bit_quant_type, with double quant as
     # "nf4-dq"); left out of case_id for the other methods.
     quant: str = "nf4-dq"
+    # The training loop computes the loss itself: the model is called
+    # without labels and F.cross_entropy runs on the logits it returns (the
+    # estimate's --stack pytorch). Left out of case_id when false.
+    own_loss: bool = False
     # The optimizers this stack simulates (a class attribute, not a field:
     # the LitGPT stack's request adds bitsandbytes' paged AdamW).
     OPTIMIZERS = ("adamw_torch", "sgd")
@@ -127,6 +131,13 @@ class Request:
             if d.get(k):
                 raise NotSimulated(f"{k} {d[k]!r}: Triton/CUDA kernels, torch.compile and optimizer steps in the backward do not run on meta tensors")
         known = {f.name for f in dataclasses.fields(cls)}
+        # The Go side simulates the HF Trainer's path and, for --stack
+        # pytorch, the same model with the loop's own loss; it refuses the
+        # other stacks before calling.
+        stack = d.get("stack")
+        if stack not in (None, "", "hf-trainer", "pytorch"):
+            raise NotSimulated(f"stack {stack!r}: the oracle runs the HF Trainer's code path, or a plain loop's own loss (pytorch)")
+        own = stack == "pytorch" or bool(d.get("own_loss"))
         # estimate --json spells these without the lora_ prefix in places.
         aliases = {"rank": "lora_rank", "alpha": "lora_alpha", "targets": "lora_targets", "dropout": "lora_dropout"}
         kw = {}
@@ -137,6 +148,8 @@ class Request:
                 raise ValueError(f"request field {k!r}: unknown (the fields are {', '.join(sorted(known))})")
             if k in known and v is not None:
                 kw[k] = v
+        if own:
+            kw["own_loss"] = True
         r = cls(**kw)
         r.check()
         return r
@@ -155,6 +168,8 @@ class Request:
                    "for the first layer's inputs (no gradient there), which is not imitated")
         if self.method not in ("full", "lora", "qlora"):
             no(f"method {self.method!r}")
+        if self.own_loss and self.precision in AUTOCAST:
+            no(f"own_loss under {self.precision}: the loop's own autocast region around its loss is not imitated (the Trainer's wraps the model's forward only)")
         if self.precision == "fp16-mixed":
             no("precision fp16-mixed: the Trainer's GradScaler (loss scaling, unscaling and the inf check before each step) is not imitated")
         if self.precision not in DTYPES:
@@ -916,7 +931,15 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
                     before = set(live.live) if census else None
                     ids = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
                     labels = torch.zeros((req.batch, req.seq_len), dtype=torch.long, device="meta")
-                    loss = forward(input_ids=ids, labels=labels).loss
+                    if req.own_loss:
+                        # A plain loop: no labels to the model, then
+                        # F.cross_entropy on the logits as they come out;
+                        # the loop drops them before the backward.
+                        logits = forward(input_ids=ids).logits
+                        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+                        del logits
+                    else:
+                        loss = forward(input_ids=ids, labels=labels).loss
                     if req.grad_accum > 1:
                         loss = loss / req.grad_accum
                     live.set_phase("backward")
@@ -978,6 +1001,8 @@ def case_id(model: str, req: Request) -> str:
     d = dataclasses.asdict(req)
     if req.method != "qlora":
         del d["quant"]  # the ids of the other methods' rows predate the field
+    if not req.own_loss:
+        del d["own_loss"]  # so do the ids of the rows that run the model's own loss
     key = json.dumps(d, sort_keys=True)
     slug = model.replace("/", "-").lower()
     return f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
@@ -1037,7 +1062,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
         "attn": req.attn,
         "fused_ce": "none",
         "other_kernels": [],
-        "framework": STACK,
+        "framework": "pytorch" if req.own_loss else STACK,
         "gpu": {"name": None, "count": 1, "vram_gib": None},
         "sharding": {"strategy": "none", "cpu_offload": "none"},
         "measured": {"kind": "allocated", "gib": round(gib, 4), "oom": False, "original": f"{res.peak_bytes} bytes (simulated)"},

@@ -82,6 +82,25 @@ class Tiny(unittest.TestCase):
         self.assertEqual(r.peak_bytes, max(r.phase_peak_bytes.values()))
         self.assertEqual(set(r.phase_peak_bytes), {"forward", "loss", "backward", "optimizer"})
 
+    def test_own_loss_in_logits_dtype(self):
+        # A plain loop's F.cross_entropy on the bf16 logits (stack pytorch)
+        # holds 2 B a logit for the saved log-softmax and each of its two
+        # gradients, where transformers' loss upcasts to fp32 (4 B each):
+        # the backward's peak is 6 B a logit lower. Under autocast the loop's
+        # own region is not imitated: refused.
+        kw = dict(method="lora", precision="bf16-true", seq_len=64, batch=2)  # no checkpointing: the loss chain sets the peak
+        hf = self.run_req(**kw)
+        own = self.run_req(stack="pytorch", **kw)
+        logits = 64 * 2 * TINY["vocab_size"]
+        self.assertEqual(hf.phase_peak_bytes["backward"] - own.phase_peak_bytes["backward"], 6 * logits)
+        self.assertEqual(own.params_bytes, hf.params_bytes)
+        self.assertNotEqual(fakestep.case_id("m", fakestep.Request.from_json(dict(stack="pytorch", **kw))),
+                            fakestep.case_id("m", fakestep.Request.from_json(kw)))
+        with self.assertRaises(fakestep.NotSimulated):
+            fakestep.Request.from_json(dict(kw, precision="bf16-mixed", stack="pytorch"))
+        with self.assertRaises(fakestep.NotSimulated):
+            fakestep.Request.from_json(dict(kw, stack="litgpt"))
+
     def test_fp32_doubles_state(self):
         r = self.run_req(method="full", precision="fp32", seq_len=32)
         self.assertEqual(r.params_bytes, base(4))

@@ -47,8 +47,8 @@ func notSimulatedByFlags(c *EstimateCmd, cfg report.Config) string {
 	if len(c.Kernels) > 0 || c.OptInBwd {
 		why = append(why, "--kernels / --optimizer-in-backward (Triton and CUDA kernels do not run on meta tensors)")
 	}
-	if cfg.Stack != "" && cfg.Stack != estimate.StackHFTrainer {
-		why = append(why, fmt.Sprintf("--stack %s (the oracle runs the HF Trainer + PEFT code path)", cfg.Stack))
+	if cfg.Stack != "" && cfg.Stack != estimate.StackHFTrainer && cfg.Stack != estimate.StackPyTorch {
+		why = append(why, fmt.Sprintf("--stack %s (the oracle runs the HF Trainer + PEFT code path, or it with a plain loop's own loss: pytorch)", cfg.Stack))
 	}
 	return strings.Join(why, "; ")
 }

@@ -175,6 +175,23 @@ func TestSimulateRealOracle(t *testing.T) {
 		t.Logf("Qwen2.5-0.5B LoRA bf16-mixed seq 256: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
 	}
 
+	// --stack pytorch: the same model with the loop's own F.cross_entropy on
+	// the bf16 logits, which the oracle runs too (model called without
+	// labels); the estimate's 6 B a logit must meet it as closely.
+	stdout, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--seq-len", "1024", "--batch", "2", "--grad-ckpt", "full", "--stack", "pytorch", "--simulate", "--python", py, "--json")
+	if code != 0 {
+		t.Fatalf("--stack pytorch: exit %d: %s", code, stderr)
+	}
+	var own report.Estimate
+	if err := json.Unmarshal([]byte(stdout), &own); err != nil {
+		t.Fatal(err)
+	}
+	if s := own.Simulation; s == nil || math.Abs(s.DifferencePct) > 1 {
+		t.Errorf("--stack pytorch: simulation %+v", s)
+	} else {
+		t.Logf("Qwen2.5-0.5B LoRA, the loop's own loss, seq 1024 × 2: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
+	}
+
 	// The oracle refuses what it does not imitate, with its reason.
 	_, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--precision", "fp16-mixed", "--simulate", "--python", py)
 	if code != ExitError || !strings.Contains(stderr, "not simulated: precision fp16-mixed") {
