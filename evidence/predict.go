@@ -184,6 +184,9 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	}
 	if st, err := estimate.StackByName(c.Framework); err == nil {
 		st.Apply(&r)
+	} else if why, ok := plainLoops[c.Framework]; ok {
+		assumed = append(assumed, "stack (framework "+c.Framework+" is a plain loop with its own loss: the pytorch preset; "+why+")")
+		estimate.StackPyTorch.Spec().Apply(&r)
 	} else {
 		assumed = append(assumed, "stack (framework "+c.Framework+" has no preset; hf-trainer defaults)")
 		st, _ := estimate.StackByName("hf-trainer")
@@ -266,4 +269,14 @@ func normalizeOptimizer(name, framework string) estimate.Optimizer {
 		}
 	}
 	return estimate.Optimizer(name)
+}
+
+// plainLoops are the frameworks of evidence rows that are a plain PyTorch
+// loop calling the model without labels and computing the cross-entropy on
+// its logits itself — the pytorch preset — each as its source shows
+// (evidence/curated-SOURCES.md).
+var plainLoops = map[string]string{
+	"pytorch-custom":        "the loop runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output",
+	"pytorch-loop":          "a hand-written loop over a PEFT model",
+	"universal-llm-trainer": "its trainer computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49)",
 }
