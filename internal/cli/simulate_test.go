@@ -159,37 +159,31 @@ func TestSimulateRealOracle(t *testing.T) {
 	}
 	t.Logf("Qwen2.5-0.5B LoRA seq 256 ckpt: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
 
-	// bf16-mixed runs under the oracle's autocast imitation; the estimate
-	// spells out the same tensors.
-	stdout, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--seq-len", "256", "--precision", "bf16-mixed", "--simulate", "--python", py, "--json")
-	if code != 0 {
-		t.Fatalf("bf16-mixed: exit %d: %s", code, stderr)
-	}
-	var mixed report.Estimate
-	if err := json.Unmarshal([]byte(stdout), &mixed); err != nil {
-		t.Fatal(err)
-	}
-	if s := mixed.Simulation; s == nil || math.Abs(s.DifferencePct) > 1 {
-		t.Errorf("bf16-mixed: simulation %+v", s)
-	} else {
-		t.Logf("Qwen2.5-0.5B LoRA bf16-mixed seq 256: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
-	}
-
-	// --stack pytorch: the same model with the loop's own F.cross_entropy on
-	// the bf16 logits, which the oracle runs too (model called without
-	// labels); the estimate's 6 B a logit must meet it as closely.
-	stdout, stderr, code = runMain(t, "estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--seq-len", "1024", "--batch", "2", "--grad-ckpt", "full", "--stack", "pytorch", "--simulate", "--python", py, "--json")
-	if code != 0 {
-		t.Fatalf("--stack pytorch: exit %d: %s", code, stderr)
-	}
-	var own report.Estimate
-	if err := json.Unmarshal([]byte(stdout), &own); err != nil {
-		t.Fatal(err)
-	}
-	if s := own.Simulation; s == nil || math.Abs(s.DifferencePct) > 1 {
-		t.Errorf("--stack pytorch: simulation %+v", s)
-	} else {
-		t.Logf("Qwen2.5-0.5B LoRA, the loop's own loss, seq 1024 × 2: estimate %d, simulated %d (%+.2f %%)", s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
+	// Within 1 % of the oracle: bf16-mixed under its autocast imitation,
+	// where the estimate spells out the same tensors; and --stack pytorch,
+	// the same model with the loop's own F.cross_entropy on the bf16 logits,
+	// which the oracle runs too (the model called without labels).
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"LoRA bf16-mixed seq 256", []string{"--seq-len", "256", "--precision", "bf16-mixed"}},
+		{"LoRA, the loop's own loss, seq 1024 × 2", []string{"--seq-len", "1024", "--batch", "2", "--grad-ckpt", "full", "--stack", "pytorch"}},
+	} {
+		args := append([]string{"estimate", "Qwen/Qwen2.5-0.5B", "--gpu", "h100", "--simulate", "--python", py, "--json"}, c.args...)
+		stdout, stderr, code = runMain(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.name, code, stderr)
+		}
+		var e report.Estimate
+		if err := json.Unmarshal([]byte(stdout), &e); err != nil {
+			t.Fatal(err)
+		}
+		if s := e.Simulation; s == nil || math.Abs(s.DifferencePct) > 1 {
+			t.Errorf("%s: simulation %+v", c.name, s)
+		} else {
+			t.Logf("Qwen2.5-0.5B %s: estimate %d, simulated %d (%+.2f %%)", c.name, s.EstimateAllocatedBytes, s.AllocatedBytes, s.DifferencePct)
+		}
 	}
 
 	// The oracle refuses what it does not imitate, with its reason.
