@@ -165,7 +165,11 @@ func (p Params) request(m *hfconfig.Model) (setting, *Problem) {
 		}
 		canon, err := enumValue(opt, v)
 		if err != nil {
-			return s, badParam(name, "%s", enumMessage(name, opt, v))
+			pr := badParam(name, "%s", enumMessage(name, opt, v))
+			if h := report.ValueHint("--"+name, v); h != "" {
+				pr.Hint = h
+			}
+			return s, pr
 		}
 		switch name {
 		case "method":

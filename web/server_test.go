@@ -155,6 +155,26 @@ func TestAPIRoutes(t *testing.T) {
 	}
 }
 
+// TestAPIValueHints: a refused value that names two options gets the
+// CLI's hint as the problem's hint (--precision bf16 is two precisions),
+// and one that does not keeps the generic hint.
+func TestAPIValueHints(t *testing.T) {
+	for _, c := range []struct{ query, field, hint string }{
+		{"precision=bf16", "precision", "bf16 is two precisions here"},
+		{"quant=4bit", "quant", "default bnb_4bit_quant_type is fp4"},
+		{"method=bogus", "method", "canifinetune serve --help"},
+	} {
+		r := do(t, "GET", "/api/estimate?model=Qwen/Qwen2.5-7B&"+c.query, nil, nil)
+		if r.status != 400 {
+			t.Fatalf("%s: status %d, want 400; body %s", c.query, r.status, r.body)
+		}
+		p := problemOf(t, r.body)
+		if p.Field != c.field || !strings.Contains(p.Hint, c.hint) || !strings.Contains(p.Message, "must be one of") {
+			t.Errorf("%s: field %q, message %q, hint %q; want field %q and a hint with %q", c.query, p.Field, p.Message, p.Hint, c.field, c.hint)
+		}
+	}
+}
+
 // TestAPIDocuments: the models and gpus routes serve the documents the CLI
 // prints, and GET and POST of the same parameters give the same estimate.
 func TestAPIDocuments(t *testing.T) {
