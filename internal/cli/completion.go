@@ -9,6 +9,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/canifinetune/canifinetune/catalog"
+	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/gpu"
 )
 
@@ -88,6 +89,7 @@ func completionTree(root *kong.Node) []completionCommand {
 				for _, v := range strings.Split(f.Enum, ",") {
 					cf.values = append(cf.values, strings.TrimSpace(v))
 				}
+				cf.values = canonical(cf.values)
 			} else if f.Name == "gpu" {
 				cf.values = gpuNames()
 			}
@@ -96,6 +98,24 @@ func completionTree(root *kong.Node) []completionCommand {
 		cmds = append(cmds, c)
 	}
 	return cmds
+}
+
+// canonical drops from an enum's spellings the aliases of the option it
+// lists (--strategy fsdp2, zero-3): kong's enum holds them so that they
+// parse, but completion offers each value once, by its name.
+func canonical(enum []string) []string {
+	for _, o := range estimate.Options() {
+		var aliases []string
+		all := len(o.Choices) > 0
+		for _, c := range o.Choices {
+			all = all && slices.Contains(enum, c.Name)
+			aliases = append(aliases, c.Aliases...)
+		}
+		if all && len(aliases) > 0 {
+			return slices.DeleteFunc(enum, func(v string) bool { return slices.Contains(aliases, v) })
+		}
+	}
+	return enum
 }
 
 // gpuNames are the short names of the GPU table, one per card: its first alias.

@@ -34,13 +34,17 @@ func TestBashCompletionCompletes(t *testing.T) {
 	for _, tt := range []struct {
 		words []string
 		want  string
+		not   string // a spelling it must not offer beside want
 	}{
-		{[]string{"canifinetune", "esti"}, "estimate"},
-		{[]string{"canifinetune", "estimate", "Qwen/Qwen2.5-7B", "--seq-l"}, "--seq-len"},
-		{[]string{"canifinetune", "estimate", "x", "--method", "ql"}, "qlora"},
-		{[]string{"canifinetune", "estimate", "x", "--gpu", "rtx-40"}, "rtx-4090"},
-		{[]string{"canifinetune", "estimate", "Qwen/Qwen2.5-7"}, "Qwen/Qwen2.5-7B"},
-		{[]string{"canifinetune", "completion", "--he"}, "--help"},
+		{[]string{"canifinetune", "esti"}, "estimate", ""},
+		// Aliases parse but are not offered: zero3 once, not zero-3 and zero_3.
+		{[]string{"canifinetune", "estimate", "x", "--strategy", "zero"}, "zero3", "zero-3"},
+		{[]string{"canifinetune", "estimate", "x", "--attn", "f"}, "flash_attention_2", "fa2"},
+		{[]string{"canifinetune", "estimate", "Qwen/Qwen2.5-7B", "--seq-l"}, "--seq-len", ""},
+		{[]string{"canifinetune", "estimate", "x", "--method", "ql"}, "qlora", ""},
+		{[]string{"canifinetune", "estimate", "x", "--gpu", "rtx-40"}, "rtx-4090", ""},
+		{[]string{"canifinetune", "estimate", "Qwen/Qwen2.5-7"}, "Qwen/Qwen2.5-7B", ""},
+		{[]string{"canifinetune", "completion", "--he"}, "--help", ""},
 	} {
 		var quoted []string
 		for _, w := range tt.words {
@@ -54,6 +58,9 @@ func TestBashCompletionCompletes(t *testing.T) {
 		}
 		if !strings.Contains("\n"+string(out), "\n"+tt.want+"\n") {
 			t.Errorf("completing %q: got %q, want it to offer %q", tt.words, out, tt.want)
+		}
+		if tt.not != "" && strings.Contains("\n"+string(out), "\n"+tt.not+"\n") {
+			t.Errorf("completing %q: got %q, which offers the alias %q beside %q", tt.words, out, tt.not, tt.want)
 		}
 	}
 }
