@@ -130,7 +130,7 @@ func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
 // terms.
 func (PhasePeak) assumptions(orig, r Request) []string {
 	if !deepspeedZeRO(r) {
-		return requestAssumptions(r)
+		return requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r))
 	}
 	shown := r
 	shown.Precision = orig.Precision
@@ -138,7 +138,7 @@ func (PhasePeak) assumptions(orig, r Request) []string {
 	if r.Method == QLoRA && r.Precision != FP32 {
 		qlora = fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms 16-bit: DeepSpeed's cast of the module undoes prepare_model_for_kbit_training's fp32 upcast", r.Quant)
 	}
-	a := requestAssumptionsWith(shown, qlora)
+	a := requestAssumptionsWith(shown, qlora, lossAssumption(r))
 	if r.Precision != FP32 {
 		a = append(a, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits, adapters too")
 	}

@@ -114,38 +114,43 @@ func TestReplayRunsTheChain(t *testing.T) {
 // fine-tunes, and a QLoRA base whose output layer stays 16-bit. Autocast
 // (cross_entropy in fp32), an fp32 model and PEFT's fp32 upcast of a QLoRA
 // base's output layer keep transformers' 12 B; so does the hf-trainer
-// stack, whose loss is transformers' own.
+// stack, whose loss is transformers' own. The inline loop keeps the logits
+// referenced through the backward, in the dtype the model returns them
+// (16-bit under autocast, fp32 from an fp32 output layer); --frees-logits
+// drops them first.
 func TestOwnLossChain(t *testing.T) {
 	qwen := catalogModel(t, "Qwen/Qwen2.5-0.5B") // 151,936 logits a token: the loss phase is the peak
 	no := false
 	cases := []struct {
-		name string
-		r    Request
-		want float64 // B per logit
+		name        string
+		r           Request
+		chain, held int64 // B per logit
 	}{
-		{"lora bf16-true", Request{Method: LoRA, Precision: BF16True, Stack: StackPyTorch}, 6},
-		{"full bf16-true", Request{Method: Full, Precision: BF16True, Stack: StackPyTorch}, 6},
-		{"lora bf16-mixed (autocast)", Request{Method: LoRA, Precision: BF16Mixed, Stack: StackPyTorch}, 12},
-		{"full fp32", Request{Method: Full, Precision: FP32, Stack: StackPyTorch}, 12},
-		{"qlora, fp32 output layer", Request{Method: QLoRA, Precision: BF16True, Stack: StackPyTorch}, 12},
-		{"qlora, 16-bit output layer", Request{Method: QLoRA, Precision: BF16True, Stack: StackPyTorch, UpcastFrozen: &no}, 6},
-		{"hf-trainer bf16-true", Request{Method: LoRA, Precision: BF16True, Stack: StackHFTrainer}, 12},
+		{"lora bf16-true", Request{Method: LoRA, Precision: BF16True, Stack: StackPyTorch}, 6, 2},
+		{"lora bf16-true, logits freed", Request{Method: LoRA, Precision: BF16True, Stack: StackPyTorch, FreesLogits: true}, 6, 0},
+		{"full bf16-true", Request{Method: Full, Precision: BF16True, Stack: StackPyTorch}, 6, 2},
+		{"lora bf16-mixed (autocast)", Request{Method: LoRA, Precision: BF16Mixed, Stack: StackPyTorch}, 12, 2},
+		{"full fp32", Request{Method: Full, Precision: FP32, Stack: StackPyTorch}, 12, 4},
+		{"qlora, fp32 output layer", Request{Method: QLoRA, Precision: BF16True, Stack: StackPyTorch}, 12, 4},
+		{"qlora, 16-bit output layer, logits freed", Request{Method: QLoRA, Precision: BF16True, Stack: StackPyTorch, UpcastFrozen: &no, FreesLogits: true}, 6, 0},
+		{"hf-trainer bf16-true", Request{Method: LoRA, Precision: BF16True, Stack: StackHFTrainer}, 12, 0},
+		{"hf-trainer ignores --frees-logits", Request{Method: LoRA, Precision: BF16True, Stack: StackHFTrainer, FreesLogits: true}, 12, 0},
 	}
 	for _, tc := range cases {
 		r := tc.r
 		r.Model, r.SeqLen, r.Batch, r.GradCkpt, r.Attn = qwen, 2048, 4, CkptFull, SDPA
 		e := est(t, r)
 		got, _ := e.Component(CLogits)
-		want := tc.want * 2048 * 4 * float64(qwen.Vocab)
-		if math.Abs(float64(got)-want) > 1 {
-			t.Errorf("%s: logits chain %d bytes, want %.0f B × %d logits = %.0f", tc.name, got, tc.want, 2048*4*qwen.Vocab, want)
+		logits := int64(2048 * 4 * qwen.Vocab)
+		if want := (tc.chain + tc.held) * logits; math.Abs(float64(got-want)) > 1 {
+			t.Errorf("%s: logits chain %d bytes, want (%d + %d held) B × %d logits = %d", tc.name, got, tc.chain, tc.held, logits, want)
 		}
 		n, err := r.Normalize()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c, _ := lossChainOf(n); (c == ownLossChain16) != (tc.want == 6) {
-			t.Errorf("%s: the replay runs chain %v, want the own 16-bit chain %v", tc.name, c, tc.want == 6)
+		if c, _ := lossChainOf(n); (c == ownLossChain16) != (tc.chain == 6) {
+			t.Errorf("%s: the replay runs chain %v, want the own 16-bit chain %v", tc.name, c, tc.chain == 6)
 		}
 	}
 }

@@ -626,6 +626,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			stepHeld += litgptQLoRAStepHeld(r)
 		}
 	}
+	// A loop that holds the model's output (Stack.HoldsOutputs) holds its
+	// logits through the optimizer step too.
+	stepHeld += held
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	stepPeak := step + int64(stepHeld)
@@ -759,7 +762,9 @@ func (c PhasePeak) scales(r Request, loss string) (actCoef, logitsCoef float64) 
 			// figure or transformers' upcast chain.
 			logitsCoef = float64(c.peak())
 		}
-		if kernelsOf(r).fastCE {
+		if kernelsOf(r).fastCE && !r.Stack.Spec().OwnLoss {
+			// fms-acceleration's fast cross-entropy patches transformers'
+			// loss, which a loop computing its own never calls.
 			logitsCoef = max(chunkedLogitBytes, logitsCoef-fastCELogitBytes)
 		}
 		if r.Model.Seq2Seq != nil {
@@ -820,6 +825,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			}
 		case CLogits:
 			src = "not live in the optimizer-step phase"
+			if held := heldPerLogit(r); held > 0 && lossPath(r) == "full" {
+				src = fmt.Sprintf("%d B per logit: the logits the training loop keeps through the optimizer step (docs/memory-model.md#logits-and-loss-chain)", held)
+			}
 			if fwdWins {
 				src = fmt.Sprintf("%s loss chain %.3g B per logit", lossPath(r), logitsCoef)
 				if ownLoss16(r) && lossPath(r) == "full" {
@@ -831,8 +839,8 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 				if autocastCacheEndsWithForward(r) {
 					src += ", + the output layer's bf16 weight cast its matmul saves (2 B per output-layer weight); or, where larger, the forward's end: 10 B per logit beside autocast's whole weight-cast cache (2 B per trained parameter) (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)"
 				}
-				if r.Stack != "" && r.Stack.Spec().HoldsOutputs && lossPath(r) == "full" {
-					src += ", + 4 B per logit: the fp32 logits the training loop keeps through the backward (docs/memory-model.md#logits-and-loss-chain)"
+				if held := heldPerLogit(r); held > 0 && lossPath(r) == "full" {
+					src += fmt.Sprintf(", + %d B per logit: the logits the training loop keeps through the backward (docs/memory-model.md#logits-and-loss-chain)", held)
 				}
 			}
 		case CGradients:
@@ -1130,10 +1138,37 @@ func autocastCacheEndsWithForward(r Request) bool {
 // Trainer's compute_loss drops its outputs before the backward, which is
 // why the stock chain (hfLogitBytes) counts no logits.
 func heldLogitBytes(r Request, t terms) float64 {
-	if r.Stack == "" || !r.Stack.Spec().HoldsOutputs || t.Loss != "full" {
+	if t.Loss != "full" {
 		return 0
 	}
-	return 4 * t.LogitUnit
+	return float64(heldPerLogit(r)) * t.LogitUnit
+}
+
+// heldPerLogit is heldLogitBytes per logit: 0 where the loop drops the
+// model's output before the backward.
+func heldPerLogit(r Request) int64 {
+	switch s := r.Stack.Spec(); {
+	case r.Stack == "" || !s.HoldsOutputs || !r.Task.Spec().VocabLogits:
+		return 0
+	case s.OwnLoss && r.FreesLogits:
+		return 0
+	case s.OwnLoss:
+		// The loop's own loss: the logits as the model returns them.
+		return ownLogitBytes(r)
+	}
+	return 4
+}
+
+// ownLogitBytes is the dtype size of the logits a model called without
+// labels returns to a loop that computes its own loss: 16-bit under
+// autocast (the output layer's matmul runs in bf16) or from a 16-bit
+// residual stream, fp32 from an fp32 model or a QLoRA base whose output
+// layer prepare_model_for_kbit_training made fp32.
+func ownLogitBytes(r Request) int64 {
+	if r.Precision.mixed() || residualBytes(r) == 2 {
+		return 2
+	}
+	return 4
 }
 
 // lossPath is how the step computes its loss: "fused" (Liger,

@@ -49,6 +49,14 @@ func TestPreparedMatchesEstimate(t *testing.T) {
 		{"torchtune-eager-extra-head", Default, []Request{
 			{Model: qwen, Method: LoRA, LoRARank: 32, Stack: StackTorchtune, Attn: "eager", ExtraTrainable: []string{"lm_head"}, SeqLen: 4096, Batch: 1, GPUTotal: 16 * GiB, SafetyFraction: 0.1},
 		}},
+		// A plain loop's own loss: 16-bit and fp32 logits, held or freed.
+		{"pytorch-own-loss", Default, []Request{
+			{Model: qwen, Method: LoRA, Stack: StackPyTorch, SeqLen: 2048, Batch: 2, GPUTotal: gpu},
+			{Model: qwen, Method: Full, Stack: StackPyTorch, FreesLogits: true, SeqLen: 2048, Batch: 2, GPUTotal: gpu},
+			{Model: qwen, Method: QLoRA, Stack: StackPyTorch, SeqLen: 2048, Batch: 2, GPUTotal: gpu},
+			{Model: m8, Method: LoRA, Stack: StackPyTorch, Precision: BF16Mixed, SeqLen: 1024, Batch: 1, GPUTotal: gpu},
+			{Model: m8, Method: Full, Stack: StackPyTorch, Precision: BF16Mixed, FreesLogits: true, SeqLen: 1024, Batch: 1, GPUTotal: gpu},
+		}},
 		{"length-distribution", Default, []Request{
 			{Model: qwen, Method: LoRA, SeqLen: 2048, Batch: 4, Lengths: &lengths, GPUTotal: 24 * GiB},
 		}},

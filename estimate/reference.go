@@ -262,8 +262,46 @@ func verdict(total int64, r Request) Verdict {
 	return v
 }
 
+// requestAssumptions are the reference estimator's lines for a request:
+// the stock loss chain whatever the stack, as it counts it.
 func requestAssumptions(r Request) []string {
-	return requestAssumptionsWith(r, qloraBaseAssumption(r))
+	return requestAssumptionsWith(r, qloraBaseAssumption(r), stockLossAssumption(r))
+}
+
+// stockLossLine is the stock transformers loss chain's assumption line.
+const stockLossLine = "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)"
+
+// stockLossAssumption is the loss line of an estimator that counts the
+// stock chain for every stack ("" with a fused loss or no vocabulary
+// logits).
+func stockLossAssumption(r Request) string {
+	if fusedCE(r) || !r.Task.Spec().VocabLogits {
+		return ""
+	}
+	return stockLossLine
+}
+
+// lossAssumption is the default estimator's loss line for a request as it
+// runs (under DeepSpeed, the 16-bit module deepspeedModule made): a loop
+// that computes its own loss says in which dtype, and whether it holds the
+// logits through the backward.
+func lossAssumption(r Request) string {
+	line := stockLossAssumption(r)
+	if line == "" || !r.Stack.Spec().OwnLoss {
+		return line
+	}
+	switch {
+	case ownLoss16(r):
+		line = "the loop's own loss: F.cross_entropy on the 16-bit logits the model returns (called without labels), no fp32 upcast: log-softmax and its two gradients in 16 bits"
+	case r.Precision.mixed():
+		line = "the loop's own loss under autocast: cross_entropy runs in fp32 (on autocast's float32 list), the fp32 cast, log-softmax and two fp32 gradients, as transformers' loss"
+	default:
+		line = "the loop's own loss on fp32 logits (an fp32 output layer): log-softmax and its two gradients in fp32"
+	}
+	if held := heldPerLogit(r); held > 0 {
+		return line + fmt.Sprintf("; the loop keeps the logits (%d B each) referenced through the backward (--frees-logits if it frees them first)", held)
+	}
+	return line + "; the loop frees the logits before the backward"
 }
 
 // qloraBaseAssumption is the assumption line of a QLoRA base's unquantized
@@ -281,7 +319,7 @@ func qloraBaseAssumption(r Request) string {
 // requestAssumptionsWith is requestAssumptions with the QLoRA base's line
 // given (the default estimator's under DeepSpeed says why the norms are
 // 16-bit).
-func requestAssumptionsWith(r Request, qloraBase string) []string {
+func requestAssumptionsWith(r Request, qloraBase, loss string) []string {
 	var a []string
 	m := r.Model
 	a = append(a, fmt.Sprintf("%s, %s, seq %d × batch %d, optimizer %s, attention %s, checkpointing %s",
@@ -298,12 +336,8 @@ func requestAssumptionsWith(r Request, qloraBase string) []string {
 	if a1 := moeQLoRAAssumption(r); a1 != "" {
 		a = append(a, a1)
 	}
-	switch {
-	case fusedCE(r) || !r.Task.Spec().VocabLogits:
-	case ownLoss16(r):
-		a = append(a, "the loop's own loss: F.cross_entropy on the 16-bit logits the model returns (called without labels), no fp32 upcast: log-softmax and its two gradients in 16 bits (no fused cross-entropy)")
-	default:
-		a = append(a, "stock HF loss: bf16 logits + fp32 upcast + log-softmax + fp32 gradient (no fused cross-entropy)")
+	if loss != "" {
+		a = append(a, loss)
 	}
 	a = append(a, kernelAssumptions(r)...)
 	a = append(a, seq2seqAssumptions(r)...)

@@ -127,6 +127,11 @@ type Request struct {
 	// model kind's default (causal-lm, or sequence-classification for
 	// encoders).
 	Task Task
+	// FreesLogits: with a stack whose loop computes its own loss
+	// (Stack.OwnLoss, the pytorch preset), the loop frees the model's
+	// output before the backward — a loss function that returns only the
+	// loss, or del — so its logits are not held beside the loss chain.
+	FreesLogits bool
 	// OptimizerInBackward steps and frees each gradient as the backward
 	// produces it (torchtune's optimizer_in_bwd); full fine-tuning only.
 	OptimizerInBackward bool

@@ -27,6 +27,9 @@ func (r Request) warnings() []string {
 	if r.EagerLoss && (r.Stack != StackTorchtitan || !r.Compile) {
 		w = append(w, "--eager-loss is read on the torchtitan stack with --compile only (torchtitan compiles its loss with its blocks since 2025-04); here the loss is estimated as "+stackLabel(r.Stack)+" runs it")
 	}
+	if r.FreesLogits && !r.Stack.Spec().OwnLoss {
+		w = append(w, "--frees-logits is read with --stack pytorch only (a loop that computes its own loss); "+stackLabel(r.Stack)+" runs its own loss path")
+	}
 	if r.LongestFirst && r.Stack != StackLitGPT {
 		w = append(w, "--longest-first is read on the litgpt stack only (lit-gpt's scripts put the longest sample first); on "+stackLabel(r.Stack)+" the estimate counts every micro-batch at --seq-len")
 	}

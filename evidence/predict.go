@@ -184,9 +184,10 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 	}
 	if st, err := estimate.StackByName(c.Framework); err == nil {
 		st.Apply(&r)
-	} else if why, ok := plainLoops[c.Framework]; ok {
-		assumed = append(assumed, "stack (framework "+c.Framework+" is a plain loop with its own loss: the pytorch preset; "+why+")")
+	} else if loop, ok := plainLoops[c.Framework]; ok {
+		assumed = append(assumed, "stack (framework "+c.Framework+" is a plain loop with its own loss: the pytorch preset; "+loop.why+")")
 		estimate.StackPyTorch.Spec().Apply(&r)
+		r.FreesLogits = loop.freesLogits
 	} else {
 		assumed = append(assumed, "stack (framework "+c.Framework+" has no preset; hf-trainer defaults)")
 		st, _ := estimate.StackByName("hf-trainer")
@@ -274,9 +275,12 @@ func normalizeOptimizer(name, framework string) estimate.Optimizer {
 // plainLoops are the frameworks of evidence rows that are a plain PyTorch
 // loop calling the model without labels and computing the cross-entropy on
 // its logits itself — the pytorch preset — each as its source shows
-// (evidence/curated-SOURCES.md).
-var plainLoops = map[string]string{
-	"pytorch-custom":        "the loop runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output",
-	"pytorch-loop":          "a hand-written loop over a PEFT model",
-	"universal-llm-trainer": "its trainer computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49)",
+// (evidence/curated-SOURCES.md), with whether the loop frees the logits
+// before the backward.
+var plainLoops = map[string]struct {
+	why         string
+	freesLogits bool
+}{
+	"pytorch-custom":        {"calc_loss_batch runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output and returns only the loss", true},
+	"universal-llm-trainer": {"its models' forward(return_loss=True) computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49) and deletes the output (del_logits_after_forward)", true},
 }

@@ -116,6 +116,10 @@ class Request:
     # without labels and F.cross_entropy runs on the logits it returns (the
     # estimate's --stack pytorch). Left out of case_id when false.
     own_loss: bool = False
+    # With own_loss: the loop frees the logits before the backward (a loss
+    # function returning only the loss); otherwise the loop's variable keeps
+    # them until the step is done. Left out of case_id when false.
+    frees_logits: bool = False
     # The optimizers this stack simulates (a class attribute, not a field:
     # the LitGPT stack's request adds bitsandbytes' paged AdamW).
     OPTIMIZERS = ("adamw_torch", "sgd")
@@ -150,6 +154,8 @@ class Request:
                 kw[k] = v
         if own:
             kw["own_loss"] = True
+        else:
+            kw.pop("frees_logits", None)  # read with the loop's own loss only
         r = cls(**kw)
         r.check()
         return r
@@ -934,10 +940,12 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
                     if req.own_loss:
                         # A plain loop: no labels to the model, then
                         # F.cross_entropy on the logits as they come out;
-                        # the loop drops them before the backward.
+                        # the inline loop's variable keeps them through the
+                        # backward and the step, unless it frees them.
                         logits = forward(input_ids=ids).logits
                         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
-                        del logits
+                        if req.frees_logits:
+                            logits = None
                     else:
                         loss = forward(input_ids=ids, labels=labels).loss
                     if req.grad_accum > 1:
@@ -951,6 +959,7 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
                 live.set_phase("optimizer")
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+                logits = None  # the loop's next forward overwrites it
             live.set_phase("done")
     finally:
         hook.remove()
@@ -1003,6 +1012,8 @@ def case_id(model: str, req: Request) -> str:
         del d["quant"]  # the ids of the other methods' rows predate the field
     if not req.own_loss:
         del d["own_loss"]  # so do the ids of the rows that run the model's own loss
+    if not req.frees_logits:
+        del d["frees_logits"]
     key = json.dumps(d, sort_keys=True)
     slug = model.replace("/", "-").lower()
     return f"oracle-{slug}-{req.method}-{req.precision}-s{req.seq_len}-b{req.batch}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"

@@ -90,9 +90,12 @@ class Tiny(unittest.TestCase):
         # own region is not imitated: refused.
         kw = dict(method="lora", precision="bf16-true", seq_len=64, batch=2)  # no checkpointing: the loss chain sets the peak
         hf = self.run_req(**kw)
-        own = self.run_req(stack="pytorch", **kw)
+        own = self.run_req(stack="pytorch", frees_logits=True, **kw)
+        held = self.run_req(stack="pytorch", **kw)
         logits = 64 * 2 * TINY["vocab_size"]
         self.assertEqual(hf.phase_peak_bytes["backward"] - own.phase_peak_bytes["backward"], 6 * logits)
+        # The inline loop's variable keeps the 2 B logits through the backward.
+        self.assertEqual(held.phase_peak_bytes["backward"] - own.phase_peak_bytes["backward"], 2 * logits)
         self.assertEqual(own.params_bytes, hf.params_bytes)
         self.assertNotEqual(fakestep.case_id("m", fakestep.Request.from_json(dict(stack="pytorch", **kw))),
                             fakestep.case_id("m", fakestep.Request.from_json(kw)))

@@ -150,7 +150,7 @@ func readFor(in Input, render bool) (*settings, error) {
 		return nil, unsupported("stack", string(r.Stack), "LLaMA-Factory runs from its own YAML config (llamafactory-cli train), which the emitted files do not write; its settings are named in the estimate's assumptions", "canifinetune estimate for the memory, then the same settings in a LLaMA-Factory config")
 	}
 	if r.Stack == estimate.StackPyTorch {
-		return nil, unsupported("stack", string(r.Stack), "a plain PyTorch loop is the user's own code; the emitted scripts run the transformers Trainer, whose loss upcasts the logits to fp32 (in a 16-bit run without autocast, twice the loss chain this stack counts)", "--stack hf-trainer, whose scripts are emitted, or this plan's settings in your own loop")
+		return nil, unsupported("stack", string(r.Stack), "a plain PyTorch loop is the user's own code; the emitted scripts run the transformers Trainer, whose loss is transformers' own (the logits upcast to fp32), not the loop's", "--stack hf-trainer, whose scripts are emitted, or this plan's settings in your own loop")
 	}
 	s := &settings{in: in, req: r, world: p.World, nodes: max(p.Nodes, 1), micro: p.MicroBatch, accum: max(p.GradAccum, 1)}
 	if s.world < 1 {

@@ -281,7 +281,7 @@ func requestFromFlags(f RequestFlags, rm *modelsource.Resolved) (estimate.Reques
 		Quant: flagValue(f.Quant), LoRATargets: f.Targets, ExtraTrainable: f.Extra,
 		SeqLen: f.SeqLen, TargetLen: f.TargetLen, Batch: f.Batch, GradAccum: f.GradAccum, DynamicShapes: f.Dynamic, LongestFirst: f.LongestFirst, LoRADropout: f.Dropout,
 		GradCkpt: flagValue(f.GradCkpt), Optimizer: flagValue(f.Optimizer),
-		OptimizerStateDtype: flagValue(f.OptimDtype), Attn: flagValue(f.Attn), FusedCE: flagValue(f.FusedCE), Compile: f.Compile, EagerLoss: f.EagerLoss,
+		OptimizerStateDtype: flagValue(f.OptimDtype), Attn: flagValue(f.Attn), FusedCE: flagValue(f.FusedCE), Compile: f.Compile, EagerLoss: f.EagerLoss, FreesLogits: f.FreesLogits,
 		Kernels: f.Kernels, OptimizerInBackward: f.OptInBwd, Task: flagValue(f.Task),
 	}
 	if f.Stack != nil {

@@ -35,6 +35,7 @@ type RequestFlags struct {
 	Kernels      []estimate.Kernel       `sep:"," enum:"${kernels_enum}" help:"Fused kernels besides the loss kernel, comma-separated:${kernels_values}"`
 	Compile      bool                    `help:"The run uses torch.compile: the norms' fp32 upcast and the gated activation's output are recomputed in the backward, not saved."`
 	EagerLoss    bool                    `name:"eager-loss" help:"With --compile on the torchtitan stack: the loss function runs eager (torchtitan compiled only its blocks from 2024-12-18 to 2025-04-02; since then it compiles the loss too, which keeps 2 B per logit instead of 12)."`
+	FreesLogits  bool                    `name:"frees-logits" help:"With --stack pytorch: the loop frees the model's output before loss.backward() (a loss function that returns only the loss, or del logits), so the logits are not held through the backward."`
 	OptInBwd     bool                    `name:"optimizer-in-backward" help:"Each gradient is stepped and freed as the backward produces it (torchtune's optimizer_in_bwd; full fine-tuning, no accumulation)."`
 	Stack        *estimate.StackName     `enum:"${stack_enum}" help:"Framework preset that fills what the flags leave unset (precision, optimizer, attention, adapter and frozen dtypes, fp32 upcast under QLoRA, the loss path):${stack_values}"`
 }

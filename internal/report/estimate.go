@@ -92,6 +92,7 @@ type Config struct {
 	Kernels      []estimate.Kernel      `json:"kernels,omitempty"`
 	Compile      bool                   `json:"compile,omitempty"`
 	EagerLoss    bool                   `json:"eager_loss,omitempty"`
+	FreesLogits  bool                   `json:"frees_logits,omitempty"`
 	OptInBwd     bool                   `json:"optimizer_in_backward,omitempty"`
 	Task         estimate.Task          `json:"task"`
 	Stack        estimate.StackName     `json:"stack,omitempty"`
@@ -191,7 +192,7 @@ func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request,
 		Config: Config{Method: string(n.Method), Precision: string(n.Precision), Quant: n.Quant, SeqLen: n.SeqLen, TargetLen: targetLenOf(n), Batch: n.Batch,
 			GradAccum: max(1, n.GradAccum), Dynamic: n.DynamicShapes, SeqLenP50: seqLenP50(n), LongestFirst: n.LongestFirst, Dropout: dropoutOf(n),
 			GradCkpt: n.GradCkpt, Optimizer: n.Optimizer, Attn: n.Attn, FusedCE: n.FusedCE, Stack: n.Stack,
-			Kernels: n.Kernels, Compile: n.Compile, EagerLoss: n.EagerLoss, OptInBwd: n.OptimizerInBackward, Task: n.Task,
+			Kernels: n.Kernels, Compile: n.Compile, EagerLoss: n.EagerLoss, FreesLogits: n.FreesLogits, OptInBwd: n.OptimizerInBackward, Task: n.Task,
 			Strategy: n.Sharding.Strategy, NumGPUs: n.Sharding.GPUs, Offload: n.Sharding.CPUOffload},
 		TotalBytes: e.Total, TotalGB: bytesize.Round(bytesize.InGiB(e.Total), 3),
 		ProxyBytes: e.PlanningProxy, ProxyGB: bytesize.Round(bytesize.InGiB(e.PlanningProxy), 3),
