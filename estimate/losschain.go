@@ -90,7 +90,9 @@ var remoteCodeChains = map[string]lossChain{
 // log_softmax keeps its 16-bit output for the backward (1), all in the
 // logits' dtype; nothing saves the logits themselves (log_softmax's
 // backward reads its output, the output layer's matmul its input), so they
-// go when the loss function returns. Backward: nll_loss's gradient (zeros
+// go when the loop lets them go — when its loss function returns, or, in
+// the inline loop, after the step (heldLogitBytes counts them beside the
+// chain then). Backward: nll_loss's gradient (zeros
 // the size of its input, 2) and log_softmax's (3), which is the logits'
 // gradient the output layer's backward reads. Its peak is 6 B per logit,
 // half transformers' upcast chain (hfLogitBytes).
