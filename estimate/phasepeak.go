@@ -520,6 +520,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	add(COptimizer, t.OptStates)
 	add(CGradients, t.Grads)
 	applySharding(e, r)
+	if keepsUnshardedAndShard(r) {
+		e.setComponent(CWeights, unshardedAndShard(r, t.Weights))
+	}
 	if n := r.Sharding.GPUs; dsBF16Stage0(r) && n > 1 {
 		// BF16_Optimizer divides its fp32 master weights and states over
 		// the ranks, as ZeRO-1 does (deepspeed.go).
@@ -865,6 +868,9 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 				k.ReservedFrac, k.ReservedConstGiB, k.ContextGiB, c.CoefSource, bytesize.InGiB(cached))
 		case CSafety:
 			src = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
+		}
+		if comp.Name == CWeights && keepsUnshardedAndShard(r) {
+			src += fmt.Sprintf("; SHARD_GRAD_OP: every unit's gathered parameters (%d B each) from its forward to the backward, beside this rank's shard (docs/memory-model.md#data-parallel-sharding)", fsdpGatherBytes(r))
 		}
 		x.Sources[comp.Name] = src + shardingNote(r, comp.Name)
 	}

@@ -189,6 +189,38 @@ func gradientBuckets(st Strategy) bool {
 	return s.DataParallel && s.Shards == ShardNothing && s.Family != FamilyDeepSpeed
 }
 
+// keepsUnshardedAndShard: an FSDP strategy that keeps parameters unsharded
+// from the forward through the backward (SHARD_GRAD_OP) beside the rank's
+// shard, for a full fine-tune whose weights component is its trained
+// parameters (a frozen LoRA base is gathered the same way; its weights are
+// in the compute dtype already).
+func keepsUnshardedAndShard(r Request) bool {
+	s := r.Sharding.Strategy.Spec()
+	return s.Family == FamilyFSDP && s.Shards == ShardGradients && r.Sharding.GPUs > 1 && !offloadsParams(r.Sharding.CPUOffload)
+}
+
+// unshardedAndShard is the weights a rank holds at the backward under
+// keepsUnshardedAndShard: FSDP's SHARD_GRAD_OP unshards every unit before
+// its forward and reshards only after the backward, and the all-gathered
+// buffer (FlatParameter._full_param_padded, in the compute dtype) is
+// separate from the rank's shard (_local_shard, in the stored dtype:
+// torch/distributed/fsdp/_flat_param.py), so both are live. w is the whole
+// weights in the stored dtype.
+func unshardedAndShard(r Request, w int64) int64 {
+	n := r.Sharding.GPUs
+	return w*fsdpGatherBytes(r)/max(1, r.paramBytes()) + (w+n-1)/n
+}
+
+// fsdpGatherBytes is the dtype size FSDP all-gathers parameters in: the
+// compute dtype under its mixed precision (accelerate sets param_dtype from
+// the run's mixed precision), else the stored dtype.
+func fsdpGatherBytes(r Request) int64 {
+	if r.Method == Full && r.paramBytes() == 4 && r.Precision != FP32 {
+		return 2
+	}
+	return r.paramBytes()
+}
+
 // gathersLayers: the parameters are sharded and gathered a unit at a time,
 // the computing one and the prefetched one.
 func gathersLayers(r Request) bool {
