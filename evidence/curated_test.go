@@ -117,9 +117,11 @@ func TestTorchtitanRows(t *testing.T) {
 // median, p90) before the pytorch preset read universal-llm-trainer's and
 // rasbt's loops, which compute the loss on the 16-bit logits themselves,
 // and universal-llm-trainer's LoRA rows were recorded bf16-true (no
-// autocast): 22.7 / 9.5 / 40.5 %.
+// autocast): 22.7 / 9.5 / 40.5 %; with lightning-thunder's Lit-GPT example
+// (7 rows) and FSDP SHARD_GRAD_OP's shard beside the gathered model:
+// 21.8 / 8.8 / 40.5 % on 140 rows.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 22.74, 9.55, 40.55, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 21.76, 8.79, 40.55, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
@@ -131,7 +133,7 @@ func TestCuratedFiguresPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row := "| `canifinetune` (default) | 22.7 % | 9.5 % | 40.5 % |"; !strings.Contains(string(doc), row) {
+	if row := "| `canifinetune` (default) | 21.8 % | 8.8 % | 40.5 % |"; !strings.Contains(string(doc), row) {
 		t.Errorf("README.md's curated table does not hold the pinned figures: want a row starting %q", row)
 	}
 }

@@ -281,6 +281,7 @@ var plainLoops = map[string]struct {
 	why         string
 	freesLogits bool
 }{
-	"pytorch-custom":        {"calc_loss_batch runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output and returns only the loss", true},
-	"universal-llm-trainer": {"its models' forward(return_loss=True) computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49) and deletes the output (del_logits_after_forward)", true},
+	"pytorch-custom":         {"calc_loss_batch runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output and returns only the loss", true},
+	"thunder-litgpt-example": {"lightning-thunder's examples/lit-gpt train.py and train_fsdp.py: logits = model(input_ids); F.cross_entropy(logits.reshape(-1, V), targets); fabric.backward(loss), with the logits still referenced", false},
+	"universal-llm-trainer":  {"its models' forward(return_loss=True) computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49) and deletes the output (del_logits_after_forward)", true},
 }
