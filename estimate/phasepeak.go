@@ -520,8 +520,10 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	add(COptimizer, t.OptStates)
 	add(CGradients, t.Grads)
 	applySharding(e, r)
-	if keepsUnshardedAndShard(r) {
-		e.setComponent(CWeights, unshardedAndShard(r, t.Weights))
+	var sgoShard, sgoGathered int64
+	if shardGradOpFSDP(r) {
+		sgoShard, sgoGathered = shardGradOpWeights(r, t.Weights)
+		e.setComponent(CWeights, sgoShard)
 	}
 	if n := r.Sharding.GPUs; dsBF16Stage0(r) && n > 1 {
 		// BF16_Optimizer divides its fp32 master weights and states over
@@ -580,7 +582,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// step of a parameter runs only once its gradient is complete.
 		logits = max(0, logits-float64(step))
 	}
-	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant)
+	fwd := acts + held + max(logits, recompute) + autocast + float64(t.Dequant) + float64(sgoGathered)
 	var accumulated int64
 	if t.DSMaster && (paramsSharded(r.Sharding.Strategy) || dsBF16Stage0(r)) && r.GradAccum <= 1 && grads > 0 {
 		// ZeRO-3 allocates its 16-bit gradient partition when it is built
@@ -660,6 +662,11 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	fwdWins := fwd >= float64(stepPeak)
 	e.Phases = Phases{Forward: int64(fwd), Step: stepPeak, ForwardPeak: fwdWins}
 	if fwdWins {
+		if sgoGathered > 0 {
+			// SHARD_GRAD_OP's gathered model, live from the forward to
+			// the backward, beside the shard (shardGradOpFSDP).
+			e.setComponent(CWeights, sgoShard+sgoGathered)
+		}
 		e.setComponent(CGradients, accumulated)
 		add(CActivations, int64(acts+recompute*b2f(recompute > logits)+autocast+float64(t.Dequant)))
 		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
@@ -869,8 +876,16 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		case CSafety:
 			src = fmt.Sprintf("%.0f %% of total VRAM held back (docs/memory-model.md#safety-margin)", safeF*100)
 		}
-		if comp.Name == CWeights && keepsUnshardedAndShard(r) {
-			src += fmt.Sprintf("; SHARD_GRAD_OP: every unit's gathered parameters (%d B each) from its forward to the backward, beside this rank's shard (docs/memory-model.md#data-parallel-sharding)", fsdpGatherBytes(r))
+		if comp.Name == CWeights && shardGradOpFSDP(r) {
+			where := "beside this rank's shard"
+			if offloadsParams(r.Sharding.CPUOffload) {
+				where = "the rank's shard is in host RAM"
+			}
+			if fwdWins {
+				src += fmt.Sprintf("; SHARD_GRAD_OP: every unit's gathered parameters (%d B each) from its forward to the backward, %s (docs/memory-model.md#data-parallel-sharding)", fsdpGatherBytes(r), where)
+			} else {
+				src += "; SHARD_GRAD_OP: the rank's shard in the optimizer step, the gathered parameters freed after the backward (docs/memory-model.md#data-parallel-sharding)"
+			}
 		}
 		x.Sources[comp.Name] = src + shardingNote(r, comp.Name)
 	}

@@ -189,31 +189,35 @@ func gradientBuckets(st Strategy) bool {
 	return s.DataParallel && s.Shards == ShardNothing && s.Family != FamilyDeepSpeed
 }
 
-// keepsUnshardedAndShard: an FSDP strategy that keeps parameters unsharded
-// from the forward through the backward (SHARD_GRAD_OP) beside the rank's
-// shard, for a full fine-tune whose weights component is its trained
-// parameters (a frozen LoRA base is gathered the same way; its weights are
-// in the compute dtype already).
-func keepsUnshardedAndShard(r Request) bool {
+// shardGradOpFSDP: FSDP's SHARD_GRAD_OP, which unshards every unit before
+// its forward and reshards only after the backward (torch's FSDP1:
+// SHARD_GRAD_OP is among NO_RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES). Its
+// all-gather destination (FlatParameter._full_param_padded, on the GPU, in
+// the compute dtype) is a buffer apart from the rank's shard (_local_shard,
+// in the stored dtype; on the CPU with parameter offload), so from the
+// forward to the backward a rank holds the gathered model beside its shard,
+// and only the shard in the optimizer step (_flat_param.py).
+func shardGradOpFSDP(r Request) bool {
 	s := r.Sharding.Strategy.Spec()
-	return s.Family == FamilyFSDP && s.Shards == ShardGradients && r.Sharding.GPUs > 1 && !offloadsParams(r.Sharding.CPUOffload)
+	return s.Family == FamilyFSDP && s.Shards == ShardGradients && r.Sharding.GPUs > 1
 }
 
-// unshardedAndShard is the weights a rank holds at the backward under
-// keepsUnshardedAndShard: FSDP's SHARD_GRAD_OP unshards every unit before
-// its forward and reshards only after the backward, and the all-gathered
-// buffer (FlatParameter._full_param_padded, in the compute dtype) is
-// separate from the rank's shard (_local_shard, in the stored dtype:
-// torch/distributed/fsdp/_flat_param.py), so both are live. w is the whole
-// weights in the stored dtype.
-func unshardedAndShard(r Request, w int64) int64 {
+// shardGradOpWeights are, under shardGradOpFSDP, the rank's resident shard
+// (none on the GPU with the parameters offloaded) and the gathered model the
+// forward and backward hold beside it; w is the whole weights in the
+// stored dtype.
+func shardGradOpWeights(r Request, w int64) (shard, gathered int64) {
 	n := r.Sharding.GPUs
-	return w*fsdpGatherBytes(r)/max(1, r.paramBytes()) + (w+n-1)/n
+	if !offloadsParams(r.Sharding.CPUOffload) {
+		shard = (w + n - 1) / n
+	}
+	return shard, w * fsdpGatherBytes(r) / max(1, r.paramBytes())
 }
 
 // fsdpGatherBytes is the dtype size FSDP all-gathers parameters in: the
-// compute dtype under its mixed precision (accelerate sets param_dtype from
-// the run's mixed precision), else the stored dtype.
+// compute dtype under its mixed precision, as accelerate sets param_dtype
+// from the run's mixed precision, else the stored dtype. A hand-written
+// policy that keeps param_dtype fp32 under autocast gathers 4 B.
 func fsdpGatherBytes(r Request) int64 {
 	if r.Method == Full && r.paramBytes() == 4 && r.Precision != FP32 {
 		return 2

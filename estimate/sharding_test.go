@@ -4,27 +4,34 @@ import "testing"
 
 // FSDP's SHARD_GRAD_OP keeps every unit's gathered parameters from its
 // forward to the backward beside the rank's shard (FlatParameter's
-// _full_param_padded and _local_shard): the default estimator's weights are
-// the whole model in the gather dtype plus a 1/N shard in the stored dtype.
-// The reference estimator keeps its whole-weights reading, and with the
-// parameters offloaded to the CPU the shard is in host RAM.
+// _full_param_padded and _local_shard) and reshards after the backward: the
+// default estimator's weights at a forward/backward peak are the whole model
+// in the gather dtype plus a 1/N shard in the stored dtype (the gathered
+// model is in the forward phase only: after the backward the rank holds its
+// shard); with the parameters offloaded the
+// shard is in host RAM and the gathered model still on the GPU. The
+// reference estimator keeps its whole-weights reading.
 func TestShardGradOpKeepsUnshardedAndShard(t *testing.T) {
 	m := catalogModel(t, "openlm-research/open_llama_3b")
 	p := m.Params()
 	const n = 2
 	for _, tc := range []struct {
-		name string
-		r    Request
-		want int64
+		name    string
+		r       Request
+		offload Offload
+		want    int64
+		fwdPeak bool
 	}{
-		{"full bf16-true", Request{Method: Full, Precision: BF16True}, 2*p + (2*p+n-1)/n},
-		{"full bf16-mixed: bf16 gathered, fp32 shard", Request{Method: Full, Precision: BF16Mixed}, 2*p + (4*p+n-1)/n},
+		{"full bf16-true, SGD: the backward is the peak", Request{Method: Full, Precision: BF16True, Optimizer: SGD, SeqLen: 512}, OffloadNone, 2*p + (2*p+n-1)/n, true},
+		{"full bf16-mixed, SGD: bf16 gathered, fp32 shard", Request{Method: Full, Precision: BF16Mixed, Optimizer: SGD, SeqLen: 512}, OffloadNone, 2*p + (4*p+n-1)/n, true},
+		{"parameters offloaded: the gathered model, no shard on the GPU", Request{Method: Full, Precision: BF16True, Optimizer: SGD, SeqLen: 512}, OffloadParamsOptimizer, 2 * p, true},
 	} {
 		r := tc.r
-		r.Model, r.SeqLen, r.Batch, r.Optimizer = m, 512, 1, SGD
-		r.Sharding = Sharding{Strategy: FSDPShardGradOp, GPUs: n, CPUOffload: OffloadNone}
-		if got, _ := est(t, r).Component(CWeights); got != tc.want {
-			t.Errorf("%s: weights %d, want %d", tc.name, got, tc.want)
+		r.Model, r.Batch = m, 1
+		r.Sharding = Sharding{Strategy: FSDPShardGradOp, GPUs: n, CPUOffload: tc.offload}
+		e := est(t, r)
+		if got, _ := e.Component(CWeights); got != tc.want || e.Phases.ForwardPeak != tc.fwdPeak {
+			t.Errorf("%s: weights %d (forward peak %v), want %d (%v)", tc.name, got, e.Phases.ForwardPeak, tc.want, tc.fwdPeak)
 		}
 		single := r
 		single.Sharding = Sharding{}
@@ -36,15 +43,12 @@ func TestShardGradOpKeepsUnshardedAndShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := ref.Component(CWeights)
-		want, _ := refOne.Component(CWeights)
-		if got != want {
-			t.Errorf("%s: the reference's weights moved to %d from its one-GPU %d", tc.name, got, want)
-		}
-		off := r
-		off.Sharding.CPUOffload = OffloadParamsOptimizer
-		if keepsUnshardedAndShard(off) {
-			t.Errorf("%s: with the parameters on the CPU the rank's shard is not on the GPU", tc.name)
+		if tc.offload == OffloadNone {
+			got, _ := ref.Component(CWeights)
+			want, _ := refOne.Component(CWeights)
+			if got != want {
+				t.Errorf("%s: the reference's weights moved to %d from its one-GPU %d", tc.name, got, want)
+			}
 		}
 	}
 }
