@@ -882,7 +882,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 				where = "the rank's shard is in host RAM"
 			}
 			if fwdWins {
-				src += fmt.Sprintf("; SHARD_GRAD_OP: every unit's gathered parameters (%d B each) from its forward to the backward, %s (docs/memory-model.md#data-parallel-sharding)", fsdpGatherBytes(r), where)
+				src += "; SHARD_GRAD_OP: every unit's parameters, gathered in the compute dtype, from its forward to the backward, " + where + " (docs/memory-model.md#data-parallel-sharding)"
 			} else {
 				src += "; SHARD_GRAD_OP: the rank's shard in the optimizer step, the gathered parameters freed after the backward (docs/memory-model.md#data-parallel-sharding)"
 			}

@@ -205,24 +205,21 @@ func shardGradOpFSDP(r Request) bool {
 // shardGradOpWeights are, under shardGradOpFSDP, the rank's resident shard
 // (none on the GPU with the parameters offloaded) and the gathered model the
 // forward and backward hold beside it; w is the whole weights in the
-// stored dtype.
+// stored dtype. A full fine-tune's trained weights are gathered in the
+// compute dtype residualBytes gives them (16-bit under FSDP's mixed
+// precision, as accelerate sets param_dtype; a hand-written policy that
+// keeps param_dtype fp32 under autocast gathers 4 B, which this does not
+// see); a frozen base is stored in it already.
 func shardGradOpWeights(r Request, w int64) (shard, gathered int64) {
 	n := r.Sharding.GPUs
 	if !offloadsParams(r.Sharding.CPUOffload) {
 		shard = (w + n - 1) / n
 	}
-	return shard, w * fsdpGatherBytes(r) / max(1, r.paramBytes())
-}
-
-// fsdpGatherBytes is the dtype size FSDP all-gathers parameters in: the
-// compute dtype under its mixed precision, as accelerate sets param_dtype
-// from the run's mixed precision, else the stored dtype. A hand-written
-// policy that keeps param_dtype fp32 under autocast gathers 4 B.
-func fsdpGatherBytes(r Request) int64 {
-	if r.Method == Full && r.paramBytes() == 4 && r.Precision != FP32 {
-		return 2
+	gathered = w
+	if r.Method == Full {
+		gathered = w * residualBytes(r) / max(1, r.paramBytes())
 	}
-	return r.paramBytes()
+	return shard, gathered
 }
 
 // gathersLayers: the parameters are sharded and gathered a unit at a time,
