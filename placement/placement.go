@@ -303,7 +303,13 @@ func (g GPUs) DataParallel(r estimate.Request, e *estimate.Estimate) *DataParall
 		d.Scaling = "every GPU holds a full replica: per-GPU memory does not change with the number of GPUs or nodes; more nodes add only all-reduce traffic"
 	case "zero1":
 		d.Scaling = fmt.Sprintf("optimizer states are divided by the world size (%d node(s) × %d GPUs = %d): each GPU or node added lowers them", nodes, perNode, world)
-	case "zero2", "fsdp_shard_grad_op":
+	case "fsdp_shard_grad_op":
+		if countsGatheredModel(e) {
+			d.Scaling = fmt.Sprintf("gradients, optimizer states and each GPU's parameter shard are divided by the world size (%d node(s) × %d GPUs = %d); the whole model, gathered from each unit's forward to its backward, is not", nodes, perNode, world)
+			break
+		}
+		fallthrough
+	case "zero2":
 		d.Scaling = fmt.Sprintf("gradients and optimizer states are divided by the world size (%d node(s) × %d GPUs = %d); the weights are not", nodes, perNode, world)
 	case "zero3", "fsdp_full_shard":
 		d.Scaling = fmt.Sprintf("weights, gradients and optimizer states are divided by the world size (%d node(s) × %d GPUs = %d); activations and the gathered layers are not", nodes, perNode, world)
@@ -338,9 +344,21 @@ func CommBuffers(st estimate.Strategy, e *estimate.Estimate) []string {
 		return []string{fmt.Sprintf("DeepSpeed reduce_bucket_size and allgather_bucket_size (5e8 elements each by default): up to %.2f GiB of 16-bit buckets at the reduction and the parameter all-gather, not in the total; lower both in the DeepSpeed config to shrink them", bytesize.InGiB(2*n*2)), nccl}
 	case "zero3":
 		return []string{"ZeRO-3 gathers parameters as layers run: the total charges two gathered layers (the one computing and the one prefetched); stage3_max_live_parameters (1e9 by default) and stage3_prefetch_bucket_size bound what may be live, and reduce_bucket_size (5e8 elements) the gradient buckets, which are not in the total", nccl}
-	default: // fsdp_full_shard, fsdp_shard_grad_op, fsdp_hybrid_shard
+	case "fsdp_shard_grad_op":
+		if countsGatheredModel(e) {
+			return []string{"SHARD_GRAD_OP all-gathers each unit before its forward and reshards it only after its backward: the total charges the whole gathered model, in the compute dtype, beside the GPU's shard in the forward/backward phase, and the shard alone in the optimizer step; gradients are reduce-scattered after each unit's backward", nccl}
+		}
+		return []string{"SHARD_GRAD_OP all-gathers each unit before its forward and reshards it only after its backward; this estimator counts it as ZeRO-2, the weights whole on every GPU and no gathered copy beside a shard", nccl}
+	default: // fsdp_full_shard, fsdp_hybrid_shard
 		return []string{"FSDP all-gathers one unit's parameters at a time and reduce-scatters its gradients; with forward/backward prefetch one more unit is live, which the total charges (two gathered layers); limit_all_gathers=True keeps it so", nccl}
 	}
+}
+
+// countsGatheredModel: the estimator charges SHARD_GRAD_OP's gathered model
+// beside the rank's parameter shard (the default estimator does; the
+// reference estimators read the strategy as ZeRO-2).
+func countsGatheredModel(e *estimate.Estimate) bool {
+	return e.Estimator == estimate.PhasePeak{}.Name()
 }
 
 func joinInts(xs []int) string {

@@ -245,3 +245,28 @@ func TestDataParallelRanks(t *testing.T) {
 		t.Errorf("no devices: %v, %d", ranks, usable)
 	}
 }
+
+// TestShardGradOpWording: the default estimator charges SHARD_GRAD_OP's
+// gathered model beside the parameter shard, so its scaling and buffer lines
+// say so; a reference estimator, which reads the strategy as ZeRO-2, keeps
+// ZeRO-2's lines and does not claim two gathered layers it never counts.
+func TestShardGradOpWording(t *testing.T) {
+	g := GPUs{GPUsPerNode: 2, Nodes: 1}
+	r := estimate.Request{Sharding: estimate.Sharding{Strategy: estimate.FSDPShardGradOp, GPUs: 2}}
+	for _, tt := range []struct {
+		estimator          string
+		scaling, buffers   string
+		notScal, notBuffer string
+	}{
+		{estimate.PhasePeak{}.Name(), "parameter shard are divided", "the whole gathered model", "the weights are not", "two gathered layers"},
+		{estimate.Reference{}.Name(), "the weights are not", "counts it as ZeRO-2", "parameter shard", "two gathered layers"},
+	} {
+		d := g.DataParallel(r, &estimate.Estimate{Estimator: tt.estimator})
+		if !strings.Contains(d.Scaling, tt.scaling) || strings.Contains(d.Scaling, tt.notScal) {
+			t.Errorf("%s: scaling %q; want %q and not %q", tt.estimator, d.Scaling, tt.scaling, tt.notScal)
+		}
+		if len(d.CommBuffers) != 2 || !strings.Contains(d.CommBuffers[0], tt.buffers) || strings.Contains(d.CommBuffers[0], tt.notBuffer) {
+			t.Errorf("%s: buffers %q; want %q and not %q", tt.estimator, d.CommBuffers, tt.buffers, tt.notBuffer)
+		}
+	}
+}
