@@ -77,9 +77,20 @@ func controls() []control {
 			}
 		}
 		cs = append(cs, c)
+		if f.param == "stack" {
+			cs = append(cs, freesLogitsControl)
+		}
 	}
 	return cs
 }
+
+// freesLogitsControl is the CLI's --frees-logits: whether a loop that
+// computes its own loss (the pytorch stack) keeps the model's output
+// through the backward.
+var freesLogitsControl = control{Param: "frees-logits", Label: "own loss's logits", Choices: []choice{
+	{Value: "", Label: "held (inline loop)", Help: "the loop keeps the model's output referenced through the backward and the optimizer step (the pytorch stack's default)"},
+	{Value: "true", Label: "freed", Help: "a loss function that returns only the loss, or del logits, before loss.backward() (pytorch stack only)"},
+}}
 
 func gpuChoices() []choice {
 	cs := []choice{{Value: "", Label: "none (no verdict)"}}

@@ -27,7 +27,7 @@ type Params map[string]string
 // paramNames are the parameters the page and the API accept, in form order.
 var paramNames = []string{
 	"model", "method", "quant", "rank", "targets", "seq-len", "target-len", "batch", "grad-accum",
-	"grad-ckpt", "attn", "fused-ce", "optimizer", "stack", "precision",
+	"grad-ckpt", "attn", "fused-ce", "optimizer", "stack", "frees-logits", "precision",
 	"gpu", "gpu-vram-gb", "available-vram-gb", "estimator",
 }
 
@@ -215,6 +215,13 @@ func (p Params) request(m *hfconfig.Model) (setting, *Problem) {
 			return s, badParam("stack", "%v", err)
 		}
 		st.Apply(r)
+	}
+	if v, ok := p["frees-logits"]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, badParam("frees-logits", "--frees-logits: expected true or false, got %q", v)
+		}
+		r.FreesLogits = b
 	}
 	// The request reads 0 as "the default"; a given 0 is an error, as in the CLI.
 	if p["rank"] != "" && r.LoRARank == 0 {
