@@ -401,16 +401,7 @@ func TestHTTPServerTimeouts(t *testing.T) {
 // as the CLI's --target-len does.
 func TestTargetLen(t *testing.T) {
 	est := func(q string) report.Estimate {
-		t.Helper()
-		r := do(t, "GET", "/api/estimate?model=google-t5/t5-small&method=full&seq-len=1024"+q, nil, nil)
-		if r.status != 200 {
-			t.Fatalf("%s: status %d: %s", q, r.status, r.body)
-		}
-		var e report.Estimate
-		if err := json.Unmarshal(r.body, &e); err != nil {
-			t.Fatal(err)
-		}
-		return e
+		return estimateAt(t, "/api/estimate?model=google-t5/t5-small&method=full&seq-len=1024"+q)
 	}
 	same, short := est(""), est("&target-len=64")
 	if short.Config.TargetLen != 64 {
@@ -428,18 +419,7 @@ func TestTargetLen(t *testing.T) {
 // nothing and warns; a value that is not a boolean is refused by name.
 func TestAPIFreesLogits(t *testing.T) {
 	const q = "/api/estimate?model=Qwen/Qwen2.5-0.5B&method=lora&seq-len=1024&grad-ckpt=full&precision=bf16-true"
-	get := func(extra string) report.Estimate {
-		t.Helper()
-		r := do(t, "GET", q+extra, nil, nil)
-		if r.status != 200 {
-			t.Fatalf("%s: status %d: %s", extra, r.status, r.body)
-		}
-		var e report.Estimate
-		if err := json.Unmarshal(r.body, &e); err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	get := func(extra string) report.Estimate { return estimateAt(t, q+extra) }
 	held, freed := get("&stack=pytorch"), get("&stack=pytorch&frees-logits=true")
 	if !freed.Config.FreesLogits || held.Config.FreesLogits {
 		t.Errorf("config frees_logits: held %v, freed %v", held.Config.FreesLogits, freed.Config.FreesLogits)
@@ -455,4 +435,18 @@ func TestAPIFreesLogits(t *testing.T) {
 	if p := problemOf(t, r.body); r.status != 400 || p.Field != "frees-logits" {
 		t.Errorf("frees-logits=maybe: status %d, problem %+v; want 400 naming frees-logits", r.status, p)
 	}
+}
+
+// estimateAt GETs an /api/estimate URL that must succeed and decodes it.
+func estimateAt(t *testing.T, url string) report.Estimate {
+	t.Helper()
+	r := do(t, "GET", url, nil, nil)
+	if r.status != 200 {
+		t.Fatalf("%s: status %d: %s", url, r.status, r.body)
+	}
+	var e report.Estimate
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
