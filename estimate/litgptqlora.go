@@ -65,29 +65,6 @@ func litgptQLoRAStorage(r Request) (packed, state, weights int64) {
 	return packed, state, weights
 }
 
-// litgptPagedMinNumel is bitsandbytes' get_state_buffer threshold: a
-// paged optimizer's state for a parameter of at least 1e5 elements goes to
-// CUDA unified memory (cudaMallocManaged), which torch's allocator does not
-// count; smaller parameters' states are ordinary device tensors.
-const litgptPagedMinNumel = 100_000
-
-// litgptPagedStates is the device part of PagedAdamW's fp32 states (two per
-// element) for LitGPT's adapters (litgptAdapterShapes): each lora_A and
-// lora_B is counted only when it stays under litgptPagedMinNumel.
-func litgptPagedStates(r Request) int64 {
-	a, _ := litgptAdapters(r)
-	f := litgptAdapterShapes(r, a)
-	device := func(numels []int64) (b int64) {
-		for _, n := range numels {
-			if n < litgptPagedMinNumel {
-				b += 2 * 4 * n
-			}
-		}
-		return b
-	}
-	return device(f.Block[:f.N])*r.Model.NumLayers + device(f.Head[:f.H])
-}
-
 // litgptQLoRASaved is what MatMul4Bit (bitsandbytes before 0.43.2) keeps
 // per token beyond the LoRA block's saved tensors, as the census of a
 // QLoRA block shows it: the bf16 input of each quantized Linear whose

@@ -79,6 +79,9 @@ type terms struct {
 	// Grads are the trainable parameters' gradients, alive from backward
 	// to the optimizer step (freed by zero_grad(set_to_none=True)).
 	Grads int64
+	// PagedStates are a paged optimizer's states in CUDA unified memory,
+	// which the caching allocator does not count (paged.go).
+	PagedStates int64
 	// OptTransient is the optimizer step's temporary memory (foreach
 	// AdamW's tensor-sized intermediates).
 	OptTransient int64
@@ -319,10 +322,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		}
 	}
 
-	if r.Method == QLoRA && t.LitGPT {
-		// PagedAdamW: the states of parameters of 1e5 elements or more are
-		// in unified memory (litgptPagedStates).
-		t.OptStates, t.OptTransient = litgptPagedStates(r), 0
+	if opt.Paged && !ds {
+		// A paged optimizer's states of tensors of 1e5 elements or more
+		// are in CUDA unified memory, outside the caching allocator
+		// (paged.go); its fused kernels step in place.
+		t.OptStates, t.PagedStates = pagedStates(r, opt, stateBytes)
+		t.OptTransient = 0
 	}
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
@@ -722,7 +727,16 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// keeps, does not raise the reserved level past the card.
 		reserved = min(reserved, ceiling)
 	}
-	process := reserved + context
+	if n := optimizerShards(r); t.PagedStates > 0 {
+		e.PagedOptimizer = (t.PagedStates + n - 1) / n
+		if shardedStrategy(r.Sharding.Strategy) && offloadsOptimizer(r.Sharding.CPUOffload) {
+			// The optimizer runs on the CPU: its states, paged or
+			// not, are in host RAM (applySharding).
+			e.HostOffload += e.PagedOptimizer
+			e.PagedOptimizer = 0
+		}
+	}
+	process := reserved + context + e.PagedOptimizer
 	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
 	e.TrainableParams = t.Trainable
@@ -824,6 +838,10 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			}
 			if dsBF16Stage0(r) && r.Sharding.GPUs > 1 {
 				src += fmt.Sprintf("; ÷ %d GPUs (BF16_Optimizer's partition)", r.Sharding.GPUs)
+			}
+			if r.Optimizer.Spec().Paged && !ds {
+				src += fmt.Sprintf("; only the states of tensors under %d elements (and 8-bit absmax): the rest, %.2f GiB, are paged into CUDA unified memory, outside the caching allocator — in the process level, not in this component or the total (docs/memory-model.md#paged-optimizers)",
+					pagedMinNumel, bytesize.InGiB(e.PagedOptimizer))
 			}
 		case CActivations:
 			src = "the backward-end/optimizer-step phase is larger than the forward/loss phase"

@@ -149,6 +149,12 @@ type Estimate struct {
 	PerGPU bool
 	// HostOffload is host RAM that CPU offload needs, per GPU process.
 	HostOffload int64
+	// PagedOptimizer is a paged optimizer's states in CUDA unified memory,
+	// per GPU: outside the caching allocator, so in neither the allocated
+	// nor the reserved level, and not in Total — the driver evicts them to
+	// host RAM rather than fail the run — but resident on the card beside
+	// the run when there is room, so in the process level.
+	PagedOptimizer int64
 	// Warnings are what the request asks for that runs, but probably not as
 	// meant (a sequence beyond the model's context, bf16 on a card without
 	// it): the figures are for the request as given.

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
+	"github.com/canifinetune/canifinetune/internal/bytesize"
 )
 
 // warnings are what a normalized request asks for that runs, but not as the
@@ -85,7 +86,7 @@ func finish(e *Estimate, r Request) (*Estimate, error) {
 		name string
 		b    int64
 	}{{"total", e.Total}, {"planning proxy", e.PlanningProxy}, {"allocated", e.Levels.Allocated},
-		{"reserved", e.Levels.Reserved}, {"process", e.Levels.Process}, {"host offload", e.HostOffload},
+		{"reserved", e.Levels.Reserved}, {"process", e.Levels.Process}, {"host offload", e.HostOffload}, {"paged optimizer", e.PagedOptimizer},
 		{"trainable parameters", e.TrainableParams}} {
 		if f.b < 0 || f.b > maxEstimateBytes {
 			return bad(f.name, f.b)
@@ -95,5 +96,8 @@ func finish(e *Estimate, r Request) (*Estimate, error) {
 		return nil, fmt.Errorf("%w: verdict ratio %v", ErrNotComputable, r)
 	}
 	e.Warnings = r.warnings()
+	if b := e.Verdict.Budget; e.PagedOptimizer > 0 && b > 0 && e.Total+e.PagedOptimizer > b {
+		e.Warnings = append(e.Warnings, fmt.Sprintf("the paged optimizer's %.2f GiB of states in unified memory do not fit on the card beside the run: the driver pages them to host RAM and back every step, which fits but slows the step", bytesize.InGiB(e.PagedOptimizer)))
+	}
 	return e, nil
 }

@@ -296,6 +296,9 @@ func (s *settings) readme(files map[string][]byte) string {
 		if e.HostOffload > 0 {
 			fmt.Fprintf(&b, "Host RAM for the offloaded state: %.2f GiB per GPU.\n", float64(e.HostOffload)/estimate.GiB)
 		}
+		if e.PagedOptimizer > 0 {
+			fmt.Fprintf(&b, "Beside it, %.2f GiB per GPU of optimizer states in paged (unified) memory,\nwhich the driver moves to host RAM when the card is full.\n", float64(e.PagedOptimizer)/estimate.GiB)
+		}
 	}
 	if p.Time.Known {
 		fmt.Fprintf(&b, "The time model: %.1f h in all, %.0f tokens/s (a model, not a measurement).\n", p.Time.Total/3600, p.Time.TokensPerSec)

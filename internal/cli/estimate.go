@@ -233,6 +233,9 @@ func printEstimate(w io.Writer, o report.Estimate) {
 	fmt.Fprintf(w, "\nplanning proxy (total − safety margin: what the run needs): %.2f GiB\n", o.ProxyGB)
 	fmt.Fprintf(w, "predicted peaks to compare with measurements: allocated %.2f GiB, reserved %.2f GiB, process (nvidia-smi) %.2f GiB\n", o.Levels.AllocatedGB, o.Levels.ReservedGB, o.Levels.ProcessGB)
 	printGPUSetup(w, o)
+	if o.PagedOptimizerGB > 0 {
+		fmt.Fprintf(w, "paged optimizer states in CUDA unified memory: %.2f GiB per GPU, outside the caching allocator (in the process level only; under memory pressure they page to host RAM instead of failing the run)\n", o.PagedOptimizerGB)
+	}
 	if o.HostOffloadGB > 0 && o.DataParallel == nil {
 		fmt.Fprintf(w, "host RAM for CPU offload: %.2f GiB per GPU process\n", o.HostOffloadGB)
 	}

@@ -13,29 +13,33 @@ import (
 
 // Estimate is the stable --json schema of estimate (schema_version 1).
 type Estimate struct {
-	SchemaVersion int           `json:"schema_version"`
-	Estimator     Estimator     `json:"estimator"`
-	Model         Model         `json:"model"`
-	Config        Config        `json:"config"`
-	GPU           *GPU          `json:"gpu,omitempty"`
-	Components    []Component   `json:"components"`
-	TotalBytes    int64         `json:"total_bytes"`
-	TotalGB       float64       `json:"total_gb"`
-	ProxyBytes    int64         `json:"planning_proxy_bytes"`
-	ProxyGB       float64       `json:"planning_proxy_gb"`
-	Levels        Levels        `json:"levels"`
-	Phases        *Phases       `json:"phases,omitempty"`
-	Verdict       Verdict       `json:"verdict"`
-	HostOffloadGB float64       `json:"host_offload_gb,omitempty"`
-	PerGPU        bool          `json:"per_gpu"`
-	Detection     *Detection    `json:"detection,omitempty"`
-	Placement     *Placement    `json:"placement,omitempty"`
-	DataParallel  *DataParallel `json:"data_parallel,omitempty"`
-	Notes         []string      `json:"notes,omitempty"`
-	Warnings      []string      `json:"warnings,omitempty"`
-	Assumptions   []string      `json:"assumptions"`
-	Confidence    Confidence    `json:"confidence"`
-	Changes       []Change      `json:"changes_that_fit"`
+	SchemaVersion int         `json:"schema_version"`
+	Estimator     Estimator   `json:"estimator"`
+	Model         Model       `json:"model"`
+	Config        Config      `json:"config"`
+	GPU           *GPU        `json:"gpu,omitempty"`
+	Components    []Component `json:"components"`
+	TotalBytes    int64       `json:"total_bytes"`
+	TotalGB       float64     `json:"total_gb"`
+	ProxyBytes    int64       `json:"planning_proxy_bytes"`
+	ProxyGB       float64     `json:"planning_proxy_gb"`
+	Levels        Levels      `json:"levels"`
+	Phases        *Phases     `json:"phases,omitempty"`
+	Verdict       Verdict     `json:"verdict"`
+	HostOffloadGB float64     `json:"host_offload_gb,omitempty"`
+	// PagedOptimizerGB is a paged optimizer's states in CUDA unified
+	// memory, per GPU: in levels.process, not in the allocator's levels
+	// or the total.
+	PagedOptimizerGB float64       `json:"paged_optimizer_gb,omitempty"`
+	PerGPU           bool          `json:"per_gpu"`
+	Detection        *Detection    `json:"detection,omitempty"`
+	Placement        *Placement    `json:"placement,omitempty"`
+	DataParallel     *DataParallel `json:"data_parallel,omitempty"`
+	Notes            []string      `json:"notes,omitempty"`
+	Warnings         []string      `json:"warnings,omitempty"`
+	Assumptions      []string      `json:"assumptions"`
+	Confidence       Confidence    `json:"confidence"`
+	Changes          []Change      `json:"changes_that_fit"`
 	// Simulation is the fake-tensor oracle's figures beside the estimate's,
 	// with estimate --simulate.
 	Simulation *Simulation `json:"simulation,omitempty"`
@@ -198,13 +202,14 @@ func NewEstimate(rm *modelsource.Resolved, card *gpu.Card, req estimate.Request,
 		ProxyBytes: e.PlanningProxy, ProxyGB: bytesize.Round(bytesize.InGiB(e.PlanningProxy), 3),
 		Levels: Levels{e.Levels.Allocated, bytesize.Round(bytesize.InGiB(e.Levels.Allocated), 3), e.Levels.Reserved, bytesize.Round(bytesize.InGiB(e.Levels.Reserved), 3),
 			e.Levels.Process, bytesize.Round(bytesize.InGiB(e.Levels.Process), 3)},
-		Verdict:       Verdict{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
-		HostOffloadGB: bytesize.Round(bytesize.InGiB(e.HostOffload), 3),
-		PerGPU:        e.PerGPU,
-		Assumptions:   x.Assumptions,
-		Warnings:      e.Warnings,
-		Confidence:    Confidence{string(x.Confidence.Grade), x.Confidence.Reason},
-		Changes:       []Change{},
+		Verdict:          Verdict{Fit: string(e.Verdict.Fit), Ratio: bytesize.Round(e.Verdict.Ratio, 4), BudgetBytes: e.Verdict.Budget, BudgetGB: bytesize.Round(bytesize.InGiB(e.Verdict.Budget), 3), BudgetSource: e.Verdict.BudgetSource},
+		HostOffloadGB:    bytesize.Round(bytesize.InGiB(e.HostOffload), 3),
+		PagedOptimizerGB: bytesize.Round(bytesize.InGiB(e.PagedOptimizer), 3),
+		PerGPU:           e.PerGPU,
+		Assumptions:      x.Assumptions,
+		Warnings:         e.Warnings,
+		Confidence:       Confidence{string(x.Confidence.Grade), x.Confidence.Reason},
+		Changes:          []Change{},
 	}
 	if n.Method != estimate.Full {
 		out.Config.Rank, out.Config.Targets = n.LoRARank, n.LoRATargets

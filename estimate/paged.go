@@ -1,0 +1,128 @@
+package estimate
+
+import "slices"
+
+// bitsandbytes' paged optimizers (PagedAdamW, PagedAdamW8bit, …) allocate a
+// parameter's state buffers with F.get_paged — cudaMallocManaged, CUDA
+// unified memory — when the parameter has at least 1e5 elements
+// (Optimizer8bit.get_state_buffer in bitsandbytes/optim/optimizer.py; a
+// smaller parameter's state is an ordinary torch.zeros_like on its device).
+// Unified memory is not the caching allocator's: torch.cuda.max_memory_allocated
+// and max_memory_reserved never count it, while nvidia-smi shows the pages
+// resident on the card. Under memory pressure the driver evicts them to host
+// RAM and pages them back for each step, so they slow a run down instead of
+// failing it: a paged state is not part of what must fit. The 8-bit
+// optimizers' quantization maps and per-block absmax stay ordinary device
+// tensors (Optimizer2State.init_state: torch.zeros on p.device).
+
+// pagedMinNumel is get_state_buffer's threshold, in elements.
+const pagedMinNumel = 100_000
+
+// pagedSplit splits the trainable elements by where a paged optimizer keeps
+// their states: tensors under pagedMinNumel on the device, the rest in
+// unified memory. Under sharding each rank's optimizer sees its shard of a
+// tensor (numel/GPUs: FSDP with use_orig_params, or a flat parameter at
+// least that large), so the threshold is tested on the shard; both counts
+// stay whole-model, as the other states are before applySharding divides
+// them.
+func pagedSplit(r Request) (device, paged int64) {
+	shards := optimizerShards(r)
+	put := func(numel, copies int64) {
+		if numel <= 0 || copies <= 0 {
+			return
+		}
+		if numel/shards < pagedMinNumel {
+			device += numel * copies
+		} else {
+			paged += numel * copies
+		}
+	}
+	m := r.Model
+	if r.Method == Full {
+		eachFullTensor(r, put)
+		return device, paged
+	}
+	if a, ok := litgptAdapters(r); ok && r.Stack == StackLitGPT {
+		f := litgptAdapterShapes(r, a)
+		for _, n := range f.Block[:f.N] {
+			put(n, m.NumLayers)
+		}
+		for _, n := range f.Head[:f.H] {
+			put(n, 1)
+		}
+		return device, paged
+	}
+	rank := r.LoRARank
+	lins, err := m.Targets(r.LoRATargets)
+	if err != nil {
+		return 0, 0 // Normalize has already rejected unresolvable targets
+	}
+	for _, l := range lins {
+		put(rank*l.In, l.Copies)  // lora_A
+		put(l.Out*rank, l.Copies) // lora_B
+	}
+	if r.ExtraLoRAOnHead {
+		put(rank*m.Hidden, 1)
+		put(m.Vocab*rank, 1)
+	}
+	for _, name := range r.ExtraTrainable {
+		switch {
+		case isOutputLayer(name) && m.LMHeadParams > 0:
+			put(m.LMHeadParams, 1)
+		case isOutputLayer(name), isInputEmbedding(name):
+			put(m.EmbeddingParams, 1)
+		}
+	}
+	return device, paged
+}
+
+// eachFullTensor calls put with each parameter tensor of a full fine-tune
+// (its elements, and how many such tensors): every Linear's weight and bias
+// per copy, the norms of a layer as one group (each norm is a vector of the
+// hidden size), the embeddings and a separate output layer; weights outside
+// the text model (a frozen tower) as one large tensor.
+func eachFullTensor(r Request, put func(numel, copies int64)) {
+	m := r.Model
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			put(lin.In*lin.Out, lin.Copies)
+			if lin.Bias {
+				put(lin.Out, lin.Copies)
+			}
+		}
+		put(l.NormParams, 1)
+	}
+	put(m.FinalNormParams, 1)
+	put(m.EmbeddingParams, 1)
+	put(m.PositionParams, 1)
+	put(m.LMHeadParams, 1)
+	put(m.HeadParams, 1)
+	if r.Stack == StackLitGPT && m.LMHeadParams == 0 {
+		put(m.Vocab*m.Hidden, 1) // litgpt's untied copy of a tied head
+	}
+	rest := m.Params() - m.TextParams()
+	put(rest, 1)
+}
+
+// optimizerShards is how many ranks divide the optimizer's states: the
+// GPUs of a strategy that shards them (applySharding), else 1.
+func optimizerShards(r Request) int64 {
+	st := r.Sharding.Strategy
+	if shardedStrategy(st) && r.Sharding.GPUs > 1 && slices.Contains(dividedState(st), COptimizer) {
+		return r.Sharding.GPUs
+	}
+	return 1
+}
+
+// pagedStates is what a paged optimizer keeps on the device and in unified
+// memory, in bytes over the whole model: state bytes per element for each
+// side of pagedSplit, and for the 8-bit optimizers the absmax of every
+// block on the device.
+func pagedStates(r Request, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
+	dev, pg := pagedSplit(r)
+	if opt.EightBit {
+		all := dev + pg
+		return dev*opt.States + all*opt.States*4/opt.AbsmaxBlock, pg * opt.States
+	}
+	return dev * opt.States * stateBytes, pg * opt.States * stateBytes
+}

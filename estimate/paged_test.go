@@ -1,0 +1,170 @@
+package estimate
+
+import (
+	"strings"
+	"testing"
+)
+
+// Qwen2.5-7B: hidden 3584, 28 layers, 4 KV heads of 128 (k_proj and v_proj
+// are 3584 → 512), MLP 18944, vocabulary 152064 (its config.json).
+func pagedBase(t *testing.T, opt Optimizer, rank int64, targets ...string) Request {
+	t.Helper()
+	return Request{Model: catalogModel(t, "Qwen/Qwen2.5-7B"), Method: LoRA, Precision: BF16True,
+		LoRARank: rank, LoRATargets: targets, SeqLen: 1024, Batch: 1, GradCkpt: CkptFull,
+		Optimizer: opt, Stack: StackHFTrainer}
+}
+
+// bitsandbytes pages the states of a tensor of 1e5 elements or more: at
+// rank 16 every factor of the attention is smaller (16 × 3584 = 57,344), at
+// rank 64 only k_proj's and v_proj's lora_B (512 × 64) are.
+func TestPagedSplit(t *testing.T) {
+	const layers, h, kv, ffn = 28, 3584, 512, 18944
+	for _, tt := range []struct {
+		name          string
+		rank          int64
+		targets       []string
+		device, paged int64
+	}{
+		{"rank 16 attention", 16, []string{"q_proj", "k_proj", "v_proj", "o_proj"},
+			layers * 16 * (h + h + h + kv + h + kv + h + h), 0},
+		{"rank 64 all-linear", 64, []string{"all-linear"},
+			layers * 64 * (kv + kv),
+			layers * 64 * ((h + h) + h + h + (h + h) + (h + ffn) + (h + ffn) + (ffn + h))}, // q, k's and v's lora_A, o, the MLP
+	} {
+		r, err := pagedBase(t, PagedAdamW32bit, tt.rank, tt.targets...).Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, pg := pagedSplit(r)
+		if dev != tt.device || pg != tt.paged {
+			t.Errorf("%s: pagedSplit = %d device, %d paged elements; want %d, %d", tt.name, dev, pg, tt.device, tt.paged)
+		}
+		if dev+pg != adapterParams(r) {
+			t.Errorf("%s: the split covers %d elements, the adapters are %d", tt.name, dev+pg, adapterParams(r))
+		}
+	}
+}
+
+// The paged part leaves the allocator's levels and the total, and stays in
+// the process level: against fused AdamW with the same fp32 states (which
+// has no step temporary either), allocated drops by exactly the paged
+// states, reserved by no more than that, and the process level holds them.
+func TestPagedOptimizerLevels(t *testing.T) {
+	paged := est(t, pagedBase(t, PagedAdamW32bit, 64, "all-linear"))
+	fused := pagedBase(t, AdamWTorchFused, 64, "all-linear")
+	fused.OptimizerStateDtype = DtypeFP32
+	plain := est(t, fused)
+	const layers, h, kv, ffn = 28, 3584, 512, 18944
+	want := int64(8 * layers * 64 * ((h + h) + h + h + (h + h) + 2*(h+ffn) + ffn + h))
+	if paged.PagedOptimizer != want {
+		t.Fatalf("PagedOptimizer = %d, want %d (8 B per paged element)", paged.PagedOptimizer, want)
+	}
+	if d := plain.Levels.Allocated - paged.Levels.Allocated; d != want {
+		t.Errorf("allocated: fused AdamW − paged = %d, want the paged states %d", d, want)
+	}
+	if d := plain.Total - paged.Total; d != want {
+		t.Errorf("total: fused AdamW − paged = %d, want %d", d, want)
+	}
+	ctx := int64(DefaultCoefficients.ContextGiB * GiB)
+	if got := paged.Levels.Process - paged.Levels.Reserved - ctx; got != want {
+		t.Errorf("process − reserved − context = %d, want the paged states %d", got, want)
+	}
+	if plain.PagedOptimizer != 0 {
+		t.Errorf("fused AdamW: PagedOptimizer = %d, want 0", plain.PagedOptimizer)
+	}
+}
+
+// The 8-bit paged optimizer pages its uint8 states and keeps every block's
+// fp32 absmax on the device.
+func TestPaged8bitAbsmaxOnDevice(t *testing.T) {
+	r, err := pagedBase(t, PagedAdamW8bit, 64, "all-linear").Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, pg := pagedSplit(r)
+	opt := r.Optimizer.Spec()
+	d, p := pagedStates(r, opt, 4)
+	if p != 2*pg {
+		t.Errorf("paged bytes = %d, want 2 × %d uint8 states", p, pg)
+	}
+	if want := 2*dev + 2*(dev+pg)*4/opt.AbsmaxBlock; d != want {
+		t.Errorf("device bytes = %d, want %d (small tensors' states and every absmax)", d, want)
+	}
+}
+
+// A full fine-tune pages every weight matrix and keeps the norms' states on
+// the device; a strategy that shards the optimizer tests the threshold on
+// each rank's shard and divides the paged part, and CPU offload of the
+// optimizer moves it to host RAM.
+func TestPagedFullAndSharded(t *testing.T) {
+	base := pagedBase(t, PagedAdamW32bit, 0)
+	base.Method, base.LoRARank, base.LoRATargets = Full, 0, nil
+	r, err := base.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Model
+	dev, pg := pagedSplit(r)
+	if dev+pg != m.Params() {
+		t.Errorf("full: split covers %d of %d parameters", dev+pg, m.Params())
+	}
+	var biases int64
+	for _, l := range m.Layers {
+		for _, lin := range l.Linears {
+			if lin.Bias {
+				biases += lin.Out * lin.Copies
+			}
+		}
+	}
+	if want := m.NormParams() + biases; dev != want {
+		t.Errorf("full: device elements = %d, want the norms and biases %d", dev, want)
+	}
+
+	sharded := base
+	sharded.Sharding = Sharding{Strategy: "fsdp_full_shard", GPUs: 64}
+	s, err := sharded.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdev, spg := pagedSplit(s)
+	if sdev <= dev || sdev+spg != dev+pg {
+		t.Errorf("64-way shards: %d device, %d paged; want more on the device than unsharded (%d), same sum", sdev, spg, dev)
+	}
+	e := est(t, sharded)
+	if want := (spg*8 + 63) / 64; e.PagedOptimizer != want {
+		t.Errorf("64-way shards: PagedOptimizer = %d, want %d", e.PagedOptimizer, want)
+	}
+	off := sharded
+	off.Sharding.CPUOffload = "params+optimizer"
+	eo := est(t, off)
+	if eo.PagedOptimizer != 0 || eo.HostOffload < e.PagedOptimizer {
+		t.Errorf("optimizer offload: PagedOptimizer %d, host %d; want 0 and the paged states in host RAM", eo.PagedOptimizer, eo.HostOffload)
+	}
+}
+
+// A warning says when the paged states do not fit beside the run.
+func TestPagedOverflowWarning(t *testing.T) {
+	r := pagedBase(t, PagedAdamW32bit, 0)
+	r.Method, r.LoRARank, r.LoRATargets = Full, 0, nil
+	r.GPUTotal = 80 * GiB
+	has := func(e *Estimate) bool {
+		for _, w := range e.Warnings {
+			if strings.Contains(w, "paged optimizer") {
+				return true
+			}
+		}
+		return false
+	}
+	e := est(t, r)
+	if over := e.Total+e.PagedOptimizer > e.Verdict.Budget; over != has(e) {
+		t.Errorf("full fine-tune on 80 GiB: total %d + paged %d vs budget %d, warning %v", e.Total, e.PagedOptimizer, e.Verdict.Budget, has(e))
+	}
+	if !has(e) {
+		t.Errorf("Qwen2.5-7B full with 8 B of paged state per parameter on 80 GiB: want the overflow warning")
+	}
+	small := pagedBase(t, PagedAdamW32bit, 16, "q_proj", "v_proj")
+	small.GPUTotal = 80 * GiB
+	if has(est(t, small)) {
+		t.Errorf("rank-16 LoRA: nothing paged, want no warning")
+	}
+}
