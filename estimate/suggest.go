@@ -363,5 +363,15 @@ func costOf(a, b Request, e *Estimate) Cost {
 		}
 		c.Notes = append(c.Notes, fmt.Sprintf("CPU offload moves about %.2f GiB per step and GPU over the host link", bytesize.InGiB(c.OffloadBytes)))
 	}
+	if e != nil && e.PagedOptimizer > 0 && e.Verdict.Budget > 0 {
+		// A paged optimizer's states that do not stay resident beside the
+		// run are paged in for the step and out again (paged.go).
+		if over := min(e.PagedOptimizer, e.Total+e.PagedOptimizer-e.Verdict.Budget); over > 0 {
+			c.OffloadBytes += 2 * over
+			c.Notes = append(c.Notes, fmt.Sprintf("%.2f GiB of the paged optimizer's states do not fit beside the run: paged to host RAM and back, about %.2f GiB per step over the host link", bytesize.InGiB(over), bytesize.InGiB(2*over)))
+		} else {
+			c.Notes = append(c.Notes, fmt.Sprintf("the paged optimizer's %.2f GiB of states stay on the card beside the run (unified memory, outside the total)", bytesize.InGiB(e.PagedOptimizer)))
+		}
+	}
 	return c
 }

@@ -175,3 +175,45 @@ func BenchmarkChanges(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "searches/s")
 }
+
+// A paged optimizer fits a run by moving its states out of the allocator;
+// where they cannot stay on the card beside the run, the change says so
+// and counts their paging as host traffic (ranked after in-memory
+// changes); where they can, it moves nothing.
+func TestChangesPagedOptimizerTraffic(t *testing.T) {
+	est, _ := ByName(Default)
+	for _, tt := range []struct {
+		model   string
+		spills  bool
+		wantSub string
+	}{
+		{"Qwen/Qwen2.5-7B", false, "stay on the card"},
+		{"Qwen/Qwen2.5-14B", true, "paged to host RAM and back"},
+	} {
+		r := Request{Model: catalogModel(t, tt.model), Method: Full, SeqLen: 2048, Batch: 1, GPUTotal: 80 * GiB}
+		e, err := est.Estimate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := Changes(est, r, e.Verdict, SearchSpace{})
+		i := slices.IndexFunc(cs, func(c Change) bool { return c.What == "--optimizer paged_adamw_8bit" })
+		if i < 0 {
+			t.Fatalf("%s: no --optimizer paged_adamw_8bit among %v", tt.model, changeWhats(cs))
+		}
+		c := cs[i]
+		over := c.Estimate.Total + c.Estimate.PagedOptimizer - c.Estimate.Verdict.Budget
+		if (over > 0) != tt.spills {
+			t.Fatalf("%s: total %d + paged %d vs budget %d: spill %v, want %v", tt.model, c.Estimate.Total, c.Estimate.PagedOptimizer, c.Estimate.Verdict.Budget, over > 0, tt.spills)
+		}
+		want := int64(0)
+		if tt.spills {
+			want = 2 * min(over, c.Estimate.PagedOptimizer)
+		}
+		if c.Cost.OffloadBytes != want {
+			t.Errorf("%s: OffloadBytes %d, want %d", tt.model, c.Cost.OffloadBytes, want)
+		}
+		if !slices.ContainsFunc(c.Cost.Notes, func(n string) bool { return strings.Contains(n, tt.wantSub) }) {
+			t.Errorf("%s: notes %q, want one saying %q", tt.model, c.Cost.Notes, tt.wantSub)
+		}
+	}
+}
