@@ -334,6 +334,18 @@ func TestStepTime(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
 		}
 	}
+	// A paged optimizer's 3e9 B of states beside a 78e9 B total on an 80e9 B
+	// budget: 1e9 B cannot stay resident and crosses a 1e10 B/s host link
+	// twice, 0.2 s; resident ones cost nothing.
+	hw.Host = Link{BytesPerSec: 1e10}
+	paged := &estimate.Estimate{TrainableParams: 1e6, Total: 78e9, PagedOptimizer: 3e9, Verdict: estimate.Verdict{Budget: 80e9}}
+	if got := StepTime(hw, r, paged, f, 2e6, layout{world: 4, perNode: 4, nodes: 1, micro: 2, accum: 3}); math.Abs(got.Offload-0.2) > 1e-12 || math.Abs(got.Step-0.356) > 1e-12 {
+		t.Errorf("paged spill: offload %v, step %v; want 0.2 and 0.356", got.Offload, got.Step)
+	}
+	paged.Total = 70e9
+	if got := StepTime(hw, r, paged, f, 2e6, layout{world: 4, perNode: 4, nodes: 1, micro: 2, accum: 3}); got.Offload != 0 {
+		t.Errorf("paged states that stay resident: offload %v, want 0", got.Offload)
+	}
 	hw.PeakTFLOPs = 0
 	if got := StepTime(hw, r, e, f, 2e6, layout{world: 4, perNode: 4, nodes: 1, micro: 2, accum: 3}); got.Known || got.Why == "" {
 		t.Errorf("no peak: %+v", got)

@@ -562,7 +562,14 @@ func trades(base, q estimate.Request, t Time) []string {
 		out = append(out, string(q.FusedCE)+" loss kernel")
 	}
 	if q.Optimizer != base.Optimizer {
-		out = append(out, "8-bit optimizer states")
+		s := "8-bit optimizer states"
+		if q.Optimizer.Spec().Paged {
+			s = "8-bit optimizer states in paged (unified) memory"
+			if t.Known && t.Offload > 0 && t.Step > 0 && q.Sharding.CPUOffload == "none" {
+				s += fmt.Sprintf(", paged to host RAM and back each step (%s of the step on the host link)", share(t.Offload, t.Step))
+			}
+		}
+		out = append(out, s)
 	}
 	if q.Precision != base.Precision {
 		out = append(out, fmt.Sprintf("%s instead of %s: DeepSpeed keeps fp32 master weights", q.Precision, base.Precision))

@@ -176,7 +176,8 @@ type layout struct {
 // all-reduce during the backward): only what exceeds the compute time is
 // exposed. CPU offload traffic crosses the host link and is not overlapped
 // (the optimizer step waits for it); the CPU's own optimizer step is not
-// modelled.
+// modelled. So does the part of a paged optimizer's states that does not
+// fit on the card beside the run: in for the step and out again.
 func StepTime(hw Hardware, r estimate.Request, e *estimate.Estimate, f FLOPs, params int64, l layout) Time {
 	var t Time
 	if hw.PeakTFLOPs <= 0 {
@@ -242,6 +243,14 @@ func StepTime(hw Hardware, r estimate.Request, e *estimate.Estimate, f FLOPs, pa
 		if strings.HasPrefix(off, "params") {
 			// The weights come in for the forward and again for the backward.
 			t.Offload += a * 2 * p * wBytes / shard / hw.Host.BytesPerSec
+		}
+	}
+	if b := e.Verdict.Budget; e.PagedOptimizer > 0 && b > 0 && hw.Host.BytesPerSec > 0 {
+		// A paged optimizer's states that cannot stay on the card beside
+		// the run are paged in for the step and out again, once per
+		// update (estimate's paged.go).
+		if over := min(e.PagedOptimizer, e.Total+e.PagedOptimizer-b); over > 0 {
+			t.Offload += 2 * float64(over) / hw.Host.BytesPerSec
 		}
 	}
 	t.Step = compute + t.CommExposed + t.Offload

@@ -396,7 +396,7 @@ func printTimeSplit(w io.Writer, p planJSON) {
 		parts = append(parts, fmt.Sprintf("communication %.3f s, hidden behind compute", t.CommunicationS))
 	}
 	if t.OffloadS > 0 {
-		parts = append(parts, fmt.Sprintf("CPU offload traffic %.3f s (%.0f %%)", t.OffloadS, pct(t.OffloadS)))
+		parts = append(parts, fmt.Sprintf("host-link traffic (CPU offload, paged states) %.3f s (%.0f %%)", t.OffloadS, pct(t.OffloadS)))
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Join(parts, "; "))
 }
