@@ -450,3 +450,21 @@ func estimateAt(t *testing.T, url string) report.Estimate {
 	}
 	return e
 }
+
+// A paged optimizer's states in unified memory are in the API's
+// paged_optimizer_gb and on the page; an optimizer that is not paged shows
+// neither.
+func TestPagedOptimizerShown(t *testing.T) {
+	const q = "model=Qwen/Qwen2.5-7B&method=full&seq-len=1024&grad-ckpt=full&precision=bf16-true"
+	paged, plain := estimateAt(t, "/api/estimate?"+q+"&optimizer=paged_adamw_8bit"), estimateAt(t, "/api/estimate?"+q)
+	if paged.PagedOptimizerGB < 10 || plain.PagedOptimizerGB != 0 {
+		t.Errorf("paged_optimizer_gb: paged_adamw_8bit %v, adamw_torch %v; want about 2 B per parameter (14 GiB) and 0", paged.PagedOptimizerGB, plain.PagedOptimizerGB)
+	}
+	page := string(do(t, "GET", "/?"+q+"&optimizer=paged_adamw_8bit", nil, nil).body)
+	if !strings.Contains(page, "paged optimizer states in CUDA unified memory") {
+		t.Errorf("the page of a paged_adamw_8bit estimate does not show its paged states")
+	}
+	if strings.Contains(string(do(t, "GET", "/?"+q, nil, nil).body), "paged optimizer states") {
+		t.Errorf("the page of an adamw_torch estimate shows paged states")
+	}
+}
