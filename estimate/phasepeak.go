@@ -563,9 +563,12 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	}
 	step, _ := e.Component(CGradients)
 	autocast := float64(t.AutocastCache)
-	if paramsSharded(r.Sharding.Strategy) {
+	if paramsSharded(r.Sharding.Strategy) || shardGradOpFSDP(r) {
 		// FSDP/ZeRO-3 cast each unit's shard for its all-gather and free the
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
+		// SHARD_GRAD_OP keeps the gathered units, but gathered in the
+		// compute dtype already (shardGradOpWeights): autocast finds no
+		// fp32 weight to cast and cache beside them.
 		autocast /= float64(r.Sharding.GPUs)
 	}
 	if t.HF != nil && autocastCacheEndsWithForward(r) {

@@ -11,6 +11,28 @@ import "testing"
 // shard); with the parameters offloaded the
 // shard is in host RAM and the gathered model still on the GPU. The
 // reference estimator keeps its whole-weights reading.
+// SHARD_GRAD_OP gathers its units in the compute dtype, so a mixed-precision
+// full fine-tune's autocast has no fp32 weight to cast beside them: its
+// activations, autocast's cache included, are FULL_SHARD's (a shard's cast
+// each), not a whole 16-bit model more.
+func TestShardGradOpNoAutocastCache(t *testing.T) {
+	m := catalogModel(t, "openlm-research/open_llama_3b")
+	const n = 8
+	r := Request{Model: m, Method: Full, Precision: BF16Mixed, Optimizer: SGD, SeqLen: 512, Batch: 1,
+		Sharding: Sharding{Strategy: FSDPShardGradOp, GPUs: n}}
+	full := r
+	full.Sharding.Strategy = "fsdp_full_shard"
+	sgo, fs := est(t, r), est(t, full)
+	if !sgo.Phases.ForwardPeak || !fs.Phases.ForwardPeak {
+		t.Fatalf("forward peaks: SHARD_GRAD_OP %v, FULL_SHARD %v; the test reads the forward phase's activations", sgo.Phases.ForwardPeak, fs.Phases.ForwardPeak)
+	}
+	a, _ := sgo.Component(CActivations)
+	b, _ := fs.Component(CActivations)
+	if a != b {
+		t.Errorf("activations: SHARD_GRAD_OP %d, FULL_SHARD %d; want equal (autocast's cache is a shard's cast in both; a whole model's would add %d)", a, b, 2*m.Params()*(n-1)/n)
+	}
+}
+
 func TestShardGradOpKeepsUnshardedAndShard(t *testing.T) {
 	m := catalogModel(t, "openlm-research/open_llama_3b")
 	p := m.Params()
