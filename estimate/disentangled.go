@@ -20,8 +20,8 @@ func disentangledTerms(t *terms, r Request, act float64) {
 	m := r.Model
 	s, b := float64(r.SeqLen), float64(r.Batch)
 	L := float64(m.NumLayers)
-	if !r.Attn.Spec().KeepsScores {
-		t.Eager = refEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
-	}
+	// DeBERTa's attention is its own matmuls whatever attn_implementation
+	// says: eager's scores.
+	t.Eager = refEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
 	t.BlockExtra += L*s*b*float64(m.Heads*m.HeadDim)*act + 8*s*s
 }

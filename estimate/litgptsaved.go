@@ -63,7 +63,7 @@ func litgptExact(r Request) bool {
 	default:
 		return false
 	}
-	if r.Attn != SDPA || fusedCE(r) || r.Compile || len(r.Kernels) > 0 || r.OptimizerInBackward {
+	if (r.Attn != SDPA && r.Attn != SDPAMath) || fusedCE(r) || r.Compile || len(r.Kernels) > 0 || r.OptimizerInBackward {
 		return false
 	}
 	if r.Sharding.GPUs > 1 || (r.Sharding.Strategy != "" && r.Sharding.Strategy != NoSharding) || (r.Method != QLoRA && r.Optimizer != AdamWTorch) || (r.OptimizerStateDtype != "" && r.OptimizerStateDtype != DtypeBF16 && r.Method != QLoRA) {
@@ -315,6 +315,27 @@ func litgptLayerSaved(r Request) hfSaved {
 	}
 	hs.Layer = layer
 	return hs
+}
+
+// litgptMathScores adds, when SDPA runs its math kernel (SDPAMath), the
+// s² tensors the kernel keeps beside what the census's fused kernel keeps:
+// every head's bf16 softmax output, which the probabilities·v matmul saves
+// (2 B per head per token per key, in place of the sliding-window mask the
+// memory-efficient kernel would have saved: the math kernel adds the mask
+// in place and keeps none), and in the backward the probabilities'
+// gradient and softmax's (two more, one layer at a time). The math
+// kernel's scaled q and broadcast k and v copies are read as the fused
+// kernel's rotated q and k and repeated k and v, which they match in size
+// (lit-gpt's block of September 2023 skipped the repeat with one key/value
+// head and let the matmul broadcast). Gemma 2's soft-capped scores are
+// LitGPT's own matmuls, counted already (litgptGemma2).
+func litgptMathScores(r Request, hs *hfSaved) {
+	if r.Attn != SDPAMath || r.Model.ModelType == "gemma2" {
+		return
+	}
+	heads := float64(r.Model.Heads)
+	hs.Scores = 2 * heads
+	hs.ScoresBackward = max(hs.ScoresBackward, 2*2*heads)
 }
 
 // litgptLMHeadChunk is the positions per chunk of LitGPT's LoRA forward

@@ -458,6 +458,7 @@ const (
 	FlashAttention2 Attention = "flash_attention_2"
 	FlexAttention   Attention = "flex_attention"
 	Eager           Attention = "eager"
+	SDPAMath        Attention = "sdpa_math"
 )
 
 // AttentionSpec is what an attention implementation keeps and needs.
@@ -469,6 +470,15 @@ type AttentionSpec struct {
 	// KeepsScores: the s² score matrix of every head is materialised and
 	// kept for the backward.
 	KeepsScores bool
+	// ScoreTensors is how many s² tensors per head, each as wide as an
+	// activation, it keeps for the backward where KeepsScores: eager's
+	// Korthikanti 5·a·s² bytes at 2-byte activations (the scores, the
+	// softmax output and the dropout's 1-byte mask: 2.5), SDPA's math
+	// kernel's softmax output alone (1: at::_scaled_dot_product_attention_math
+	// scales q and k, multiplies, adds the causal mask in place and
+	// softmaxes; the probabilities·v matmul saves the probabilities, and
+	// without dropout nothing else of s² size).
+	ScoreTensors float64
 	// NeedsFlashAttention2: runs only where the flash-attn 2 kernels do
 	// (Ampere or newer NVIDIA GPUs).
 	NeedsFlashAttention2 bool
@@ -483,7 +493,8 @@ var Attentions = []AttentionSpec{
 	{Name: SDPA, Help: "torch scaled_dot_product_attention (memory-efficient or flash kernels)"},
 	{Name: FlashAttention2, Help: "the flash-attn 2 package (Ampere or newer)", Aliases: []string{"fa2"}, NeedsFlashAttention2: true},
 	{Name: FlexAttention, Help: "torch flex_attention"},
-	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", KeepsScores: true},
+	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", KeepsScores: true, ScoreTensors: refEagerScoreCoef / 2},
+	{Name: SDPAMath, Help: "torch scaled_dot_product_attention on its math kernel, where the fused kernels refuse the inputs (before torch 2.5, query and key/value head counts that differ, as lit-gpt's Falcon 7B of 2023 passed them): keeps every head's s² softmax output", Aliases: []string{"math"}, KeepsScores: true, ScoreTensors: 1},
 }
 
 // ParseAttention reads an attention implementation.

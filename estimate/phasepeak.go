@@ -346,8 +346,8 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		mlpBytes = refQLoRAMLPBytes
 	}
 	perLayer := s * b * (refAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
-	if r.Attn.Spec().KeepsScores {
-		t.Eager = refEagerScoreCoef * float64(m.Heads) * s * s * b * act / 2
+	if a := r.Attn.Spec(); a.KeepsScores {
+		t.Eager = a.ScoreTensors * float64(m.Heads) * s * s * b * act
 	}
 	L := float64(m.NumLayers)
 	t.AdapterAct = adapterActivations(r, act)
@@ -392,6 +392,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	if t.LitGPT {
 		// LitGPT's own blocks, spelled out the same way (litgptsaved.go).
 		hs := litgptLayerSaved(r)
+		litgptMathScores(r, &hs)
 		t.HF = &hs
 	}
 	t.Loss = lossPath(r)

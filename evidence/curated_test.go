@@ -128,9 +128,10 @@ func TestTorchtitanRows(t *testing.T) {
 // allocator: 21.0 / 9.3 / 39.6 % on 153 rows; with a lit-gpt tutorial's
 // two Falcon-7B LoRA figures: 20.9 / 9.3 / 39.6 % on 155; with no
 // autocast cache beside SHARD_GRAD_OP's 16-bit gathered units: 20.8 / 9.1 /
-// 39.6 %.
+// 39.6 %; with the lit-gpt Falcon-7B rows read as SDPA's math kernel
+// (its one key/value head unrepeated): 20.7 / 8.5 / 39.6 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 20.81, 9.10, 39.57, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 20.68, 8.49, 39.57, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
@@ -142,7 +143,7 @@ func TestCuratedFiguresPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row := "| `canifinetune` (default) | 20.8 % | 9.1 % | 39.6 % |"; !strings.Contains(string(doc), row) {
+	if row := "| `canifinetune` (default) | 20.7 % | 8.5 % | 39.6 % |"; !strings.Contains(string(doc), row) {
 		t.Errorf("README.md's curated table does not hold the pinned figures: want a row starting %q", row)
 	}
 }
