@@ -569,7 +569,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// unsharded 16-bit copy after the unit: no whole-model cast is held.
 		// SHARD_GRAD_OP keeps the gathered units, but gathered in the
 		// compute dtype already (shardGradOpWeights): autocast finds no
-		// fp32 weight to cast and cache beside them.
+		// fp32 weight to cast and cache beside them. (A param_dtype fp32
+		// policy would gather fp32 and autocast would save a cast of each
+		// weight: not seen, as shardGradOpWeights says.)
 		autocast /= float64(r.Sharding.GPUs)
 	}
 	if t.HF != nil && autocastCacheEndsWithForward(r) {

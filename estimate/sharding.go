@@ -207,8 +207,10 @@ func shardGradOpFSDP(r Request) bool {
 // forward and backward hold beside it; w is the whole weights in the
 // stored dtype. A full fine-tune's trained weights are gathered in the
 // compute dtype residualBytes gives them (16-bit under FSDP's mixed
-// precision, as accelerate sets param_dtype; a hand-written policy that
-// keeps param_dtype fp32 under autocast gathers 4 B, which this does not
+// precision, as accelerate sets param_dtype and Lightning Fabric does
+// since 2.6.0; a policy that keeps param_dtype fp32 under autocast —
+// Fabric's bf16-mixed before 2.6.0, or one written by hand — gathers 4 B
+// and saves autocast's 16-bit cast of each weight, which this does not
 // see); a frozen base is stored in it already.
 func shardGradOpWeights(r Request, w int64) (shard, gathered int64) {
 	n := r.Sharding.GPUs
