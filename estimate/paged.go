@@ -20,18 +20,21 @@ const pagedMinNumel = 100_000
 
 // pagedSplit splits the trainable elements by where a paged optimizer keeps
 // their states: tensors under pagedMinNumel on the device, the rest in
-// unified memory. Under sharding each rank's optimizer sees its shard of a
-// tensor (numel/GPUs: FSDP with use_orig_params, or a flat parameter at
-// least that large), so the threshold is tested on the shard; both counts
-// stay whole-model, as the other states are before applySharding divides
-// them.
+// unified memory. The threshold is tested on the whole tensor also where a
+// strategy shards the optimizer, an approximation: under FSDP1 with
+// use_orig_params each rank's optimizer sees its contiguous slice of the
+// flat parameter, so a tensor is whole on one or two ranks and empty on the
+// others (_use_sharded_views in torch/distributed/fsdp/_flat_param.py);
+// without use_orig_params it sees one flat shard, paged whole; FSDP2's
+// DTensor shards are not supported by bitsandbytes. Both counts stay
+// whole-model, as the other states are before applySharding divides them.
+// (DeepSpeed's flat partitions are pagedFlat's.)
 func pagedSplit(r Request) (device, paged int64) {
-	shards := optimizerShards(r)
 	put := func(numel, copies int64) {
 		if numel <= 0 || copies <= 0 {
 			return
 		}
-		if numel/shards < pagedMinNumel {
+		if numel < pagedMinNumel {
 			device += numel * copies
 		} else {
 			paged += numel * copies
@@ -120,6 +123,19 @@ func optimizerShards(r Request) int64 {
 // block on the device.
 func pagedStates(r Request, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
 	dev, pg := pagedSplit(r)
+	return pagedBytes(dev, pg, opt, stateBytes)
+}
+
+// pagedFlat is pagedStates under DeepSpeed's ZeRO optimizer, which hands
+// the client optimizer its flat fp32 partitions (one per parameter group
+// and rank, single_partition_of_fp32_groups in ZeRO-1/2, the flat
+// sub-groups of ZeRO-3, BF16_Optimizer's flat groups), each far above
+// pagedMinNumel: every state is paged.
+func pagedFlat(trainable int64, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
+	return pagedBytes(0, trainable, opt, stateBytes)
+}
+
+func pagedBytes(dev, pg int64, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
 	if opt.EightBit {
 		all := dev + pg
 		return dev*opt.States + all*opt.States*4/opt.AbsmaxBlock, pg * opt.States

@@ -94,8 +94,9 @@ func TestPaged8bitAbsmaxOnDevice(t *testing.T) {
 
 // A full fine-tune pages every weight matrix and keeps the norms' states on
 // the device; a strategy that shards the optimizer tests the threshold on
-// each rank's shard and divides the paged part, and CPU offload of the
-// optimizer moves it to host RAM.
+// the whole tensor still (FSDP's ranks see whole tensors or flat shards)
+// and divides the paged part, and CPU offload of the optimizer moves it to
+// host RAM.
 func TestPagedFullAndSharded(t *testing.T) {
 	base := pagedBase(t, PagedAdamW32bit, 0)
 	base.Method, base.LoRARank, base.LoRATargets = Full, 0, nil
@@ -127,8 +128,8 @@ func TestPagedFullAndSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	sdev, spg := pagedSplit(s)
-	if sdev <= dev || sdev+spg != dev+pg {
-		t.Errorf("64-way shards: %d device, %d paged; want more on the device than unsharded (%d), same sum", sdev, spg, dev)
+	if sdev != dev || spg != pg {
+		t.Errorf("64-way shards: %d device, %d paged; want the unsharded split %d, %d", sdev, spg, dev, pg)
 	}
 	e := est(t, sharded)
 	if want := (spg*8 + 63) / 64; e.PagedOptimizer != want {
@@ -137,8 +138,12 @@ func TestPagedFullAndSharded(t *testing.T) {
 	off := sharded
 	off.Sharding.CPUOffload = "params+optimizer"
 	eo := est(t, off)
-	if eo.PagedOptimizer != 0 || eo.HostOffload < e.PagedOptimizer {
-		t.Errorf("optimizer offload: PagedOptimizer %d, host %d; want 0 and the paged states in host RAM", eo.PagedOptimizer, eo.HostOffload)
+	unpaged := off
+	unpaged.Optimizer = AdamWTorchFused
+	unpaged.OptimizerStateDtype = DtypeFP32
+	eu := est(t, unpaged)
+	if eo.PagedOptimizer != 0 || eo.HostOffload != eu.HostOffload {
+		t.Errorf("optimizer offload: PagedOptimizer %d, host %d; want 0 and fused AdamW's host RAM %d (every state there, paged or not)", eo.PagedOptimizer, eo.HostOffload, eu.HostOffload)
 	}
 }
 
@@ -166,5 +171,56 @@ func TestPagedOverflowWarning(t *testing.T) {
 	small.GPUTotal = 80 * GiB
 	if has(est(t, small)) {
 		t.Errorf("rank-16 LoRA: nothing paged, want no warning")
+	}
+}
+
+// DeepSpeed's ZeRO optimizer hands bitsandbytes its flat fp32 partitions,
+// each far above 1e5 elements: every state is paged, a rank's share of
+// them per GPU, while the fp32 master copy stays an ordinary tensor (in
+// the optimizer-states component) — against the unpaged 8-bit AdamW, the
+// component drops by exactly the uint8 states.
+func TestPagedDeepSpeedPartitions(t *testing.T) {
+	const n = 4
+	base := pagedBase(t, PagedAdamW8bit, 0)
+	base.Method, base.LoRARank, base.LoRATargets = Full, 0, nil
+	base.Sharding = Sharding{Strategy: "zero2", GPUs: n}
+	paged := est(t, base)
+	plain := base
+	plain.Optimizer = AdamW8bit
+	unpaged := est(t, plain)
+	p := paged.TrainableParams
+	if want := (2*p + n - 1) / n; paged.PagedOptimizer != want {
+		t.Errorf("ZeRO-2 × %d: PagedOptimizer = %d, want the two uint8 states of %d parameters per GPU, %d", n, paged.PagedOptimizer, p, want)
+	}
+	if unpaged.PagedOptimizer != 0 {
+		t.Errorf("adamw_8bit under ZeRO-2: PagedOptimizer = %d, want 0", unpaged.PagedOptimizer)
+	}
+	d := component(unpaged, COptimizer) - component(paged, COptimizer)
+	if want := 2 * p / n; d < want-1 || d > want+1 {
+		t.Errorf("optimizer states: adamw_8bit − paged = %d, want the uint8 states per GPU, %d", d, want)
+	}
+}
+
+// The process level holds the resident paged states, but nvidia-smi cannot
+// show more than the card: beyond it they wait in host RAM, and the
+// warning says how much.
+func TestPagedProcessAtMostTheCard(t *testing.T) {
+	r := pagedBase(t, PagedAdamW32bit, 0)
+	r.Model = catalogModel(t, "Qwen/Qwen2.5-14B")
+	r.Method, r.LoRARank, r.LoRATargets = Full, 0, nil
+	r.GPUTotal = 80 * GiB
+	e := est(t, r)
+	if e.PagedOptimizer <= r.GPUTotal-e.Levels.Reserved {
+		t.Fatalf("paged %d B beside reserved %d on %d: the case should overflow the card", e.PagedOptimizer, e.Levels.Reserved, r.GPUTotal)
+	}
+	if e.Levels.Process != r.GPUTotal {
+		t.Errorf("process level %d, want the card's %d", e.Levels.Process, r.GPUTotal)
+	}
+	warned := false
+	for _, w := range e.Warnings {
+		warned = warned || strings.Contains(w, "GiB of them in host RAM")
+	}
+	if !warned {
+		t.Errorf("no warning of the states in host RAM: %q", e.Warnings)
 	}
 }

@@ -322,7 +322,19 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		}
 	}
 
-	if opt.Paged && !ds {
+	switch {
+	case opt.Paged && ds:
+		// DeepSpeed's partitions are paged whole (pagedFlat); the fp32
+		// master copy and the step's fp32 gradient partition are
+		// ordinary device tensors, the client optimizer's kernels step in
+		// place.
+		dev, pg := pagedFlat(trainable, opt, stateBytes)
+		t.OptStates, t.PagedStates = dsMasterBytes*trainable+dev, pg
+		t.OptTransient = 0
+		if !dsBF16Stage0(r) {
+			t.OptTransient = dsGradBytes * trainable
+		}
+	case opt.Paged:
 		// A paged optimizer's states of tensors of 1e5 elements or more
 		// are in CUDA unified memory, outside the caching allocator
 		// (paged.go); its fused kernels step in place.
@@ -743,6 +755,11 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 	}
 	process := reserved + context + e.PagedOptimizer
+	if r.GPUTotal > 0 {
+		// nvidia-smi shows the unified pages resident on the card, which
+		// cannot hold more than itself: the rest wait in host RAM.
+		process = min(process, max(reserved+context, r.GPUTotal))
+	}
 	add(COverhead, needed+context-alloc)
 	e.Levels = Levels{Allocated: alloc, Reserved: reserved, Process: process}
 	e.TrainableParams = t.Trainable

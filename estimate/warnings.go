@@ -97,7 +97,8 @@ func finish(e *Estimate, r Request) (*Estimate, error) {
 	}
 	e.Warnings = r.warnings()
 	if b := e.Verdict.Budget; e.PagedOptimizer > 0 && b > 0 && e.Total+e.PagedOptimizer > b {
-		e.Warnings = append(e.Warnings, fmt.Sprintf("the paged optimizer's %.2f GiB of states in unified memory do not fit on the card beside the run: the driver pages them to host RAM and back every step, which fits but slows the step", bytesize.InGiB(e.PagedOptimizer)))
+		spill := min(e.PagedOptimizer, e.Total+e.PagedOptimizer-b)
+		e.Warnings = append(e.Warnings, fmt.Sprintf("the paged optimizer's %.2f GiB of states in unified memory do not all fit on the card beside the run and its safety margin: the driver keeps about %.2f GiB of them in host RAM and pages them in and out every step, which fits but slows the step", bytesize.InGiB(e.PagedOptimizer), bytesize.InGiB(spill)))
 	}
 	return e, nil
 }
