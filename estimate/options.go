@@ -368,7 +368,7 @@ type OptimizerSpec struct {
 	// SGD without momentum 0).
 	States int64
 	// EightBit: states quantized block-wise to 8 bits with one fp32 absmax
-	// per AbsmaxBlock elements (bitsandbytes 2048, torchao 256).
+	// per AbsmaxBlock elements (bitsandbytes 256 since 0.44.0, torchao 256).
 	EightBit    bool
 	AbsmaxBlock int64
 	// Paged: states in CUDA unified memory, evicted to host RAM under pressure.
@@ -412,8 +412,10 @@ var Optimizers = []OptimizerSpec{
 
 const (
 	// bnbOptimBlock: bitsandbytes' blockwise 8-bit optimizers keep one fp32
-	// absmax per 2048 elements of a state.
-	bnbOptimBlock = 2048
+	// absmax per 256 elements of a state (Optimizer2State.init_state,
+	// blocksize = 256, since bitsandbytes 0.44.0: PR #1365, September 2024;
+	// 2048 before it, an eighth of the absmax).
+	bnbOptimBlock = 256
 	// aoOptimBlock: torchao's OptimState8bit keeps one fp32 scale per 256
 	// elements (block_size=256, torchao/prototype/low_bit_optim/adam.py,
 	// torchao 0.6.1); a parameter under 4096 elements, or not a multiple of
