@@ -371,6 +371,11 @@ type OptimizerSpec struct {
 	// per AbsmaxBlock elements (bitsandbytes 256 since 0.44.0, torchao 256).
 	EightBit    bool
 	AbsmaxBlock int64
+	// Min8bitNumel: a tensor with fewer elements keeps fp32 states and no
+	// absmax (bitsandbytes' min_8bit_size, 4096 by default: init_state
+	// makes its state1 and state2 torch.float32); 0: every tensor is
+	// quantized.
+	Min8bitNumel int64
 	// Paged: states in CUDA unified memory, evicted to host RAM under pressure.
 	Paged bool
 	// Fused: the step has none of the whole-model, tensor-sized
@@ -402,12 +407,12 @@ var Optimizers = []OptimizerSpec{
 	{Name: AdamWTorch, Help: "torch AdamW, foreach: two states + a tensor-sized step buffer", Aliases: []string{"adamw"}, States: 2},
 	{Name: AdamWTorchFused, Help: "torch AdamW, fused: two states", States: 2, Fused: true},
 	{Name: SGD, Help: "SGD without momentum: no state"},
-	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Fused: true},
+	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Min8bitNumel: bnbMin8bitSize, Fused: true},
 	{Name: AOAdamW8bit, Help: "torchao AdamW8bit (transformers' name): 8-bit states, an fp32 step per parameter", Aliases: []string{"ao_adamw_8bit", "torchao_adamw_8bit"}, States: 2, EightBit: true, AbsmaxBlock: aoOptimBlock, StepTempBytes: aoStepTempBytes, Fused: true},
-	{Name: PagedAdamW8bit, Help: "bitsandbytes AdamW, 8-bit states in paged memory", States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Paged: true, Fused: true},
+	{Name: PagedAdamW8bit, Help: "bitsandbytes AdamW, 8-bit states in paged memory", States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Min8bitNumel: bnbMin8bitSize, Paged: true, Fused: true},
 	{Name: PagedAdamW32bit, Help: "bitsandbytes AdamW, fp32 states in paged memory", States: 2, Paged: true, Fused: true, StateBytes: 4},
 	{Name: Adafactor, Help: "factored second moment, no first moment", States: 1, Factored: true},
-	{Name: Lion8bit, Help: "bitsandbytes Lion, one 8-bit state", States: 1, EightBit: true, AbsmaxBlock: bnbOptimBlock, Fused: true},
+	{Name: Lion8bit, Help: "bitsandbytes Lion, one 8-bit state", States: 1, EightBit: true, AbsmaxBlock: bnbOptimBlock, Min8bitNumel: bnbMin8bitSize, Fused: true},
 }
 
 const (
@@ -416,6 +421,10 @@ const (
 	// blocksize = 256, since bitsandbytes 0.44.0: PR #1365, September 2024;
 	// 2048 before it, an eighth of the absmax).
 	bnbOptimBlock = 256
+	// bnbMin8bitSize: bitsandbytes' optimizers keep fp32 states for a
+	// tensor under 4096 elements (min_8bit_size's default in the
+	// Optimizer8bit subclasses, bitsandbytes/optim/optimizer.py).
+	bnbMin8bitSize = 4096
 	// aoOptimBlock: torchao's OptimState8bit keeps one fp32 scale per 256
 	// elements (block_size=256, torchao/prototype/low_bit_optim/adam.py,
 	// torchao 0.6.1); a parameter under 4096 elements, or not a multiple of

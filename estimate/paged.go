@@ -30,20 +30,26 @@ const pagedMinNumel = 100_000
 // whole-model, as the other states are before applySharding divides them.
 // (DeepSpeed's flat partitions are pagedFlat's.)
 func pagedSplit(r Request) (device, paged int64) {
+	return trainableSplit(r, pagedMinNumel)
+}
+
+// trainableSplit counts the trainable elements in tensors of fewer than n
+// elements (below) and in the others (rest), tensor by tensor.
+func trainableSplit(r Request, n int64) (below, rest int64) {
 	put := func(numel, copies int64) {
 		if numel <= 0 || copies <= 0 {
 			return
 		}
-		if numel < pagedMinNumel {
-			device += numel * copies
+		if numel < n {
+			below += numel * copies
 		} else {
-			paged += numel * copies
+			rest += numel * copies
 		}
 	}
 	m := r.Model
 	if r.Method == Full {
 		eachFullTensor(r, put)
-		return device, paged
+		return below, rest
 	}
 	if a, ok := litgptAdapters(r); ok && r.Stack == StackLitGPT {
 		f := litgptAdapterShapes(r, a)
@@ -53,7 +59,7 @@ func pagedSplit(r Request) (device, paged int64) {
 		for _, n := range f.Head[:f.H] {
 			put(n, 1)
 		}
-		return device, paged
+		return below, rest
 	}
 	rank := r.LoRARank
 	lins, err := m.Targets(r.LoRATargets)
@@ -76,7 +82,7 @@ func pagedSplit(r Request) (device, paged int64) {
 			put(m.EmbeddingParams, 1)
 		}
 	}
-	return device, paged
+	return below, rest
 }
 
 // eachFullTensor calls put with each parameter tensor of a full fine-tune
@@ -123,7 +129,30 @@ func optimizerShards(r Request) int64 {
 // block on the device.
 func pagedStates(r Request, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
 	dev, pg := pagedSplit(r)
+	if opt.EightBit && opt.Min8bitNumel > 0 {
+		// Tensors under min_8bit_size (all on the device: far under the
+		// paging threshold) keep fp32 states and no absmax.
+		small, _ := trainableSplit(r, opt.Min8bitNumel)
+		small = min(small, dev)
+		device, paged = pagedBytes(dev-small, pg, opt, stateBytes)
+		return device + small*opt.States*4, paged
+	}
 	return pagedBytes(dev, pg, opt, stateBytes)
+}
+
+// eightBitStates is an unpaged 8-bit optimizer's states: one byte per
+// element and state plus a 4-byte absmax per block, except, where the
+// optimizer has a min_8bit_size, in the tensors under it, which keep fp32
+// states — none under DeepSpeed (flat), whose ZeRO optimizer steps flat
+// partitions (pagedFlat).
+func eightBitStates(r Request, opt OptimizerSpec, trainable int64, flat bool) int64 {
+	var small int64
+	if opt.Min8bitNumel > 0 && !flat {
+		small, _ = trainableSplit(r, opt.Min8bitNumel)
+		small = min(small, trainable)
+	}
+	q := trainable - small
+	return q*opt.States + q*opt.States*4/opt.AbsmaxBlock + small*opt.States*4
 }
 
 // pagedFlat is pagedStates under DeepSpeed's ZeRO optimizer, which hands

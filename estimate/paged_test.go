@@ -224,3 +224,39 @@ func TestPagedProcessAtMostTheCard(t *testing.T) {
 		t.Errorf("no warning of the states in host RAM: %q", e.Warnings)
 	}
 }
+
+// bitsandbytes keeps fp32 states, and no absmax, for a tensor under
+// min_8bit_size (4096 elements). SmolLM2-135M (hidden 576, three key/value
+// heads of 64: k_proj and v_proj are 576 → 192) at rank 8 on q, k, v and o:
+// every lora_A (8 × 576 = 4608) and q's and o's lora_B (576 × 8) are
+// quantized, k's and v's lora_B (192 × 8 = 1536) are not; 30 layers.
+func TestEightBitMinSize(t *testing.T) {
+	r := Request{Model: catalogModel(t, "HuggingFaceTB/SmolLM2-135M"), Method: LoRA, Precision: BF16True,
+		LoRARank: 8, LoRATargets: []string{"q_proj", "k_proj", "v_proj", "o_proj"}, SeqLen: 512, Batch: 1,
+		Optimizer: AdamW8bit, Stack: StackHFTrainer}
+	const layers = 30
+	const quantized, small = layers * 6 * 4608, layers * 2 * 1536
+	want := int64(quantized*2 + quantized*2*4/256 + small*2*4)
+	for _, opt := range []Optimizer{AdamW8bit, PagedAdamW8bit} {
+		r.Optimizer = opt
+		te, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if te.Trainable != quantized+small {
+			t.Fatalf("%s: %d trainable, want %d", opt, te.Trainable, quantized+small)
+		}
+		if te.OptStates != want || te.PagedStates != 0 {
+			t.Errorf("%s: states %d B on the device, %d paged; want %d (uint8 and a 4-byte absmax per 256 for the large factors, two fp32 states for k's and v's lora_B), none paged", opt, te.OptStates, te.PagedStates, want)
+		}
+	}
+	// torchao's AdamW8bit has no such rule here (its small tensors are norms).
+	r.Optimizer = AOAdamW8bit
+	te, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := int64(quantized + small); te.OptStates != all*2+all*2*4/256 {
+		t.Errorf("torchao: states %d B, want %d", te.OptStates, all*2+all*2*4/256)
+	}
+}

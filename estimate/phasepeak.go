@@ -291,7 +291,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	case opt.EightBit:
 		// 8-bit states plus one fp32 absmax per block (bitsandbytes'
 		// blockwise 8-bit optimizers, torchao's OptimState8bit).
-		t.OptStates = trainable*opt.States + trainable*opt.States*4/opt.AbsmaxBlock
+		t.OptStates = eightBitStates(r, opt, trainable, ds)
 	default:
 		t.OptStates = opt.States * trainable * stateBytes
 		if !opt.Fused {
