@@ -260,3 +260,15 @@ func TestEightBitMinSize(t *testing.T) {
 		t.Errorf("torchao: states %d B, want %d", te.OptStates, all*2+all*2*4/256)
 	}
 }
+
+// Data parallelism replicates the optimizer: each GPU pages the whole
+// model's states, as one GPU alone does.
+func TestPagedDataParallelNotDivided(t *testing.T) {
+	one := pagedBase(t, PagedAdamW32bit, 64, "all-linear")
+	ddp := one
+	ddp.Sharding = Sharding{Strategy: "ddp", GPUs: 4}
+	a, b := est(t, one), est(t, ddp)
+	if a.PagedOptimizer == 0 || b.PagedOptimizer != a.PagedOptimizer {
+		t.Errorf("PagedOptimizer: one GPU %d, DDP over 4 %d; want the same, non-zero", a.PagedOptimizer, b.PagedOptimizer)
+	}
+}
