@@ -148,7 +148,7 @@ func hfExact(r Request) bool {
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
 		return false
 	}
-	if r.Attn != SDPA && r.Attn != Eager {
+	if r.Attn != SDPA && r.Attn != Eager && r.Attn != SDPAMath {
 		// The flash-attn package's path (transformers' _flash_attention_forward)
 		// is not imitated by the oracle: its saved tensors are not read yet.
 		return false
@@ -529,11 +529,23 @@ func hfLayerSaved(r Request) hfSaved {
 		if m.AttnSoftcap > 0 {
 			capped = A // tanh(scores/cap) keeps its output for the backward
 		}
+		if r.Attn == SDPAMath {
+			// transformers' sdpa_attention_forward on SDPA's math kernel:
+			// q and k scaled (copies), key and value repeated per query
+			// head as above, and the softmax in the activation dtype,
+			// whose output the value matmul saves; with attention
+			// dropout, at::dropout's bool mask and its output besides. No
+			// soft-capping (SDPA has none).
+			probs, capped = A, 0
+			if m.AttnDropout > 0 {
+				probs += 1 + A
+			}
+		}
 		s.Scores = heads * (probs + capped)
 		// The softmax backward holds its fp32 gradient input and output
 		// (4 + 4) once the dtype-cast probabilities are released.
 		s.ScoresBackward = heads * (8 - (probs - 4))
-		if falcon || m.ModelType == "gpt2" || m.ModelType == "gpt_oss" {
+		if falcon || m.ModelType == "gpt2" || m.ModelType == "gpt_oss" || r.Attn == SDPAMath {
 			// The softmax backward in the activation dtype: its gradient
 			// input and output.
 			s.ScoresBackward = heads * 2 * A

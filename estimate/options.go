@@ -505,7 +505,7 @@ var Attentions = []AttentionSpec{
 	{Name: FlashAttention2, Help: "the flash-attn 2 package (Ampere or newer)", Aliases: []string{"fa2"}, NeedsFlashAttention2: true},
 	{Name: FlexAttention, Help: "torch flex_attention"},
 	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", KeepsScores: true, ScoreTensors: refEagerScoreCoef / 2},
-	{Name: SDPAMath, Help: "torch scaled_dot_product_attention on its math kernel, where the fused kernels refuse the inputs (before torch 2.5, query and key/value head counts that differ, as lit-gpt's Falcon 7B of 2023 passed them): keeps every head's s² softmax output", Aliases: []string{"math"}, KeepsScores: true, ScoreTensors: 1},
+	{Name: SDPAMath, Help: "torch scaled_dot_product_attention on its math kernel, where the fused kernels refuse the inputs (query and key/value head counts that differ without enable_gqa, as lit-gpt's Falcon 7B of 2023 passed them): keeps every head's s² softmax output, as torch before 2.5 runs it (2.5 computes 16-bit inputs there in fp32)", Aliases: []string{"math"}, KeepsScores: true, ScoreTensors: 1},
 }
 
 // ParseAttention reads an attention implementation.

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -216,12 +217,19 @@ func TestPagedProcessAtMostTheCard(t *testing.T) {
 	if e.Levels.Process != r.GPUTotal {
 		t.Errorf("process level %d, want the card's %d", e.Levels.Process, r.GPUTotal)
 	}
+	// What spills is what the card cannot hold beside the total: less
+	// than all of the states here.
+	spill := e.Total + e.PagedOptimizer - r.GPUTotal
+	if spill <= 0 || spill >= e.PagedOptimizer {
+		t.Fatalf("spill %d of %d paged: the case should spill part of the states", spill, e.PagedOptimizer)
+	}
+	want := fmt.Sprintf("about %.2f GiB of them in host RAM", float64(spill)/GiB)
 	warned := false
 	for _, w := range e.Warnings {
-		warned = warned || strings.Contains(w, "GiB of them in host RAM")
+		warned = warned || strings.Contains(w, want)
 	}
 	if !warned {
-		t.Errorf("no warning of the states in host RAM: %q", e.Warnings)
+		t.Errorf("no warning saying %q: %q", want, e.Warnings)
 	}
 }
 
@@ -270,5 +278,29 @@ func TestPagedDataParallelNotDivided(t *testing.T) {
 	a, b := est(t, one), est(t, ddp)
 	if a.PagedOptimizer == 0 || b.PagedOptimizer != a.PagedOptimizer {
 		t.Errorf("PagedOptimizer: one GPU %d, DDP over 4 %d; want the same, non-zero", a.PagedOptimizer, b.PagedOptimizer)
+	}
+}
+
+// DeepSpeed stage 0 in bf16 (BF16_Optimizer) partitions its flat groups
+// over the ranks as ZeRO-1 does: the paged states per GPU are ZeRO-1's.
+// The step's fp32 gradient partition stays in ZeRO-2's figures.
+func TestPagedDeepSpeedStage0AndStep(t *testing.T) {
+	base := pagedBase(t, PagedAdamW32bit, 0)
+	base.Method, base.LoRARank, base.LoRATargets = Full, 0, nil
+	z0, z1 := base, base
+	z0.Sharding = Sharding{Strategy: "zero0", GPUs: 4}
+	z1.Sharding = Sharding{Strategy: "zero1", GPUs: 4}
+	e0, e1 := est(t, z0), est(t, z1)
+	if e0.PagedOptimizer == 0 || e0.PagedOptimizer != e1.PagedOptimizer {
+		t.Errorf("paged per GPU: zero0 %d, zero1 %d; want the same, non-zero", e0.PagedOptimizer, e1.PagedOptimizer)
+	}
+	z2 := base
+	z2.Sharding = Sharding{Strategy: "zero2", GPUs: 4}
+	tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(z2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := dsGradBytes * tt.Trainable; tt.OptTransient != want {
+		t.Errorf("ZeRO-2 step transient %d B, want the fp32 gradient partition's %d", tt.OptTransient, want)
 	}
 }

@@ -75,3 +75,52 @@ func TestSDPAMathAlias(t *testing.T) {
 		t.Errorf(`ParseAttention("math") = %q, %v; want %q`, a, err, SDPAMath)
 	}
 }
+
+// transformers' SDPA path on the math kernel is the eager census's block
+// (q and k scaled, key and value repeated per query head) with the softmax
+// in the activation dtype: one 2-byte tensor per head where eager keeps its
+// fp32 softmax and the cast (6 B), so it stays below eager.
+func TestSDPAMathHFCensus(t *testing.T) {
+	base := Request{Model: catalogModel(t, "meta-llama/Llama-3.1-8B"), Method: LoRA, Precision: BF16True,
+		LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"}, SeqLen: 1024, Batch: 1, GradCkpt: CkptNone, Stack: StackHFTrainer}
+	saved := func(a Attention) (hfSaved, *Estimate) {
+		r := base
+		r.Attn = a
+		tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.HF == nil {
+			t.Fatalf("%s: not in the census", a)
+		}
+		return *tt.HF, est(t, r)
+	}
+	hm, em := saved(SDPAMath)
+	he, ee := saved(Eager)
+	heads := float64(base.Model.Heads)
+	if hm.Layer != he.Layer {
+		t.Errorf("block without scores: math %g, eager %g B per token; want the same", hm.Layer, he.Layer)
+	}
+	if hm.Scores != 2*heads || he.Scores != 6*heads || hm.ScoresBackward != 4*heads {
+		t.Errorf("scores per token per key: math %g (backward %g), eager %g; want %g (%g), %g", hm.Scores, hm.ScoresBackward, he.Scores, 2*heads, 4*heads, 6*heads)
+	}
+	if am, ae := component(em, CActivations), component(ee, CActivations); am >= ae {
+		t.Errorf("activations: math %d ≥ eager %d", am, ae)
+	}
+}
+
+// With attention dropout the math kernel's at::dropout keeps its mask and
+// output beside the probabilities: eager's 2.5 tensors per head.
+func TestSDPAMathDropout(t *testing.T) {
+	m := *catalogModel(t, "facebook/opt-1.3b")
+	m.AttnDropout = 0.1
+	r := Request{Model: &m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
+		SeqLen: 512, Batch: 1, GradCkpt: CkptNone, Attn: SDPAMath}
+	tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2.5 * float64(m.Heads) * 512 * 512 * 2; tt.Eager != want {
+		t.Errorf("scores per layer %g B, want eager's %g", tt.Eager, want)
+	}
+}

@@ -149,6 +149,9 @@ func readFor(in Input, render bool) (*settings, error) {
 	if r.Stack == estimate.StackLlamaFactory {
 		return nil, unsupported("stack", string(r.Stack), "LLaMA-Factory runs from its own YAML config (llamafactory-cli train), which the emitted files do not write; its settings are named in the estimate's assumptions", "canifinetune estimate for the memory, then the same settings in a LLaMA-Factory config")
 	}
+	if r.Attn == estimate.SDPAMath {
+		return nil, unsupported("attention", string(r.Attn), "SDPA's math kernel is what torch falls back to, not an attn_implementation transformers loads", "--attn sdpa (and, to force the math kernel, torch.nn.attention.sdpa_kernel(SDPBackend.MATH) around the training step)")
+	}
 	if r.Stack == estimate.StackPyTorch {
 		return nil, unsupported("stack", string(r.Stack), "a plain PyTorch loop is the user's own code; the emitted scripts run the transformers Trainer, whose loss is transformers' own (the logits upcast to fp32), not the loop's", "--stack hf-trainer, whose scripts are emitted, or this plan's settings in your own loop")
 	}

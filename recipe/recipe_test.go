@@ -353,6 +353,7 @@ func TestRefuses(t *testing.T) {
 		{"modules_to_save", estimate.Request{ExtraTrainable: []string{"lm_head"}, SeqLen: 1024, Batch: 1}, 1, 1, "extra trainable modules lm_head"},
 		{"llama-factory's own config", estimate.Request{Stack: estimate.StackLlamaFactory, SeqLen: 1024, Batch: 1}, 1, 1, "stack llama-factory"},
 		{"a plain loop's own loss", estimate.Request{Stack: estimate.StackPyTorch, SeqLen: 1024, Batch: 1}, 1, 1, "stack pytorch"},
+		{"SDPA's math kernel", estimate.Request{Attn: estimate.SDPAMath, SeqLen: 1024, Batch: 1}, 1, 1, "attention sdpa_math"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Files(Input{ModelID: id, Plan: chosen(t, id, c.req, c.nodes, c.gpus)})
