@@ -550,7 +550,7 @@ func hfLayerSaved(r Request) hfSaved {
 			// input and output.
 			s.ScoresBackward = heads * 2 * A
 		}
-		if ckptOn(r) && falcon {
+		if ckptOn(r) && falcon && r.Attn == Eager {
 			// FalconDecoderLayer returns its attention probabilities
 			// (attn_weights), and FalconModel's loop keeps the returned
 			// tuple (outputs) until the next block returns: through a

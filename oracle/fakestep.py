@@ -184,7 +184,7 @@ class Request:
             no(f"grad_ckpt {self.grad_ckpt!r}")
         if self.optimizer not in self.OPTIMIZERS:
             no(f"optimizer {self.optimizer!r} ({' and '.join(self.OPTIMIZERS)} are simulated)")
-        if self.attn not in ("sdpa", "eager"):
+        if self.attn not in ("sdpa", "eager", "sdpa_math"):
             no(f"attn {self.attn!r}")
         if self.fused_ce != "none":
             no(f"fused_ce {self.fused_ce!r}")
@@ -417,8 +417,12 @@ def _remember(out, args, kwargs):
 _real_sdpa = torch.nn.functional.scaled_dot_product_attention
 
 
+_sdpa_math = False  # the request's attn is sdpa_math: SDPA on its math kernel
+
+
 def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """SDPA as the CUDA dispatcher runs it: flash, else memory-efficient."""
+    """SDPA as the CUDA dispatcher runs it: flash, else memory-efficient
+    (or, for attn sdpa_math, the math kernel)."""
     if query.device.type != "meta":
         return _real_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
     if _autocast_mode is not None and torch.is_autocast_enabled("cuda"):
@@ -426,6 +430,23 @@ def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
         # its floating inputs are cast before the kernel is chosen.
         low = torch.get_autocast_dtype("cuda")
         query, key, value, attn_mask = (_autocast_mode._cast(t, low) for t in (query, key, value, attn_mask))
+    if _sdpa_math:
+        if dropout_p > 0:
+            # The math kernel's at::dropout takes ATen's unfused path on
+            # meta (a noise tensor in the input's dtype) where CUDA's fused
+            # kernel saves a bool mask.
+            raise NotSimulated("attention dropout under SDPA's math kernel (ATen's meta dropout is not CUDA's fused one)")
+        # The composite math kernel, as torch before 2.5 ran it on CUDA:
+        # 16-bit inputs stay 16-bit (2.5 and later upcast them to fp32
+        # unless fp16/bf16 reduction is allowed, which is set here).
+        prev = torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()
+        torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
+        try:
+            return torch.ops.aten._scaled_dot_product_attention_math(
+                query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+            )[0]
+        finally:
+            torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(prev)
     hd = query.shape[-1]
     if attn_mask is None and query.dtype in (torch.bfloat16, torch.float16) and hd <= 256 and hd == value.shape[-1]:
         # Flash takes grouped key/value heads natively.
@@ -818,7 +839,8 @@ def build(config_dir: str, req: Request):
         # loop over the experts hit is data-dependent and not simulated.
         kw["experts_implementation"] = EXPERTS
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=req.attn, **kw)
+        impl = "sdpa" if req.attn == "sdpa_math" else req.attn
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=impl, **kw)
     if kw and model.config._experts_implementation != EXPERTS:
         raise NotSimulated(f"{cfg.model_type}: experts implementation {model.config._experts_implementation!r}, not {EXPERTS}")
     targets: list[str] = []
@@ -929,6 +951,8 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
     saved = None
     mixed = AUTOCAST.get(req.precision)
     forward = _autocast_forward(model, mixed) if mixed else model
+    global _sdpa_math
+    _sdpa_math = req.attn == "sdpa_math"
     try:
         with _patched(), live, (_autocast_patches(mixed) if mixed else contextlib.nullcontext()):
             for _ in range(steps):
@@ -962,6 +986,7 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
                 logits = None  # the loop's next forward overwrites it
             live.set_phase("done")
     finally:
+        _sdpa_math = False
         hook.remove()
     state = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
     phases = {k: v for k, v in live.phase_peak.items() if k in ("forward", "loss", "backward", "optimizer")}

@@ -140,6 +140,16 @@ class Tiny(unittest.TestCase):
         probs = 4 * s * s * 2  # one layer's heads x seq x seq in bf16
         self.assertGreaterEqual(eager.phase_peak_bytes["backward"] - sdpa.phase_peak_bytes["backward"], probs)
 
+    def test_sdpa_math_keeps_16bit_probabilities(self):
+        # attn sdpa_math: SDPA's composite math kernel as torch before 2.5
+        # ran it, whose softmax output (bf16, one per head) the value matmul
+        # saves; eager keeps an fp32 softmax and its bf16 cast instead.
+        kw = {"method": "lora", "lora_rank": 4, "lora_targets": ["attention"], "seq_len": 32, "batch": 2}
+        math = fakestep.simulate(self.dir, fakestep.Request.from_json({**kw, "attn": "sdpa_math"}), census=True)
+        probs = 2 * 4 * 32 * 32  # batch x heads x seq x seq, per layer
+        self.assertEqual(math.saved_by_op["_safe_softmax bfloat16"], 2 * probs * 2)
+        self.assertNotIn("_softmax float32", math.saved_by_op)
+
     def test_dropout_saves_a_bool_mask(self):
         # PEFT's lora_dropout on CUDA runs the fused kernel (a one-byte mask
         # saved); on meta ATen would save a bf16 noise tensor instead.
