@@ -508,6 +508,18 @@ var Attentions = []AttentionSpec{
 	{Name: SDPAMath, Help: "torch scaled_dot_product_attention on its math kernel, where the fused kernels refuse the inputs (query and key/value head counts that differ without enable_gqa, as lit-gpt's Falcon 7B of 2023 passed them): keeps every head's s² softmax output, as torch before 2.5 runs it (2.5 computes 16-bit inputs there in fp32)", Aliases: []string{"math"}, KeepsScores: true, ScoreTensors: 1},
 }
 
+// scoreTensors is how many activation-wide s² tensors per head the
+// request's attention keeps for the backward (AttentionSpec.ScoreTensors;
+// 0 for the fused kernels). SDPA's math kernel under attention dropout
+// also keeps at::dropout's mask and output: eager's count.
+func scoreTensors(r Request) float64 {
+	a := r.Attn.Spec()
+	if r.Attn == SDPAMath && r.Model != nil && r.Model.AttnDropout > 0 {
+		return refEagerScoreCoef / 2
+	}
+	return a.ScoreTensors
+}
+
 // ParseAttention reads an attention implementation.
 func ParseAttention(s string) (Attention, error) {
 	return parseIn[Attention]("attention", s, Attentions)

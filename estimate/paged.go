@@ -30,26 +30,29 @@ const pagedMinNumel = 100_000
 // whole-model, as the other states are before applySharding divides them.
 // (DeepSpeed's flat partitions are pagedFlat's.)
 func pagedSplit(r Request) (device, paged int64) {
-	return trainableSplit(r, pagedMinNumel)
+	small, mid, large := trainableSplit(r, 0, pagedMinNumel)
+	return small + mid, large
 }
 
-// trainableSplit counts the trainable elements in tensors of fewer than n
-// elements (below) and in the others (rest), tensor by tensor.
-func trainableSplit(r Request, n int64) (below, rest int64) {
+// trainableSplit counts the trainable elements, tensor by tensor, in
+// tensors of fewer than lo elements (small), of lo up to hi (mid) and of
+// hi or more (large), in one pass.
+func trainableSplit(r Request, lo, hi int64) (small, mid, large int64) {
 	put := func(numel, copies int64) {
-		if numel <= 0 || copies <= 0 {
-			return
-		}
-		if numel < n {
-			below += numel * copies
-		} else {
-			rest += numel * copies
+		switch {
+		case numel <= 0 || copies <= 0:
+		case numel < lo:
+			small += numel * copies
+		case numel < hi:
+			mid += numel * copies
+		default:
+			large += numel * copies
 		}
 	}
 	m := r.Model
 	if r.Method == Full {
 		eachFullTensor(r, put)
-		return below, rest
+		return small, mid, large
 	}
 	if a, ok := litgptAdapters(r); ok && r.Stack == StackLitGPT {
 		f := litgptAdapterShapes(r, a)
@@ -59,12 +62,12 @@ func trainableSplit(r Request, n int64) (below, rest int64) {
 		for _, n := range f.Head[:f.H] {
 			put(n, 1)
 		}
-		return below, rest
+		return small, mid, large
 	}
 	rank := r.LoRARank
 	lins, err := m.Targets(r.LoRATargets)
 	if err != nil {
-		return 0, 0 // Normalize has already rejected unresolvable targets
+		return 0, 0, 0 // Normalize has already rejected unresolvable targets
 	}
 	for _, l := range lins {
 		put(rank*l.In, l.Copies)  // lora_A
@@ -82,7 +85,7 @@ func trainableSplit(r Request, n int64) (below, rest int64) {
 			put(m.EmbeddingParams, 1)
 		}
 	}
-	return below, rest
+	return small, mid, large
 }
 
 // eachFullTensor calls put with each parameter tensor of a full fine-tune
@@ -114,45 +117,40 @@ func eachFullTensor(r Request, put func(numel, copies int64)) {
 }
 
 // optimizerShards is how many ranks divide the optimizer's states: the
-// GPUs of a strategy that shards them (applySharding), else 1.
+// GPUs of a strategy that shards them (applySharding), or of DeepSpeed's
+// stage 0 in bf16, whose BF16_Optimizer partitions its flat groups over the
+// ranks as ZeRO-1 does (deepspeed.go); else 1.
 func optimizerShards(r Request) int64 {
 	st := r.Sharding.Strategy
-	if shardedStrategy(st) && r.Sharding.GPUs > 1 && slices.Contains(dividedState(st), COptimizer) {
+	if r.Sharding.GPUs > 1 && (dsBF16Stage0(r) || shardedStrategy(st) && slices.Contains(dividedState(st), COptimizer)) {
 		return r.Sharding.GPUs
 	}
 	return 1
 }
 
 // pagedStates is what a paged optimizer keeps on the device and in unified
-// memory, in bytes over the whole model: state bytes per element for each
-// side of pagedSplit, and for the 8-bit optimizers the absmax of every
-// block on the device.
+// memory, in bytes over the whole model, from pagedSplit's sides (and, for
+// an 8-bit optimizer with a min_8bit_size, the tensors under it apart).
 func pagedStates(r Request, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
-	dev, pg := pagedSplit(r)
-	if opt.EightBit && opt.Min8bitNumel > 0 {
-		// Tensors under min_8bit_size (all on the device: far under the
-		// paging threshold) keep fp32 states and no absmax.
-		small, _ := trainableSplit(r, opt.Min8bitNumel)
-		small = min(small, dev)
-		device, paged = pagedBytes(dev-small, pg, opt, stateBytes)
-		return device + small*opt.States*4, paged
+	var lo int64
+	if opt.EightBit {
+		lo = opt.Min8bitNumel
 	}
-	return pagedBytes(dev, pg, opt, stateBytes)
+	small, mid, large := trainableSplit(r, lo, pagedMinNumel)
+	return stateBytesSplit(small, mid, large, opt, stateBytes)
 }
 
-// eightBitStates is an unpaged 8-bit optimizer's states: one byte per
-// element and state plus a 4-byte absmax per block, except, where the
-// optimizer has a min_8bit_size, in the tensors under it, which keep fp32
-// states — none under DeepSpeed (flat), whose ZeRO optimizer steps flat
-// partitions (pagedFlat).
+// eightBitStates is an unpaged 8-bit optimizer's states, all on the
+// device; flat (DeepSpeed's ZeRO optimizer, which steps flat partitions:
+// pagedFlat) leaves no tensor under min_8bit_size.
 func eightBitStates(r Request, opt OptimizerSpec, trainable int64, flat bool) int64 {
 	var small int64
 	if opt.Min8bitNumel > 0 && !flat {
-		small, _ = trainableSplit(r, opt.Min8bitNumel)
+		small, _, _ = trainableSplit(r, opt.Min8bitNumel, opt.Min8bitNumel)
 		small = min(small, trainable)
 	}
-	q := trainable - small
-	return q*opt.States + q*opt.States*4/opt.AbsmaxBlock + small*opt.States*4
+	device, _ := stateBytesSplit(small, trainable-small, 0, opt, 0)
+	return device
 }
 
 // pagedFlat is pagedStates under DeepSpeed's ZeRO optimizer, which hands
@@ -161,13 +159,18 @@ func eightBitStates(r Request, opt OptimizerSpec, trainable int64, flat bool) in
 // sub-groups of ZeRO-3, BF16_Optimizer's flat groups), each far above
 // pagedMinNumel: every state is paged.
 func pagedFlat(trainable int64, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
-	return pagedBytes(0, trainable, opt, stateBytes)
+	return stateBytesSplit(0, 0, trainable, opt, stateBytes)
 }
 
-func pagedBytes(dev, pg int64, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
-	if opt.EightBit {
-		all := dev + pg
-		return dev*opt.States + all*opt.States*4/opt.AbsmaxBlock, pg * opt.States
+// stateBytesSplit is the optimizer's state bytes on the device and in
+// unified memory for small elements (tensors under min_8bit_size: fp32
+// states, no absmax, on the device), device elements and paged ones: for
+// an 8-bit optimizer one byte a state plus every quantized block's fp32
+// absmax, on the device; else stateBytes a state.
+func stateBytesSplit(small, dev, pg int64, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
+	if !opt.EightBit {
+		return (small + dev) * opt.States * stateBytes, pg * opt.States * stateBytes
 	}
-	return dev * opt.States * stateBytes, pg * opt.States * stateBytes
+	q := dev + pg
+	return small*opt.States*4 + dev*opt.States + q*opt.States*4/opt.AbsmaxBlock, pg * opt.States
 }

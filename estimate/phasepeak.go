@@ -358,15 +358,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		mlpBytes = refQLoRAMLPBytes
 	}
 	perLayer := s * b * (refAttnTensors*h*act + mlpT*float64(m.ActiveFFN())*mlpBytes)
-	if a := r.Attn.Spec(); a.KeepsScores {
-		coef := a.ScoreTensors
-		if r.Attn == SDPAMath && m.AttnDropout > 0 {
-			// The math kernel's at::dropout keeps its mask and its output
-			// beside the probabilities: eager's count.
-			coef = refEagerScoreCoef / 2
-		}
-		t.Eager = coef * float64(m.Heads) * s * s * b * act
-	}
+	t.Eager = scoreTensors(r) * float64(m.Heads) * s * s * b * act
 	L := float64(m.NumLayers)
 	t.AdapterAct = adapterActivations(r, act)
 	if r.Method == Full {
@@ -752,11 +744,6 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		reserved = min(reserved, ceiling)
 	}
 	if n := optimizerShards(r); t.PagedStates > 0 {
-		if dsBF16Stage0(r) && r.Sharding.GPUs > 1 {
-			// BF16_Optimizer partitions its flat groups over the ranks
-			// (the states divided above, deepspeed.go).
-			n = r.Sharding.GPUs
-		}
 		e.PagedOptimizer = (t.PagedStates + n - 1) / n
 		if shardedStrategy(r.Sharding.Strategy) && offloadsOptimizer(r.Sharding.CPUOffload) {
 			// The optimizer runs on the CPU: its states, paged or

@@ -17,6 +17,16 @@ func est(t *testing.T, r Request) *Estimate {
 	return e
 }
 
+// termsOf is the default estimator's terms for r.
+func termsOf(t *testing.T, r Request) terms {
+	t.Helper()
+	tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tt
+}
+
 func component(e *Estimate, name ComponentID) int64 {
 	b, _ := e.Component(name)
 	return b

@@ -151,10 +151,6 @@ type shapeKey struct {
 	// to its 16-bit module); dsMaster and dsBF16: what its optimizer keeps
 	// (dsMasterCopy, dsBF16Stage0), which the strategy's stage decides.
 	deepspeed, dsMaster, dsBF16 bool
-	// pagedShards: the ranks a paged optimizer's states are divided over,
-	// which decide which shards are paged (pagedSplit); 0 for an optimizer
-	// that is not paged.
-	pagedShards int64
 }
 
 type shardingKey struct {
@@ -195,9 +191,6 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 	}
 	sk := shapeKey{batch: v.Batch, fsdpFamily: r.Sharding.Strategy.Spec().Family == FamilyFSDP, deepspeed: deepspeedZeRO(r), dsMaster: dsMasterCopy(r), dsBF16: dsBF16Stage0(r),
 		wholeUnit: wholeUnitGrads(r), multiDevice: r.Sharding.GPUs > 1, autocastEach: hfAutocastSharding(r)}
-	if v.Optimizer.Spec().Paged {
-		sk.pagedShards = optimizerShards(r)
-	}
 	t, ok := ev.lastTerms[sk]
 	if !ok {
 		t = ev.p.phasePeak.normalizedTerms(r)

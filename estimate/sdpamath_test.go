@@ -13,14 +13,8 @@ func TestSDPAMathLitGPTSoftmaxKept(t *testing.T) {
 	fused.SeqLen = s
 	math := fused
 	math.Attn = SDPAMath
-	tf, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(fused)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(math)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := termsOf(t, fused)
+	tm := termsOf(t, math)
 	if !tf.LitGPT || !tm.LitGPT {
 		t.Fatalf("LitGPT's block: fused %v, math %v; want both spelled out", tf.LitGPT, tm.LitGPT)
 	}
@@ -51,10 +45,7 @@ func TestSDPAMathGenericScores(t *testing.T) {
 	eager := func(a Attention) float64 {
 		r := base
 		r.Attn = a
-		tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tt := termsOf(t, r)
 		if tt.HF != nil {
 			t.Fatalf("%s: %s is spelled out; the test wants the generic terms", a, m.ModelType)
 		}
@@ -86,10 +77,7 @@ func TestSDPAMathHFCensus(t *testing.T) {
 	saved := func(a Attention) (hfSaved, *Estimate) {
 		r := base
 		r.Attn = a
-		tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tt := termsOf(t, r)
 		if tt.HF == nil {
 			t.Fatalf("%s: not in the census", a)
 		}
@@ -116,10 +104,7 @@ func TestSDPAMathDropout(t *testing.T) {
 	m.AttnDropout = 0.1
 	r := Request{Model: &m, Method: LoRA, Precision: BF16True, LoRARank: 8, LoRATargets: []string{"q_proj", "v_proj"},
 		SeqLen: 512, Batch: 1, GradCkpt: CkptNone, Attn: SDPAMath}
-	tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tt := termsOf(t, r)
 	if want := 2.5 * float64(m.Heads) * 512 * 512 * 2; tt.Eager != want {
 		t.Errorf("scores per layer %g B, want eager's %g", tt.Eager, want)
 	}

@@ -112,12 +112,12 @@ func seq2seqTerms(t *terms, r Request, act, mlpT, mlpBytes float64) {
 
 	heads, decHeads := float64(m.Heads), float64(ss.DecoderHeads)
 	t.Eager = 0
-	if a := r.Attn.Spec(); a.KeepsScores {
+	if r.Attn.Spec().KeepsScores {
 		// Korthikanti's 5·a·q·k per block under eager (as for decoders, per
-		// 16-bit element; ScoreTensors); Estimate multiplies the per-block
+		// 16-bit element; scoreTensors); Estimate multiplies the per-block
 		// term by the block count.
 		scores := Le*heads*S*S + Ld*decHeads*(T*T+T*S)
-		t.Eager = a.ScoreTensors * scores * b * act / L
+		t.Eager = scoreTensors(r) * scores * b * act / L
 	} else if ss.PositionBias {
 		// SDPA's memory-efficient kernel keeps each block's float bias
 		// mask: with a padded batch (the Trainer's seq2seq collator pads
