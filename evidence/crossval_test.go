@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/canifinetune/canifinetune/estimate"
 )
 
@@ -108,6 +110,31 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	}
 	t.Logf("held out: MAPE %.1f%%, median %.1f%%, p90 %.1f%%; in sample %.1f / %.1f / %.1f",
 		cv.HeldOut.MAPE, cv.HeldOut.MedianAbs, cv.HeldOut.P90Abs, cv.InSample.MAPE, cv.InSample.MedianAbs, cv.InSample.P90Abs)
+
+	// The stored file is what this code computes, fold by fold: a change of
+	// the estimator that moves a held-out figure or an OOM verdict, with the
+	// coefficients unchanged, fails here too (a stale litgpt-rt fold once
+	// claimed three of its three OOM rows predicted "no" where the code
+	// predicted two).
+	b, err := os.ReadFile("crossval.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored CrossValidation
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	unsloth, err := estimate.ByName("unsloth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, err = CrossValidate(cases, full, seed, unsloth); err != nil {
+		t.Fatal(err)
+	}
+	round := cmp.Comparer(func(x, y float64) bool { return math.Abs(x-y) <= 0.0015 })
+	if d := cmp.Diff(stored.Folds, cv.Folds, round); d != "" {
+		t.Errorf("crossval.json's folds are not what the code computes (-stored +computed):\n%s\nre-run: go run ./cmd/canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json --cross-validation-output evidence/crossval.json", d)
+	}
 }
 
 // The stored cross-validation that validate shows first must describe the
