@@ -82,15 +82,20 @@ type Case struct {
 
 // SeqLenDist is a case's sample-length distribution, in tokens, as its
 // source states it: a median, or a mean and standard deviation, with the
-// range when known. OverMax says what the trainer does with samples longer
-// than seq_len: "drop" (deleted or filtered) or "truncate" (clipped).
+// range when known, or the name of a dataset whose measured histogram the
+// project keeps (Histogram). OverMax says what the trainer does with
+// samples longer than seq_len: "drop" (deleted or filtered) or "truncate"
+// (clipped).
 type SeqLenDist struct {
-	P50     *float64 `json:"p50,omitempty"`
-	Mean    *float64 `json:"mean,omitempty"`
-	Std     *float64 `json:"std,omitempty"`
-	Min     *int     `json:"min,omitempty"`
-	Max     *int     `json:"max,omitempty"`
-	OverMax string   `json:"over_max,omitempty"`
+	// Histogram names a length histogram kept in evidence/lengths
+	// (Histograms); used before the figures below when set.
+	Histogram string   `json:"histogram,omitempty"`
+	P50       *float64 `json:"p50,omitempty"`
+	Mean      *float64 `json:"mean,omitempty"`
+	Std       *float64 `json:"std,omitempty"`
+	Min       *int     `json:"min,omitempty"`
+	Max       *int     `json:"max,omitempty"`
+	OverMax   string   `json:"over_max,omitempty"`
 	// Source says where the figures come from (a dataset card, the
 	// source's own statistics).
 	Source string `json:"source,omitempty"`

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -129,9 +130,12 @@ func TestTorchtitanRows(t *testing.T) {
 // two Falcon-7B LoRA figures: 20.9 / 9.3 / 39.6 % on 155; with no
 // autocast cache beside SHARD_GRAD_OP's 16-bit gathered units: 20.8 / 9.1 /
 // 39.6 %; with the lit-gpt Falcon-7B rows read as SDPA's math kernel
-// (its one key/value head unrepeated): 20.7 / 8.5 / 39.6 %.
+// (its one key/value head unrepeated): 20.7 / 8.5 / 39.6 %; with the
+// Unsloth notebook rows on the cleaned Alpaca set estimated over its
+// measured length histogram (longest 1,584 tokens, not the 2,048 bound):
+// 20.1 / 8.4 / 39.3 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 20.68, 8.49, 39.57, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 20.08, 8.41, 39.29, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
@@ -143,7 +147,7 @@ func TestCuratedFiguresPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row := "| `canifinetune` (default) | 20.7 % | 8.5 % | 39.6 % |"; !strings.Contains(string(doc), row) {
+	if row := fmt.Sprintf("| `canifinetune` (default) | %.1f %% | %.1f %% | %.1f %% |", pinMAPE, pinMedian, pinP90); !strings.Contains(string(doc), row) {
 		t.Errorf("README.md's curated table does not hold the pinned figures: want a row starting %q", row)
 	}
 }

@@ -32,10 +32,14 @@ import (
 // fp32 temporaries (flags-008 from -13.4 to -2.3 %): 3.53 / 16.14 / 7.17;
 // with a QLoRA MLP's intermediates in 16 bits where the stack keeps the
 // norms in 16 bits (fp32 only behind PEFT's upcast norms): 3.38 / 15.95 /
-// 7.12.
+// 7.12; with the torchtune tutorial rows estimated over the cleaned Alpaca
+// set's measured length histogram instead of the bound alone (their LoRA
+// rows from +8…+10 % to +5…+7 %, the QLoRA row, whose peak is its model
+// initialisation's, from -15 to -21 %; the refit moves the allocator terms):
+// 3.45 / 16.53 / 7.12.
 const (
-	pinMedianAbs = 3.38
-	pinP90Abs    = 15.95
+	pinMedianAbs = 3.45
+	pinP90Abs    = 16.53
 	pinMAPE      = 7.12
 	pinSlack     = 0.05 // rounding of the printed figures
 )

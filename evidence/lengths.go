@@ -1,20 +1,53 @@
 package evidence
 
 import (
-	_ "embed"
+	"bytes"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"path"
+	"slices"
 	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
 )
 
-// Lengths is the estimator's length distribution for the case: the stated
-// median (log-normal up to the longest sample), or mean and standard
-// deviation (log-normal over the stated range), cut at seq_len the way
-// OverMax says.
+// histogramFiles are the measured length histograms a case can name
+// (seq_len_dist.histogram): each file is in estimate.ParseLengths' format
+// and says in its header where its counts come from.
+//
+//go:embed lengths/*.txt
+var histogramFiles embed.FS
+
+// Histograms lists the names of the kept length histograms.
+func Histograms() []string {
+	entries, _ := histogramFiles.ReadDir("lengths") // embedded: cannot fail
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".txt"))
+	}
+	return names
+}
+
+// histogram is the named kept histogram's distribution.
+func histogram(name string) (estimate.LengthDist, error) {
+	if !slices.Contains(Histograms(), name) {
+		return estimate.LengthDist{}, fmt.Errorf("histogram %q: not one the project keeps (%s)", name, strings.Join(Histograms(), ", "))
+	}
+	file := path.Join("lengths", name+".txt")
+	data, err := histogramFiles.ReadFile(file)
+	if err != nil {
+		return estimate.LengthDist{}, err
+	}
+	return estimate.ParseLengths(bytes.NewReader(data), "evidence/"+file)
+}
+
+// Lengths is the estimator's length distribution for the case: the named
+// histogram, else the stated median (log-normal up to the longest sample),
+// or mean and standard deviation (log-normal over the stated range), cut
+// at seq_len the way OverMax says.
 func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 	lo, hi := int64(1), int64(0)
 	if d.Min != nil {
@@ -32,6 +65,8 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 	switch {
 	case d.OverMax != "" && d.OverMax != "drop" && d.OverMax != "truncate":
 		return dist, fmt.Errorf("over_max %q (want drop or truncate)", d.OverMax)
+	case d.Histogram != "":
+		dist, err = histogram(d.Histogram)
 	case hi < 1:
 		return dist, errors.New("no max and no seq_len: the longest sample is unknown")
 	case finite(d.Mean) && finite(d.Std):

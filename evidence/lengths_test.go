@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func devRequests(t *testing.T) func(id string) (Case, estimate.Request) {
 // over that distribution; rows that state none keep only the bound.
 func TestStatedLengths(t *testing.T) {
 	dev := devRequests(t)
-	for id, want := range map[string]bool{"swift-001": true, "swift-049": true, "litgpt-hub-001": false, "torchtune-docs-001": false} {
+	for id, want := range map[string]bool{"swift-001": true, "swift-049": true, "litgpt-hub-001": false, "torchtune-docs-001": true, "torchtune-flags-001": false} {
 		c, r := dev(id)
 		if got := r.Lengths != nil; got != want {
 			t.Errorf("%s: length distribution %v, want %v", id, got, want)
@@ -82,10 +83,58 @@ func TestSeqLenDistValidated(t *testing.T) {
 	if why != "" || r.Lengths == nil || r.Lengths.Median() < 280 || r.Lengths.Median() > 320 {
 		t.Fatalf("p50 300: why %q, lengths %v", why, r.Lengths)
 	}
-	for _, dist := range []string{`{"p50":300,"over_max":"cut"}`, `{"over_max":"drop"}`, `{"p50":5000}`} {
+	for _, dist := range []string{`{"p50":300,"over_max":"cut"}`, `{"over_max":"drop"}`, `{"p50":5000}`, `{"histogram":"no-such-dataset"}`} {
 		_, err := ReadCases(strings.NewReader(strings.Replace(line, "DIST", dist, 1)), "bad.jsonl")
 		if !errors.Is(err, ErrInvalidCase) || !strings.Contains(err.Error(), "seq_len_dist") {
 			t.Errorf("seq_len_dist %s: err = %v, want an invalid case naming seq_len_dist", dist, err)
 		}
+	}
+}
+
+// A kept histogram is read as its counts say and cut at seq_len: the
+// cleaned Alpaca set's median is near 185 LLaMA tokens and 4–5 % of its
+// samples are longer than 512, so truncated at 512 the longest batch is
+// 512 while the median stays; unbounded by seq_len, the longest sample is
+// the figure's 1,584. Every kept file says where its counts come from.
+func TestKeptHistograms(t *testing.T) {
+	names := Histograms()
+	if !slices.Contains(names, "alpaca-cleaned") {
+		t.Fatalf("kept histograms %v, want alpaca-cleaned among them", names)
+	}
+	for _, name := range names {
+		data, err := histogramFiles.ReadFile("lengths/" + name + ".txt")
+		if err != nil || !strings.Contains(string(data), "# Source:") {
+			t.Errorf("%s: err %v, or no '# Source:' line in its header", name, err)
+		}
+	}
+	cut := SeqLenDist{Histogram: "alpaca-cleaned", OverMax: "truncate"}
+	seq := 512
+	d, err := cut.Lengths(&seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Longest() != 512 || d.Median() < 170 || d.Median() > 200 {
+		t.Errorf("alpaca-cleaned cut at 512: longest %d, median %d; want 512 and about 185", d.Longest(), d.Median())
+	}
+	if u := d.Quantile(0.9); u < 430 || u > 470 {
+		t.Errorf("alpaca-cleaned 90th percentile %d, want about 446 (the bin where the counts pass 90 %%)", u)
+	}
+	seq = 4096
+	if d, err := cut.Lengths(&seq); err != nil || d.Longest() != 1584 {
+		t.Errorf("alpaca-cleaned under a 4096 bound: longest %d (err %v), want the dataset's own 1584", d.Longest(), err)
+	}
+	// The curated Unsloth notebook rows on the same dataset take it from their notes.
+	var found bool
+	for _, c := range readCasesFile(t, "curated.jsonl") {
+		if !strings.Contains(c.Notes, "dataset unsloth/alpaca-cleaned. packing = False") {
+			continue
+		}
+		found = true
+		if dist, _ := statedLengthsOf(c); dist == nil || dist.Histogram != "alpaca-cleaned" {
+			t.Errorf("%s: stated lengths %+v, want the alpaca-cleaned histogram", c.ID, dist)
+		}
+	}
+	if !found {
+		t.Error("no curated row on unsloth/alpaca-cleaned without packing")
 	}
 }
