@@ -234,6 +234,16 @@ func hfFalcon7BLayout(m *hfconfig.Model) bool {
 	return m.KVHeads == 1 && len(m.Layers) > 0 && m.Layers[0].NormParams == 2*m.Hidden
 }
 
+// falconNewDecoderLayout reports whether a Falcon model has
+// new_decoder_architecture's layer (Falcon-40B, 180B): two LayerNorms,
+// ln_attn and ln_mlp (weight and bias each), read by the attention and the
+// MLP in parallel, with grouped key/value heads. LitGPT builds it as its
+// falcon-40b config does: norm_1 and norm_2 (shared_attention_norm off),
+// n_query_groups key/value groups, parallel_residual, GptNeoxMLP, no bias.
+func falconNewDecoderLayout(m *hfconfig.Model) bool {
+	return m.ModelType == "falcon" && m.KVHeads > 1 && m.KVHeads < m.Heads && len(m.Layers) > 0 && m.Layers[0].NormParams == 4*m.Hidden
+}
+
 // hfWindowed reports whether the model's sliding window is shorter than the
 // sequence: transformers then builds a mask, and SDPA leaves the flash kernel
 // for the memory-efficient one, which saves the mask.

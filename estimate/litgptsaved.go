@@ -56,8 +56,9 @@ func litgptExact(r Request) bool {
 	case litgptExactTypes[m.ModelType] && m.MLP == hfconfig.MLPGated:
 	case litgptLNTypes[m.ModelType] && m.MLP == hfconfig.MLPClassic && (m.KVHeads == m.Heads || r.Method != Full):
 		// LayerNorm parallel blocks; with fewer key/value heads (Falcon
-		// 7B's one), LoRA and QLoRA only (read), not full fine-tuning.
-		if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {
+		// 7B's one, Falcon-40B's eight groups), LoRA and QLoRA only (read),
+		// not full fine-tuning.
+		if m.ModelType == "falcon" && !hfFalcon7BLayout(m) && !falconNewDecoderLayout(m) {
 			return false
 		}
 	default:
@@ -385,7 +386,8 @@ func LitGPTExact(req Request) bool {
 // MLP in parallel off the block input (LitGPT's parallel_residual, as
 // hfParallelTypes, the same HF types, reads them on the transformers
 // path): Phi-1.5 and Phi-2 (one norm both read, shared_attention_norm),
-// Falcon 7B (the same, with one key/value head) and GPT-NeoX
+// Falcon 7B (the same, with one key/value head), Falcon-40B (norm_1 and
+// norm_2, eight key/value groups: falconNewDecoderLayout) and GPT-NeoX
 // (StableLM-Alpha, Pythia: norm_1 and norm_2).
 var litgptLNTypes = hfParallelTypes
 
@@ -395,9 +397,10 @@ var litgptLNTypes = hfParallelTypes
 const litgptLNSaved = 8
 
 // litgptLNNorms is how many LayerNorms a LitGPT block of this type runs
-// on its input: Phi shares one between attention and MLP.
+// on its input: Phi and Falcon 7B share one between attention and MLP;
+// GPT-NeoX and Falcon-40B's new decoder layout have one each.
 func litgptLNNorms(m *hfconfig.Model) float64 {
-	if m.ModelType == "phi" || m.ModelType == "falcon" {
+	if m.ModelType == "phi" || (m.ModelType == "falcon" && !falconNewDecoderLayout(m)) {
 		return 1
 	}
 	return 2

@@ -869,7 +869,12 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			if !fwdWins && comp.Bytes > 0 {
 				src = "the saved activations beside the output layer's in-backward step, the larger phase"
 			}
-			if fwdWins {
+			switch {
+			case fwdWins && litgptExact(r):
+				src = "forward/loss phase: each block's saved tensors as LitGPT's own code keeps them, spelled out, no fitted coefficient (docs/memory-model.md#litgpts-own-code-path)" + ckptNote(r)
+			case fwdWins && hfExact(r):
+				src = "forward/loss phase: each layer's saved tensors as transformers' code keeps them, spelled out, no fitted coefficient (docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)" + ckptNote(r)
+			case fwdWins:
 				src = fmt.Sprintf("forward/loss phase: activations ×%.3g of the per-layer activation shape (%sactivations)%s", actCoef, "docs/memory-model.md#", ckptNote(r))
 			}
 		case CLogits:
