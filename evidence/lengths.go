@@ -31,8 +31,23 @@ func Histograms() []string {
 	return names
 }
 
-// histogram is the named kept histogram's distribution.
-func histogram(name string) (estimate.LengthDist, error) {
+// HistogramSummary is the kept histogram's one-line description: its
+// header's "# Summary:" line.
+func HistogramSummary(name string) string {
+	data, err := histogramFiles.ReadFile(path.Join("lengths", name+".txt"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if s, ok := strings.CutPrefix(line, "# Summary: "); ok {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+// Histogram is the named kept histogram's distribution (Histograms).
+func Histogram(name string) (estimate.LengthDist, error) {
 	if !slices.Contains(Histograms(), name) {
 		return estimate.LengthDist{}, fmt.Errorf("histogram %q: not one the project keeps (%s)", name, strings.Join(Histograms(), ", "))
 	}
@@ -66,7 +81,7 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 	case d.OverMax != "" && d.OverMax != "drop" && d.OverMax != "truncate":
 		return dist, fmt.Errorf("over_max %q (want drop or truncate)", d.OverMax)
 	case d.Histogram != "":
-		dist, err = histogram(d.Histogram)
+		dist, err = Histogram(d.Histogram)
 	case hi < 1:
 		return dist, errors.New("no max and no seq_len: the longest sample is unknown")
 	case finite(d.Mean) && finite(d.Std):

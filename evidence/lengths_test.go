@@ -106,6 +106,9 @@ func TestKeptHistograms(t *testing.T) {
 		if err != nil || !strings.Contains(string(data), "# Source:") {
 			t.Errorf("%s: err %v, or no '# Source:' line in its header", name, err)
 		}
+		if HistogramSummary(name) == "" {
+			t.Errorf("%s: no '# Summary:' line, which --seq-len-dataset's help lists", name)
+		}
 	}
 	cut := SeqLenDist{Histogram: "alpaca-cleaned", OverMax: "truncate"}
 	seq := 512

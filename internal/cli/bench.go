@@ -179,6 +179,8 @@ func (c *BenchCmd) config() (bench.ProbeConfig, error) {
 		return cfg, refuse("--seq-len-p50", strconv.FormatInt(f.SeqLenP50, 10), "fixed-length synthetic tokens of exactly --seq-len")
 	case f.SeqLenFile != "":
 		return cfg, refuse("--seq-len-file", f.SeqLenFile, "fixed-length synthetic tokens of exactly --seq-len")
+	case f.SeqLenData != nil:
+		return cfg, refuse("--seq-len-dataset", *f.SeqLenData, "fixed-length synthetic tokens of exactly --seq-len")
 	case f.Compile:
 		return cfg, refuse("--compile", "", "eager PyTorch, without torch.compile")
 	case len(f.Kernels) > 0:

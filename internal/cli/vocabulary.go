@@ -6,6 +6,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/evidence"
 )
 
 // vocabularyVars are the kong variables the request flags' tags read, built
@@ -21,6 +22,12 @@ func vocabularyVars() kong.Vars {
 		vars[o.Name+"_enum"] = strings.Join(enumOf(o), ",")
 		vars[o.Name+"_values"] = valuesHelp(o.Choices)
 	}
+	var sets []estimate.Choice
+	for _, name := range evidence.Histograms() {
+		sets = append(sets, estimate.Choice{Name: name, Help: evidence.HistogramSummary(name)})
+	}
+	vars["seq_len_dataset_enum"] = strings.Join(evidence.Histograms(), ",")
+	vars["seq_len_dataset_values"] = valuesHelp(sets)
 	return vars
 }
 
