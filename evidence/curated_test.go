@@ -133,9 +133,11 @@ func TestTorchtitanRows(t *testing.T) {
 // (its one key/value head unrepeated): 20.7 / 8.5 / 39.6 %; with the
 // Unsloth notebook rows on the cleaned Alpaca set estimated over its
 // measured length histogram (longest 1,584 tokens, not the 2,048 bound):
-// 20.1 / 8.4 / 39.3 %.
+// 20.1 / 8.4 / 39.3 %; with the swift example scripts' rows estimated over
+// the token statistics ms-swift publishes for their datasets (mean, std,
+// range; longer samples deleted): 18.6 / 8.4 / 37.0 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 20.08, 8.41, 39.29, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.59, 8.41, 37.02, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
