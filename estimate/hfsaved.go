@@ -227,21 +227,29 @@ func hfAdaptsMLPInput(r Request) bool {
 // hfFalcon7BLayout reports whether a Falcon model has the layer hfLayerSaved
 // spells out: multi-query attention (one key/value head, which _split_heads
 // indexes out of the fused output as copies) and parallel attention through
-// one LayerNorm. new_decoder_architecture (40B, 180B: ln_attn and ln_mlp,
-// grouped key/value heads broadcast to every query head) and the ALiBi
-// layouts are not read yet.
+// one LayerNorm, rotary positions. new_decoder_architecture (40B, 180B:
+// ln_attn and ln_mlp, grouped key/value heads broadcast to every query
+// head) and the ALiBi layouts are not read on the transformers path
+// (LitGPT's Falcon-40B block is: falconNewDecoderLayout).
 func hfFalcon7BLayout(m *hfconfig.Model) bool {
+	if f := m.Falcon; f != nil && (f.NewDecoder || !f.Parallel || f.Alibi) {
+		return false
+	}
 	return m.KVHeads == 1 && len(m.Layers) > 0 && m.Layers[0].NormParams == 2*m.Hidden
 }
 
 // falconNewDecoderLayout reports whether a Falcon model has
-// new_decoder_architecture's layer (Falcon-40B, 180B): two LayerNorms,
-// ln_attn and ln_mlp (weight and bias each), read by the attention and the
-// MLP in parallel, with grouped key/value heads. LitGPT builds it as its
-// falcon-40b config does: norm_1 and norm_2 (shared_attention_norm off),
-// n_query_groups key/value groups, parallel_residual, GptNeoxMLP, no bias.
+// new_decoder_architecture's layer as Falcon-40B's config lays it out: two
+// LayerNorms, ln_attn and ln_mlp, read by the attention and the MLP in
+// parallel, grouped key/value heads, rotary positions (no ALiBi). LitGPT
+// builds it as its falcon-40b config does: norm_1 and norm_2
+// (shared_attention_norm off), n_query_groups key/value groups,
+// parallel_residual, GptNeoxMLP, no bias. Falcon2-11B (one norm for both,
+// num_ln_in_parallel_attn 1), a sequential block and ALiBi are not read.
 func falconNewDecoderLayout(m *hfconfig.Model) bool {
-	return m.ModelType == "falcon" && m.KVHeads > 1 && m.KVHeads < m.Heads && len(m.Layers) > 0 && m.Layers[0].NormParams == 4*m.Hidden
+	f := m.Falcon
+	return m.ModelType == "falcon" && f != nil && f.NewDecoder && f.Parallel && !f.Alibi && f.ParallelNorms == 2 &&
+		m.KVHeads > 1 && m.KVHeads < m.Heads
 }
 
 // hfWindowed reports whether the model's sliding window is shorter than the

@@ -2,6 +2,8 @@ package estimate
 
 import (
 	"testing"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
 // litgptRequest is a normalised LitGPT bf16-true request of a catalog
@@ -232,6 +234,48 @@ func TestLitGPTTrainableWhateverCheckpointing(t *testing.T) {
 	for i, n := range counts {
 		if n != want {
 			t.Errorf("case %d: trainable %d, want LitGPT's %d", i, n, want)
+		}
+	}
+}
+
+// The Falcon layouts the estimator spells out are recognised by what the
+// config says, not by a parameter count: Falcon 7B (multi-query, one
+// shared norm) on both paths, Falcon-40B's new decoder layout (two
+// parallel norms, grouped key/value heads, rotary) on LitGPT's; Falcon2-11B's
+// one shared norm under the new architecture, a sequential block and ALiBi
+// on neither.
+func TestFalconLayouts(t *testing.T) {
+	base := `{"model_type":"falcon","hidden_size":512,"num_hidden_layers":2,"num_attention_heads":8,"vocab_size":1000,`
+	cases := []struct {
+		name         string
+		cfg          string
+		seven, forty bool
+	}{
+		{"7B-like", base + `"multi_query":true,"parallel_attn":true}`, true, false},
+		{"40B-like", base + `"new_decoder_architecture":true,"num_kv_heads":2,"parallel_attn":true}`, false, true},
+		{"40B-like, num_ln_in_parallel_attn 2", base + `"new_decoder_architecture":true,"num_kv_heads":2,"num_ln_in_parallel_attn":2}`, false, true},
+		{"Falcon2-11B-like: one norm", base + `"new_decoder_architecture":true,"num_kv_heads":2,"num_ln_in_parallel_attn":1}`, false, false},
+		{"new decoder, sequential", base + `"new_decoder_architecture":true,"num_kv_heads":2,"parallel_attn":false}`, false, false},
+		{"new decoder, ALiBi", base + `"new_decoder_architecture":true,"num_kv_heads":2,"alibi":true}`, false, false},
+		{"7B-like, ALiBi", base + `"multi_query":true,"alibi":true}`, false, false},
+		{"7B-like, sequential", base + `"multi_query":true,"parallel_attn":false}`, false, false},
+	}
+	for _, c := range cases {
+		m, err := hfconfig.Parse([]byte(c.cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := hfFalcon7BLayout(m); got != c.seven {
+			t.Errorf("%s: Falcon 7B layout %v, want %v", c.name, got, c.seven)
+		}
+		if got := falconNewDecoderLayout(m); got != c.forty {
+			t.Errorf("%s: Falcon-40B layout %v, want %v", c.name, got, c.forty)
+		}
+	}
+	for id, want := range map[string][2]bool{"tiiuae/falcon-7b": {true, false}, "tiiuae/falcon-40b": {false, true}} {
+		m := catalogModel(t, id)
+		if got := [2]bool{hfFalcon7BLayout(m), falconNewDecoderLayout(m)}; got != want {
+			t.Errorf("%s: 7B and 40B layouts %v, want %v", id, got, want)
 		}
 	}
 }

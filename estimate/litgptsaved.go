@@ -36,8 +36,8 @@ var litgptExactTypes = map[string]bool{"llama": true, "mistral": true, "gemma": 
 // key, value on the fused qkv, at least one of them; projection; mlp;
 // head), or QLoRA as litgptQLoRA says, one GPU, torch AdamW, its chunked
 // loss, a dense model of litgptExactTypes (Llama-style blocks), Gemma 2
-// (litgptGemma2) or litgptLNTypes (LayerNorm parallel blocks; Falcon's
-// multi-query ones not fully fine-tuned).
+// (litgptGemma2) or litgptLNTypes (LayerNorm parallel blocks; Falcon's,
+// 7B's multi-query layout and 40B's grouped one, not fully fine-tuned).
 func litgptExact(r Request) bool {
 	if r.Stack != StackLitGPT || r.Precision != BF16True || r.GradCkpt.Spec().Recomputes || r.GradCkpt.Spec().OffloadsInputs {
 		return false

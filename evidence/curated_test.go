@@ -152,4 +152,16 @@ func TestCuratedFiguresPinned(t *testing.T) {
 	if row := fmt.Sprintf("| `canifinetune` (default) | %.1f %% | %.1f %% | %.1f %% |", pinMAPE, pinMedian, pinP90); !strings.Contains(string(doc), row) {
 		t.Errorf("README.md's curated table does not hold the pinned figures: want a row starting %q", row)
 	}
+	// The reference estimators' rows beside it are what they score today
+	// (their estimates move too when a case's lengths are read anew).
+	for _, name := range []string{"reference", "unsloth"} {
+		est, err := estimate.ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Score(readCasesFile(t, "curated.jsonl"), est).Summary
+		if row := fmt.Sprintf("| `%s` | %.1f %% | %.1f %% | %.1f %% |", name, s.MAPE, s.MedianAbs, s.P90Abs); !strings.Contains(string(doc), row) {
+			t.Errorf("README.md's curated table: want a row starting %q", row)
+		}
+	}
 }

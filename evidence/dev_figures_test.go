@@ -35,7 +35,7 @@ import (
 // 7.12; with the torchtune tutorial rows estimated over the cleaned Alpaca
 // set's measured length histogram instead of the bound alone (their LoRA
 // rows from +8…+10 % to +5…+7 %, the QLoRA row, whose peak is its model
-// initialisation's, from -15 to -21 %; the refit moves the allocator terms):
+// initialisation's, from -15 to -20 %; the refit moves the allocator terms):
 // 3.45 / 16.53 / 7.12.
 const (
 	pinMedianAbs = 3.45

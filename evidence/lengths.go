@@ -49,7 +49,7 @@ func HistogramSummary(name string) string {
 // Histogram is the named kept histogram's distribution (Histograms).
 func Histogram(name string) (estimate.LengthDist, error) {
 	if !slices.Contains(Histograms(), name) {
-		return estimate.LengthDist{}, fmt.Errorf("histogram %q: not one the project keeps (%s)", name, strings.Join(Histograms(), ", "))
+		return estimate.LengthDist{}, fmt.Errorf("histogram %q: want one the project keeps (%s)", name, strings.Join(Histograms(), ", "))
 	}
 	file := path.Join("lengths", name+".txt")
 	data, err := histogramFiles.ReadFile(file)
@@ -80,6 +80,10 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 	switch {
 	case d.OverMax != "" && d.OverMax != "drop" && d.OverMax != "truncate":
 		return dist, fmt.Errorf("over_max %q (want drop or truncate)", d.OverMax)
+	case d.Histogram != "" && (d.P50 != nil || d.Mean != nil || d.Std != nil || d.Min != nil || d.Max != nil):
+		return dist, fmt.Errorf("histogram %q with p50, mean, std, min or max: the histogram gives the lengths, give it alone", d.Histogram)
+	case d.Histogram != "" && d.OverMax == "":
+		return dist, fmt.Errorf("histogram %q without over_max: say whether samples longer than seq_len are dropped or truncated", d.Histogram)
 	case d.Histogram != "":
 		dist, err = Histogram(d.Histogram)
 	case hi < 1:
@@ -95,6 +99,9 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 		return dist, err
 	}
 	if seqLen != nil {
+		if d.OverMax == "drop" && dist.Q[0] > int64(*seqLen) {
+			return dist, fmt.Errorf("over_max drop with seq_len %d: every sample is longer (the shortest is %d tokens), so none would train", *seqLen, dist.Q[0])
+		}
 		dist = dist.Truncate(int64(*seqLen), d.OverMax == "drop")
 	}
 	return dist, nil

@@ -83,7 +83,10 @@ func TestSeqLenDistValidated(t *testing.T) {
 	if why != "" || r.Lengths == nil || r.Lengths.Median() < 280 || r.Lengths.Median() > 320 {
 		t.Fatalf("p50 300: why %q, lengths %v", why, r.Lengths)
 	}
-	for _, dist := range []string{`{"p50":300,"over_max":"cut"}`, `{"over_max":"drop"}`, `{"p50":5000}`, `{"histogram":"no-such-dataset"}`} {
+	for _, dist := range []string{`{"p50":300,"over_max":"cut"}`, `{"over_max":"drop"}`, `{"p50":5000}`,
+		`{"histogram":"no-such-dataset","over_max":"truncate"}`, `{"histogram":"../lengths/alpaca-cleaned","over_max":"truncate"}`,
+		`{"histogram":"alpaca-cleaned"}`, `{"histogram":"alpaca-cleaned","over_max":"truncate","max":100}`,
+		`{"mean":2500,"std":100,"min":2000,"max":3000,"over_max":"drop"}`} {
 		_, err := ReadCases(strings.NewReader(strings.Replace(line, "DIST", dist, 1)), "bad.jsonl")
 		if !errors.Is(err, ErrInvalidCase) || !strings.Contains(err.Error(), "seq_len_dist") {
 			t.Errorf("seq_len_dist %s: err = %v, want an invalid case naming seq_len_dist", dist, err)
@@ -139,5 +142,14 @@ func TestKeptHistograms(t *testing.T) {
 	}
 	if !found {
 		t.Error("no curated row on unsloth/alpaca-cleaned without packing")
+	}
+	// Every distribution lengths.json states is one Lengths reads.
+	for i, s := range statedLengths {
+		if s.Dist == nil {
+			continue
+		}
+		if _, err := s.Dist.Lengths(nil); err != nil {
+			t.Errorf("lengths.json entry %d (%v): %v", i, s.NotesContain, err)
+		}
 	}
 }

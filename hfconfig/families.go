@@ -501,6 +501,25 @@ func buildFalcon(r raw, m *Model, s familySpec) error {
 	if err != nil {
 		return err
 	}
+	alibi, err := r.boolField("alibi", false)
+	if err != nil {
+		return err
+	}
+	// FalconDecoderLayer sets num_ln_in_parallel_attn to 2 when a new
+	// decoder architecture's config leaves it null (Falcon-40B's predates
+	// the field); Falcon2-11B's says 1: one input_layernorm for both.
+	lnDefault := int64(1)
+	if newArch {
+		lnDefault = 2
+	}
+	lns, err := r.first(lnDefault, "num_ln_in_parallel_attn")
+	if err != nil {
+		return err
+	}
+	if !newArch {
+		lns = 1
+	}
+	m.Falcon = &FalconLayout{NewDecoder: newArch, Parallel: parallel, Alibi: alibi, ParallelNorms: lns}
 	switch {
 	case newArch: // grouped K/V heads, as num_kv_heads says
 	case mq:
@@ -509,7 +528,7 @@ func buildFalcon(r raw, m *Model, s familySpec) error {
 		m.KVHeads = m.Heads
 	}
 	norms := 2 * h // one LayerNorm before parallel attention and MLP
-	if newArch || !parallel {
+	if (newArch && lns == 2) || !parallel {
 		norms = 4 * h // ln_attn and ln_mlp, or a second norm before a sequential MLP
 	}
 	m.uniformLayers(norms,

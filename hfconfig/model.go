@@ -89,6 +89,9 @@ type Model struct {
 	TiedEmbeddings bool
 	// SlidingWindow is the window of sliding-attention layers (0: none).
 	SlidingWindow int64
+	// Falcon is how a Falcon config lays its blocks out (nil for other
+	// families): the estimator spells out only the layouts it has read.
+	Falcon *FalconLayout
 	// LogitSoftcap is final_logit_softcapping (Gemma 2): the logits pass
 	// through tanh(x/cap)·cap before the loss (0: none).
 	LogitSoftcap float64
@@ -469,4 +472,21 @@ func (m *Model) moduleNames() []string {
 		}
 	}
 	return names
+}
+
+// FalconLayout is a Falcon block as its config.json describes it
+// (transformers' FalconDecoderLayer).
+type FalconLayout struct {
+	// NewDecoder is new_decoder_architecture (Falcon-40B, 180B, Falcon2):
+	// grouped key/value heads (num_kv_heads) instead of multi-query.
+	NewDecoder bool
+	// Parallel is parallel_attn: attention and MLP read the block input
+	// side by side rather than one after the other.
+	Parallel bool
+	// Alibi is alibi: ALiBi position biases instead of rotary embeddings.
+	Alibi bool
+	// ParallelNorms is how many LayerNorms a parallel block runs on its
+	// input: 2 (ln_attn and ln_mlp) under the new decoder architecture
+	// unless num_ln_in_parallel_attn says 1, else 1 (input_layernorm).
+	ParallelNorms int64
 }
