@@ -117,14 +117,7 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	// coefficients unchanged, fails here too (a stale litgpt-rt fold once
 	// claimed three of its three OOM rows predicted "no" where the code
 	// predicted two).
-	b, err := os.ReadFile("crossval.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored CrossValidation
-	if err := json.Unmarshal(b, &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := readStoredCV(t)
 	unsloth, err := estimate.ByName("unsloth")
 	if err != nil {
 		t.Fatal(err)
@@ -150,11 +143,9 @@ func TestCrossValidateHoldsOut(t *testing.T) {
 	}
 }
 
-// The stored cross-validation that validate shows first must describe the
-// embedded coefficients: a change of the fit (or of dev.jsonl) without
-// re-running `calibrate … --cross-validation-output evidence/crossval.json`
-// fails here instead of leaving stale figures in front of users.
-func TestStoredCrossValidationCurrent(t *testing.T) {
+// readStoredCV reads the committed evidence/crossval.json.
+func readStoredCV(t *testing.T) CrossValidation {
+	t.Helper()
 	b, err := os.ReadFile("crossval.json")
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +154,15 @@ func TestStoredCrossValidationCurrent(t *testing.T) {
 	if err := json.Unmarshal(b, &cv); err != nil {
 		t.Fatal(err)
 	}
+	return cv
+}
+
+// The stored cross-validation that validate shows first must describe the
+// embedded coefficients: a change of the fit (or of dev.jsonl) without
+// re-running `calibrate … --cross-validation-output evidence/crossval.json`
+// fails here instead of leaving stale figures in front of users.
+func TestStoredCrossValidationCurrent(t *testing.T) {
+	cv := readStoredCV(t)
 	const regen = "re-run: go run ./cmd/canifinetune calibrate evidence/dev.jsonl -o estimate/coefficients.json --cross-validation-output evidence/crossval.json"
 	if cv.Cohort != "dev.jsonl" {
 		t.Errorf("crossval.json cohort %q, want dev.jsonl", cv.Cohort)
