@@ -135,9 +135,12 @@ func TestTorchtitanRows(t *testing.T) {
 // measured length histogram (longest 1,584 tokens, not the 2,048 bound):
 // 20.1 / 8.4 / 39.3 %; with the swift example scripts' rows estimated over
 // the token statistics ms-swift publishes for their datasets (mean, std,
-// range; longer samples deleted): 18.6 / 8.4 / 37.0 %.
+// range; longer samples deleted): 18.6 / 8.4 / 37.0 %; those statistics
+// kept to the Qwen models whose tokenizer counted them (Llama 2 and
+// Mistral count more tokens for the same text, and read with Qwen's counts
+// were under-estimated by up to 19 %): 18.8 / 8.4 / 38.0 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.59, 8.41, 37.02, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.78, 8.41, 38.03, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)

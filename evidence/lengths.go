@@ -81,7 +81,16 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 	case d.OverMax != "" && d.OverMax != "drop" && d.OverMax != "truncate":
 		return dist, fmt.Errorf("over_max %q (want drop or truncate)", d.OverMax)
 	case d.Histogram != "" && (d.P50 != nil || d.Mean != nil || d.Std != nil || d.Min != nil || d.Max != nil):
-		return dist, fmt.Errorf("histogram %q with p50, mean, std, min or max: the histogram gives the lengths, give it alone", d.Histogram)
+		var also []string
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{d.P50 != nil, "p50"}, {d.Mean != nil, "mean"}, {d.Std != nil, "std"}, {d.Min != nil, "min"}, {d.Max != nil, "max"}} {
+			if f.set {
+				also = append(also, f.name)
+			}
+		}
+		return dist, fmt.Errorf("histogram %q with %s: the histogram gives the lengths, give it alone", d.Histogram, strings.Join(also, ", "))
 	case d.Histogram != "" && d.OverMax == "":
 		return dist, fmt.Errorf("histogram %q without over_max: say whether samples longer than seq_len are dropped or truncated", d.Histogram)
 	case d.Histogram != "":
@@ -117,7 +126,13 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 var statedLengthsJSON []byte
 
 type statedLength struct {
-	NotesContain []string    `json:"notes_contain"`
+	NotesContain []string `json:"notes_contain"`
+	// Archs, when set, limits the entry to cases of these architectures:
+	// lengths counted with one model's tokenizer set the longest batch of
+	// another's only as far as their tokenizers agree, and one with a
+	// smaller vocabulary counts more tokens (an estimate made with fewer
+	// would err low).
+	Archs        []string    `json:"archs,omitempty"`
 	Dist         *SeqLenDist `json:"seq_len_dist,omitempty"`
 	LongestFirst bool        `json:"longest_first,omitempty"`
 	// Source says where the notes' claim comes from (a distribution
@@ -146,7 +161,7 @@ func statedLengthsOf(c Case) (dist *SeqLenDist, longestFirst bool) {
 		for _, sub := range s.NotesContain {
 			all = all && strings.Contains(c.Notes, sub)
 		}
-		if !all {
+		if !all || (len(s.Archs) > 0 && (c.Arch == nil || !slices.Contains(s.Archs, *c.Arch))) {
 			continue
 		}
 		if dist == nil && s.Dist != nil {

@@ -107,6 +107,34 @@ func TestMoreArchitectures(t *testing.T) {
 			linear: 128 + 64 + 512,
 			total:  128 + 64 + 512 + 16 + 16 + 80,
 		},
+		{
+			// Falcon-40B style: new decoder architecture, grouped K/V,
+			// ln_attn and ln_mlp (num_ln_in_parallel_attn defaults to 2).
+			name: "falcon new decoder, two norms",
+			cfg: `{"model_type":"falcon","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"num_kv_heads":1,
+			"new_decoder_architecture":true,"parallel_attn":true,"vocab_size":10}`,
+			linear: 128 + 64 + 512,
+			total:  128 + 64 + 512 + 32 + 16 + 80,
+			check: func(t *testing.T, m *Model) {
+				if f := m.Falcon; f == nil || !f.NewDecoder || !f.Parallel || f.Alibi || f.ParallelNorms != 2 {
+					t.Errorf("Falcon layout %+v, want new decoder, parallel, rotary, two norms", f)
+				}
+			},
+		},
+		{
+			// Falcon2-11B style: the new decoder architecture with one
+			// input_layernorm for attention and MLP (num_ln_in_parallel_attn 1).
+			name: "falcon new decoder, one norm",
+			cfg: `{"model_type":"falcon","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,"num_kv_heads":1,
+			"new_decoder_architecture":true,"parallel_attn":true,"num_ln_in_parallel_attn":1,"vocab_size":10}`,
+			linear: 128 + 64 + 512,
+			total:  128 + 64 + 512 + 16 + 16 + 80,
+			check: func(t *testing.T, m *Model) {
+				if f := m.Falcon; f == nil || f.ParallelNorms != 1 {
+					t.Errorf("Falcon layout %+v, want one parallel norm", f)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

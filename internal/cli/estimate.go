@@ -153,6 +153,10 @@ func (c *EstimateCmd) Run(env *Env) error {
 		return err
 	}
 	out := report.NewEstimate(rm, gs.Card, req, plan.Estimate, x, plan.Changes)
+	out.Config.LengthsFrom = lengthsFrom(c.RequestFlags)
+	if out.Config.LengthsFrom != "" && out.Config.SeqLen < c.SeqLen {
+		out.Config.SeqLenBound = c.SeqLen
+	}
 	out.Annotate(gs.Setup, plan)
 	out.Detection = gs.detection
 	if c.Simulate {
@@ -206,7 +210,14 @@ func printEstimate(w io.Writer, o report.Estimate) {
 	if cfg.Dynamic {
 		line += ", padded to each batch's longest"
 		if cfg.SeqLenP50 > 0 {
-			line += fmt.Sprintf(" (median sample %d tokens)", cfg.SeqLenP50)
+			from := ""
+			if d, ok := strings.CutPrefix(cfg.LengthsFrom, "dataset "); ok {
+				from = ", " + d + "'s lengths"
+			}
+			line += fmt.Sprintf(" (median sample %d tokens%s)", cfg.SeqLenP50, from)
+		}
+		if cfg.SeqLenBound > 0 {
+			line += fmt.Sprintf(", longest sample %d under the --seq-len %d bound", cfg.SeqLen, cfg.SeqLenBound)
 		}
 	}
 	if cfg.Method != "full" {

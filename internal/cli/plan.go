@@ -164,14 +164,14 @@ func (c *PlanCmd) Run(env *Env) error {
 	}
 	out.Search = searchJSON{Candidates: res.Candidates, Fits: res.Fits}
 	for i, p := range res.Plans {
-		out.Plans = append(out.Plans, newPlanJSON(i+1, p, res.Trades(p), rm.Name))
+		out.Plans = append(out.Plans, newPlanJSON(i+1, p, res.Trades(p), rm.Name, lengthArgs(c.RequestFlags)))
 	}
 	if len(res.Plans) > 0 {
 		out.Chosen = c.chosen(est, res.Plans[0], gs)
 	} else {
 		out.NoPlan = &noPlanJSON{Binding: res.Binding}
 		if n := res.Nearest; n != nil {
-			pj := newPlanJSON(0, *n, res.Trades(*n), rm.Name)
+			pj := newPlanJSON(0, *n, res.Trades(*n), rm.Name, lengthArgs(c.RequestFlags))
 			out.NoPlan.Nearest = &pj
 		}
 	}
@@ -382,7 +382,7 @@ func (c *PlanCmd) runMaximize(env *Env, opts plan.Options, rm *modelsource.Resol
 	mj := &maximumJSON{Quantity: c.Maximize, Bound: m.Bound, Candidates: m.Candidates}
 	if m.Plan != nil {
 		mj.Value = m.Value
-		pj := newPlanJSON(1, *m.Plan, nil, rm.Name)
+		pj := newPlanJSON(1, *m.Plan, nil, rm.Name, lengthArgs(c.RequestFlags))
 		mj.Plan = &pj
 	}
 	out.Maximum = mj

@@ -185,7 +185,7 @@ func newTimeModelJSON(hw plan.Hardware) timeModelJSON {
 		}}
 }
 
-func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON {
+func newPlanJSON(rank int, p plan.Plan, trades []string, model string, lengths []string) planJSON {
 	q := p.Request
 	e := p.Estimate
 	t := p.Time
@@ -197,7 +197,7 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 		Time: planTimeJSON{Known: t.Known, Why: t.Why, ComputeS: bytesize.Round(t.Compute, 4), RecomputeS: bytesize.Round(t.Recompute, 4), DequantS: bytesize.Round(t.Dequant, 4),
 			CommunicationS: bytesize.Round(t.Communication, 4), CommExposedS: bytesize.Round(t.CommExposed, 4), OffloadS: bytesize.Round(t.Offload, 4), StepS: bytesize.Round(t.Step, 4),
 			Updates: t.Updates, TotalHours: bytesize.Round(t.Total/3600, 3), TokensPerSecond: bytesize.Round(t.TokensPerSec, 0), MFU: bytesize.Round(t.MFU, 4)},
-		Cost: bytesize.Round(p.Cost, 2), Trades: append([]string{}, trades...), ChangesResult: p.ChangesResult, Command: planCommand(model, p)}
+		Cost: bytesize.Round(p.Cost, 2), Trades: append([]string{}, trades...), ChangesResult: p.ChangesResult, Command: planCommand(model, p, lengths)}
 	if q.Method != estimate.Full {
 		pj.LoRARank, pj.Targets = q.LoRARank, q.LoRATargets
 	}
@@ -207,8 +207,10 @@ func newPlanJSON(rank int, p plan.Plan, trades []string, model string) planJSON 
 	return pj
 }
 
-// planCommand is the estimate command line that checks a plan's memory.
-func planCommand(model string, p plan.Plan) string {
+// planCommand is the estimate command line that checks a plan's memory;
+// lengths are the plan's own length flags (lengthArgs), which the search
+// keeps unchanged.
+func planCommand(model string, p plan.Plan, lengths []string) string {
 	q := p.Request
 	a := []string{"canifinetune estimate", model, "--method", string(q.Method)}
 	if q.Method != estimate.Full {
@@ -219,6 +221,7 @@ func planCommand(model string, p plan.Plan) string {
 	}
 	a = append(a, "--seq-len", fmt.Sprint(q.SeqLen), "--batch", fmt.Sprint(p.MicroBatch), "--grad-accum", fmt.Sprint(p.GradAccum),
 		"--grad-ckpt", string(q.GradCkpt), "--fused-ce", string(q.FusedCE), "--optimizer", string(q.Optimizer))
+	a = append(a, lengths...)
 	if q.Stack != "" {
 		a = append(a, "--stack", string(q.Stack))
 	}

@@ -86,6 +86,14 @@ type Config struct {
 	GradAccum int64 `json:"grad_accum"`
 	Dynamic   bool  `json:"dynamic_padding"`
 	SeqLenP50 int64 `json:"seq_len_p50,omitempty"`
+	// LengthsFrom says where the length distribution came from:
+	// "dataset NAME" (a histogram the binary keeps), "file PATH", or
+	// "median" (--seq-len-p50); empty without one.
+	LengthsFrom string `json:"lengths_from,omitempty"`
+	// SeqLenBound is the --seq-len asked for when the distribution's
+	// longest sample is shorter, so that the longest batch (SeqLen) is
+	// below it; 0 otherwise.
+	SeqLenBound int64 `json:"seq_len_bound,omitempty"`
 	// LongestFirst: the first micro-batch is the longest (--longest-first).
 	LongestFirst bool                   `json:"longest_first,omitempty"`
 	Dropout      float64                `json:"lora_dropout"`
