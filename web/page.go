@@ -9,6 +9,7 @@ import (
 
 	"github.com/canifinetune/canifinetune/catalog"
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/evidence"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/internal/bytesize"
 	"github.com/canifinetune/canifinetune/internal/report"
@@ -22,12 +23,14 @@ type view struct {
 	Models     []string
 	GPUs       []choice
 	Estimators []choice
-	Result     *report.Estimate
-	Bar        *bar
-	Errors     []ErrorSlice
-	Problem    *Problem
-	Yes        float64
-	Marginal   float64
+	// Datasets are the kept length histograms (--seq-len-dataset).
+	Datasets []choice
+	Result   *report.Estimate
+	Bar      *bar
+	Errors   []ErrorSlice
+	Problem  *Problem
+	Yes      float64
+	Marginal float64
 	// Hub says where ids beyond the catalog come from.
 	Hub HubState
 	// Keep are the view's parameters but the model (Label the name), which
@@ -91,6 +94,16 @@ var freesLogitsControl = control{Param: "frees-logits", Label: "own loss's logit
 	{Value: "", Label: "held (inline loop)", Help: "the loop keeps the model's output referenced through the backward and the optimizer step (the pytorch stack's default)"},
 	{Value: "true", Label: "freed", Help: "a loss function that returns only the loss, or del logits, before loss.backward() (pytorch stack only)"},
 }}
+
+// datasetChoices are the lengths select's options: the sequence length
+// alone (packed or padded to it), or a kept dataset's histogram.
+func datasetChoices() []choice {
+	cs := []choice{{Value: "", Label: "every sequence at its length", Help: "packed, or padded to the sequence length"}}
+	for _, name := range evidence.Histograms() {
+		cs = append(cs, choice{Value: name, Label: name, Help: evidence.HistogramSummary(name)})
+	}
+	return cs
+}
 
 func gpuChoices() []choice {
 	cs := []choice{{Value: "", Label: "none (no verdict)"}}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/canifinetune/canifinetune/estimate"
+	"github.com/canifinetune/canifinetune/evidence"
 	"github.com/canifinetune/canifinetune/gpu"
 	"github.com/canifinetune/canifinetune/hfconfig"
 	"github.com/canifinetune/canifinetune/internal/report"
@@ -26,7 +27,7 @@ type Params map[string]string
 
 // paramNames are the parameters the page and the API accept, in form order.
 var paramNames = []string{
-	"model", "method", "quant", "rank", "targets", "seq-len", "target-len", "batch", "grad-accum",
+	"model", "method", "quant", "rank", "targets", "seq-len", "seq-len-dataset", "target-len", "batch", "grad-accum",
 	"grad-ckpt", "attn", "fused-ce", "optimizer", "stack", "frees-logits", "precision",
 	"gpu", "gpu-vram-gb", "available-vram-gb", "estimator",
 }
@@ -204,6 +205,15 @@ func (p Params) request(m *hfconfig.Model) (setting, *Problem) {
 	}
 	if t, ok := p["targets"]; ok {
 		r.LoRATargets = strings.Split(t, ",")
+	}
+	if name, ok := p["seq-len-dataset"]; ok {
+		// As the CLI's --seq-len-dataset: a length histogram the binary
+		// keeps, with the sequence length as the bound.
+		d, err := evidence.Histogram(name)
+		if err != nil {
+			return s, badParam("seq-len-dataset", "--seq-len-dataset: %v", err)
+		}
+		r.Lengths = &d
 	}
 	var err error
 	if s.est, err = estimate.ByName(p["estimator"]); err != nil {

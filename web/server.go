@@ -97,7 +97,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{opts: o, port: port, page: t, measured: m,
 		models: report.NewModels(catalog.All()), gpus: report.NewGPUs(gpu.Cards()), mux: http.NewServeMux(),
-		form:     view{Controls: controls(), Models: modelIDs(), GPUs: gpuChoices(), Estimators: estimatorChoices(), Yes: estimate.YesRatio, Marginal: estimate.MarginalRatio},
+		form:     view{Controls: controls(), Models: modelIDs(), GPUs: gpuChoices(), Estimators: estimatorChoices(), Datasets: datasetChoices(), Yes: estimate.YesRatio, Marginal: estimate.MarginalRatio},
 		planForm: planFields(),
 		hubSem:   make(chan struct{}, 4), resolved: newMemo[*modelsource.Resolved](256, 10*time.Minute), searches: newMemo[[]string](256, 5*time.Minute)}
 	s.form.MaxConfig = sizeWords(MaxConfigBytes)

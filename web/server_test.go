@@ -437,6 +437,29 @@ func TestAPIFreesLogits(t *testing.T) {
 	}
 }
 
+// TestAPISeqLenDataset: seq-len-dataset is the CLI's --seq-len-dataset. The
+// cleaned Alpaca set's longest sample (1,584 tokens) moves the longest batch
+// below a 2048 bound, the config says where the lengths came from, and an
+// unknown name is refused by name; the page offers the kept histograms.
+func TestAPISeqLenDataset(t *testing.T) {
+	const q = "/api/estimate?model=Qwen/Qwen2.5-0.5B&method=lora&seq-len=2048"
+	bound, data := estimateAt(t, q), estimateAt(t, q+"&seq-len-dataset=alpaca-cleaned")
+	if c := data.Config; c.SeqLen != 1584 || c.SeqLenP50 != 185 || !c.Dynamic || c.LengthsFrom != "dataset alpaca-cleaned" || c.SeqLenBound != 2048 {
+		t.Errorf("config %+v: want seq_len 1584, median 185, dynamic padding, lengths from the dataset, bound 2048", c)
+	}
+	if data.Levels.AllocatedBytes >= bound.Levels.AllocatedBytes {
+		t.Errorf("allocated at the dataset's lengths %d, not below the 2048 bound's %d", data.Levels.AllocatedBytes, bound.Levels.AllocatedBytes)
+	}
+	r := do(t, "GET", q+"&seq-len-dataset=alpaca", nil, nil)
+	if p := problemOf(t, r.body); r.status != 400 || p.Field != "seq-len-dataset" || !strings.Contains(p.Message, "alpaca-cleaned") {
+		t.Errorf("seq-len-dataset=alpaca: status %d, problem %+v; want 400 naming the field and the kept names", r.status, p)
+	}
+	page := do(t, "GET", "/?model=Qwen/Qwen2.5-0.5B&seq-len-dataset=alpaca-cleaned", nil, nil)
+	if page.status != 200 || !strings.Contains(string(page.body), `<option value="alpaca-cleaned"`) {
+		t.Errorf("page: status %d, want 200 with the alpaca-cleaned option", page.status)
+	}
+}
+
 // estimateAt GETs an /api/estimate URL that must succeed and decodes it.
 func estimateAt(t *testing.T, url string) report.Estimate {
 	t.Helper()
