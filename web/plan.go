@@ -16,7 +16,7 @@ import (
 // planParamNames are the parameters of /plan and /api/plan: the plan
 // command's flags without their dashes, in form order.
 var planParamNames = []string{
-	"model", "method", "quant", "rank", "targets", "seq-len", "target-len", "batch", "grad-accum",
+	"model", "method", "quant", "rank", "targets", "seq-len", "seq-len-dataset", "target-len", "batch", "grad-accum",
 	"grad-ckpt", "attn", "fused-ce", "optimizer", "stack", "precision",
 	"gpu", "gpus", "gpu-vram-gb", "available-vram-gb", "nodes",
 	"dataset-tokens", "samples", "mean-len", "epochs", "effective-batch",
@@ -248,7 +248,7 @@ func planFields() []planField {
 	gpus[0].Label = "none"
 	for _, f := range []struct{ param, label, placeholder string }{
 		{"model", "model", "Qwen/Qwen2.5-7B"}, {"method", "method", ""}, {"quant", "QLoRA quantization", ""},
-		{"rank", "LoRA rank", "16"}, {"seq-len", "sequence length", "2048"},
+		{"rank", "LoRA rank", "16"}, {"seq-len", "sequence length", "2048"}, {"seq-len-dataset", "lengths", ""},
 		{"target-len", "target length (encoder-decoder)", "as the sequence"}, {"grad-ckpt", "activation checkpointing", ""},
 		{"attn", "attention", ""}, {"fused-ce", "loss kernel", ""}, {"optimizer", "optimizer", ""},
 		{"stack", "stack", ""}, {"precision", "precision", ""},
@@ -267,6 +267,9 @@ func planFields() []planField {
 		}
 		if f.param == "gpu" {
 			pf.Choices = gpus
+		}
+		if f.param == "seq-len-dataset" {
+			pf.Choices = datasetChoices()
 		}
 		fs = append(fs, pf)
 	}

@@ -127,6 +127,20 @@ func TestPlanAPI(t *testing.T) {
 		t.Errorf("/api/plan with target-len differs from plan --target-len --json (-cli +api):\n%s", diff)
 	}
 
+	// A kept dataset's lengths reach the search as --seq-len-dataset, and
+	// the plans' check-it commands keep them.
+	status, body = get(t, ts, "GET", "/api/plan?"+planQuery+"&seq-len-dataset=alpaca-cleaned", "", nil)
+	want, code = cliRun(t, "plan", "Qwen/Qwen2.5-7B", "--gpu", "rtx-4090", "--dataset-tokens", "1e8", "--seq-len-dataset", "alpaca-cleaned", "--json")
+	if status != 200 || code != 0 {
+		t.Fatalf("seq-len-dataset: status %d, plan exit %d: %s", status, code, body)
+	}
+	if diff := cmp.Diff(string(want), string(body)); diff != "" {
+		t.Errorf("/api/plan with seq-len-dataset differs from plan --seq-len-dataset --json (-cli +api):\n%s", diff)
+	}
+	if !strings.Contains(string(body), "--seq-len-dataset alpaca-cleaned") {
+		t.Errorf("/api/plan with seq-len-dataset: no plan command keeps --seq-len-dataset")
+	}
+
 	for _, tc := range []struct {
 		name, method, path, ctype, body string
 		status                          int
@@ -170,7 +184,7 @@ func TestPlanPage(t *testing.T) {
 	if status != 200 || strings.Count(page, `<tr class="plan fit-yes">`) == 0 {
 		t.Fatalf("status %d; plan rows %d", status, strings.Count(page, `<tr class="plan`))
 	}
-	for _, want := range []string{`href="/plan?dataset-tokens=1e8&amp;gpu=rtx-4090&amp;model=Qwen%2FQwen2.5-7B"`, `download="plan.json"`, "canifinetune estimate Qwen/Qwen2.5-7B"} {
+	for _, want := range []string{`href="/plan?dataset-tokens=1e8&amp;gpu=rtx-4090&amp;model=Qwen%2FQwen2.5-7B"`, `download="plan.json"`, "canifinetune estimate Qwen/Qwen2.5-7B", `<option value="alpaca-cleaned"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
 		}

@@ -64,7 +64,7 @@ The parameters are the estimate command's flags without their dashes
 (model, method, rank, targets, seq-len, seq-len-dataset, target-len, batch,
 grad-accum, grad-ckpt, attn, fused-ce, optimizer, stack, frees-logits (true
 or false), precision, quant, gpu, gpu-vram-gb, available-vram-gb, estimator;
-frees-logits and seq-len-dataset are for /api/estimate and the page only). Errors are JSON {"error", "field", "hint"} in
+frees-logits is for /api/estimate and the page only). Errors are JSON {"error", "field", "hint"} in
 the command line's words: 400 bad input, 403 a gated or private Hub model,
 404 a model not found (offline: not cached), 405 wrong method, 413 a body
 over 64 KiB (a trace over 1 GiB, a config over 1 MiB), 502 when the Hub or
