@@ -21,26 +21,52 @@ import (
 //go:embed lengths/*.txt
 var histogramFiles embed.FS
 
+// keptHistogram is one embedded histogram, read once: its distribution
+// and its header's "# Summary:" line.
+type keptHistogram struct {
+	name, summary string
+	dist          estimate.LengthDist
+}
+
+// keptHistograms are the embedded histograms, in name order. A file that
+// does not parse is a build defect (TestKeptHistograms reads them all).
+var keptHistograms = func() []keptHistogram {
+	entries, _ := histogramFiles.ReadDir("lengths") // embedded: cannot fail
+	var hs []keptHistogram
+	for _, e := range entries {
+		file := path.Join("lengths", e.Name())
+		data, _ := histogramFiles.ReadFile(file)
+		d, err := estimate.ParseLengths(bytes.NewReader(data), "evidence/"+file)
+		if err != nil {
+			panic(err) // embedded
+		}
+		h := keptHistogram{name: strings.TrimSuffix(e.Name(), ".txt"), dist: d}
+		for _, line := range strings.Split(string(data), "\n") {
+			if s, ok := strings.CutPrefix(line, "# Summary: "); ok {
+				h.summary = strings.TrimSpace(s)
+				break
+			}
+		}
+		hs = append(hs, h)
+	}
+	return hs
+}()
+
 // Histograms lists the names of the kept length histograms.
 func Histograms() []string {
-	entries, _ := histogramFiles.ReadDir("lengths") // embedded: cannot fail
-	var names []string
-	for _, e := range entries {
-		names = append(names, strings.TrimSuffix(e.Name(), ".txt"))
+	names := make([]string, len(keptHistograms))
+	for i, h := range keptHistograms {
+		names[i] = h.name
 	}
 	return names
 }
 
-// HistogramSummary is the kept histogram's one-line description: its
-// header's "# Summary:" line.
+// HistogramSummary is the kept histogram's one-line description ("" for a
+// name the project does not keep).
 func HistogramSummary(name string) string {
-	data, err := histogramFiles.ReadFile(path.Join("lengths", name+".txt"))
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if s, ok := strings.CutPrefix(line, "# Summary: "); ok {
-			return strings.TrimSpace(s)
+	for _, h := range keptHistograms {
+		if h.name == name {
+			return h.summary
 		}
 	}
 	return ""
@@ -48,15 +74,12 @@ func HistogramSummary(name string) string {
 
 // Histogram is the named kept histogram's distribution (Histograms).
 func Histogram(name string) (estimate.LengthDist, error) {
-	if !slices.Contains(Histograms(), name) {
-		return estimate.LengthDist{}, fmt.Errorf("histogram %q: want one the project keeps (%s)", name, strings.Join(Histograms(), ", "))
+	for _, h := range keptHistograms {
+		if h.name == name {
+			return h.dist, nil
+		}
 	}
-	file := path.Join("lengths", name+".txt")
-	data, err := histogramFiles.ReadFile(file)
-	if err != nil {
-		return estimate.LengthDist{}, err
-	}
-	return estimate.ParseLengths(bytes.NewReader(data), "evidence/"+file)
+	return estimate.LengthDist{}, fmt.Errorf("histogram %q: want one the project keeps (%s)", name, strings.Join(Histograms(), ", "))
 }
 
 // Lengths is the estimator's length distribution for the case: the named

@@ -153,3 +153,15 @@ func TestKeptHistograms(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHistogramLengths is one case's lengths from a kept histogram,
+// as validate and the web API read them for every request.
+func BenchmarkHistogramLengths(b *testing.B) {
+	d := SeqLenDist{Histogram: "alpaca-cleaned", OverMax: "truncate"}
+	seq := 512
+	for b.Loop() {
+		if _, err := d.Lengths(&seq); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
