@@ -51,10 +51,7 @@ func estimateModel(rm *modelsource.Resolved, p Params) (*report.Estimate, *Probl
 	}
 	out := report.NewEstimate(rm, s.setup.Card, s.req, plan.Estimate, x, plan.Changes)
 	if name, ok := p["seq-len-dataset"]; ok {
-		out.Config.LengthsFrom = "dataset " + name
-		if out.Config.SeqLen < s.req.SeqLen {
-			out.Config.SeqLenBound = s.req.SeqLen
-		}
+		out.NoteLengths("dataset "+name, s.req.SeqLen)
 	}
 	out.Annotate(s.setup, plan)
 	return &out, nil

@@ -153,10 +153,7 @@ func (c *EstimateCmd) Run(env *Env) error {
 		return err
 	}
 	out := report.NewEstimate(rm, gs.Card, req, plan.Estimate, x, plan.Changes)
-	out.Config.LengthsFrom = lengthsFrom(c.RequestFlags)
-	if out.Config.LengthsFrom != "" && out.Config.SeqLen < c.SeqLen {
-		out.Config.SeqLenBound = c.SeqLen
-	}
+	out.NoteLengths(lengthsFrom(c.RequestFlags), c.SeqLen)
 	out.Annotate(gs.Setup, plan)
 	out.Detection = gs.detection
 	if c.Simulate {

@@ -188,6 +188,17 @@ type Change struct {
 	CostNotes     []string `json:"cost_notes"`
 }
 
+// NoteLengths records where the request's length distribution came from
+// (Config.LengthsFrom: "dataset NAME", "file PATH" or "median"; "" for
+// none) and, when the distribution's longest sample moved the longest batch
+// below the asked-for bound, that bound (Config.SeqLenBound).
+func (e *Estimate) NoteLengths(from string, bound int64) {
+	e.Config.LengthsFrom = from
+	if from != "" && e.Config.SeqLen < bound {
+		e.Config.SeqLenBound = bound
+	}
+}
+
 // NewEstimate builds the document of one estimate: the resolved model, the
 // table card (nil for none), the request, the estimate, its explanation and
 // the changes that make it fit. What the GPU setup decided the caller adds
