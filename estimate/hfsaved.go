@@ -232,10 +232,8 @@ func hfAdaptsMLPInput(r Request) bool {
 // head) and the ALiBi layouts are not read on the transformers path
 // (LitGPT's Falcon-40B block is: falconNewDecoderLayout).
 func hfFalcon7BLayout(m *hfconfig.Model) bool {
-	if f := m.Falcon; f != nil && (f.NewDecoder || !f.Parallel || f.Alibi) {
-		return false
-	}
-	return m.KVHeads == 1 && len(m.Layers) > 0 && m.Layers[0].NormParams == 2*m.Hidden
+	f := m.Falcon
+	return f != nil && !f.NewDecoder && f.Parallel && !f.Alibi && m.KVHeads == 1
 }
 
 // falconNewDecoderLayout reports whether a Falcon model has
