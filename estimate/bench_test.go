@@ -19,12 +19,17 @@ func BenchmarkEstimate(b *testing.B) {
 	// torchtitan's defaults: FSDP2, per-op checkpointing, the chunked loss.
 	titan := Request{Model: m, Method: Full, SeqLen: 8192, Batch: 2, Sharding: Sharding{Strategy: FSDPFullShard, GPUs: 8}, GPUTotal: 80 * GiB}
 	StackTorchtitan.Spec().Apply(&titan)
+	// bitsandbytes' 8-bit AdamW (Unsloth's default), unpaged and paged:
+	// their states depend on each trained tensor's size.
+	eight, paged := req, req
+	eight.Optimizer, paged.Optimizer = AdamW8bit, PagedAdamW8bit
 	for _, c := range []struct {
 		name, estimator string
 		req             Request
 	}{
 		{"canifinetune", "canifinetune", req}, {"canifinetune-full", "canifinetune", full}, {"canifinetune-litgpt", "canifinetune", litgpt}, {"canifinetune-litgpt-exact", "canifinetune", exact},
 		{"canifinetune-torchtitan", "canifinetune", titan},
+		{"canifinetune-adamw8bit", "canifinetune", eight}, {"canifinetune-paged8bit", "canifinetune", paged},
 		{"seed000", "seed000", req}, {"unsloth", "unsloth", req},
 	} {
 		est, err := ByName(c.estimator)

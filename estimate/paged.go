@@ -145,12 +145,26 @@ func pagedStates(r Request, opt OptimizerSpec, stateBytes int64) (device, paged 
 // pagedFlat) leaves no tensor under min_8bit_size.
 func eightBitStates(r Request, opt OptimizerSpec, trainable int64, flat bool) int64 {
 	var small int64
-	if opt.Min8bitNumel > 0 && !flat {
+	if opt.Min8bitNumel > 0 && !flat && !everyTensorAtLeast(r, opt.Min8bitNumel) {
 		small, _, _ = trainableSplit(r, opt.Min8bitNumel, opt.Min8bitNumel)
 		small = min(small, trainable)
 	}
 	device, _ := stateBytesSplit(small, trainable-small, 0, opt, 0)
 	return device
+}
+
+// everyTensorAtLeast reports, without resolving the targets tensor by
+// tensor (trainableSplit; an estimate asks on every request), that each
+// tensor a LoRA run trains has at least n elements: an adapter matrix is
+// the rank times one side of its Linear, and the model's narrowest Linear
+// bounds every side of a dense model's modules (NarrowestLinear leaves
+// routers out, so a mixture of experts is walked); a LoRA head and extra
+// trained embeddings or heads are wider still. LitGPT's adapters split the
+// fused qkv by slice, narrower than any HF module: they are walked too
+// (cheaply, from their shapes).
+func everyTensorAtLeast(r Request, n int64) bool {
+	m := r.Model
+	return r.Method != Full && r.Stack != StackLitGPT && m.Experts == 0 && r.LoRARank*m.NarrowestLinear() >= n
 }
 
 // pagedFlat is pagedStates under DeepSpeed's ZeRO optimizer, which hands

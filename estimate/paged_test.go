@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/canifinetune/canifinetune/catalog"
+	"github.com/canifinetune/canifinetune/hfconfig"
 )
 
 // Qwen2.5-7B: hidden 3584, 28 layers, 4 KV heads of 128 (k_proj and v_proj
@@ -293,4 +296,35 @@ func TestPagedDeepSpeedStage0AndStep(t *testing.T) {
 	if want := dsGradBytes * tt.Trainable; tt.OptTransient != want {
 		t.Errorf("ZeRO-2 step transient %d B, want the fp32 gradient partition's %d", tt.OptTransient, want)
 	}
+}
+
+// everyTensorAtLeast is the shortcut eightBitStates takes around the
+// tensor-by-tensor walk: wherever it says every trained tensor has at
+// least n elements, the walk finds none under n, for every catalog model,
+// LoRA at ranks 1 to 64 on attention and all-linear targets.
+func TestEveryTensorAtLeastAgreesWithTheWalk(t *testing.T) {
+	const n = 4096 // bitsandbytes' min_8bit_size
+	shortcuts := 0
+	for _, e := range catalog.All() {
+		m, err := hfconfig.Parse(e.Config)
+		if err != nil {
+			continue // a config the estimator refuses is not this test's
+		}
+		for _, rank := range []int64{1, 8, 16, 64} {
+			for _, targets := range []string{"attention", "all-linear"} {
+				r, err := (Request{Model: m, Method: LoRA, LoRARank: rank, LoRATargets: []string{targets}, SeqLen: 512, Batch: 1}).Normalize()
+				if err != nil || !everyTensorAtLeast(r, n) {
+					continue
+				}
+				shortcuts++
+				if small, _, _ := trainableSplit(r, n, n); small != 0 {
+					t.Errorf("%s rank %d %s: shortcut says every tensor ≥ %d, the walk finds %d elements below", e.ID, rank, targets, n, small)
+				}
+			}
+		}
+	}
+	if shortcuts == 0 {
+		t.Fatal("the shortcut never applied: the test checks nothing")
+	}
+	t.Logf("%d requests took the shortcut", shortcuts)
 }

@@ -288,9 +288,10 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// Factored second moment: one row and one column vector per matrix;
 		// no first moment by default (transformers Adafactor beta1=None).
 		t.OptStates = adafactorState(m, r)
-	case opt.EightBit:
+	case opt.EightBit && !opt.Paged:
 		// 8-bit states plus one fp32 absmax per block (bitsandbytes'
-		// blockwise 8-bit optimizers, torchao's OptimState8bit).
+		// blockwise 8-bit optimizers, torchao's OptimState8bit). A paged
+		// one's are split by where they live below (pagedStates).
 		t.OptStates = eightBitStates(r, opt, trainable, ds)
 	default:
 		t.OptStates = opt.States * trainable * stateBytes
