@@ -491,7 +491,7 @@ func hfLayerSaved(r Request) hfSaved {
 			layer += A * qk
 		}
 	}
-	if r.Attn.Spec().KeepsScores {
+	if r.Attn.Spec().KeepsScores() {
 		kv := hkv
 		if hkv < hq {
 			// repeat_kv copies key and value per query head; Falcon's
@@ -610,7 +610,7 @@ func hfLayerSaved(r Request) hfSaved {
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
 	post := pre/2 + sandwich + mlp
-	if full && parallel && !r.Attn.Spec().KeepsScores && A != 4 && !hfWindowed(r) && !falcon {
+	if full && parallel && !r.Attn.Spec().KeepsScores() && A != 4 && !hfWindowed(r) && !falcon {
 		// GPT-NeoX's and Phi's q is a new (concatenated) tensor in
 		// heads-first layout, and so is the flash kernel's output:
 		// reshape(...).contiguous() copies it for the trained dense.
@@ -618,7 +618,7 @@ func hfLayerSaved(r Request) hfSaved {
 		post += A * hq
 	}
 	if full {
-		if r.Attn.Spec().KeepsScores {
+		if r.Attn.Spec().KeepsScores() {
 			post += A * hq
 		}
 	}
@@ -693,7 +693,7 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 			}
 			distinct -= sum - most
 		}
-		if !r.Attn.Spec().KeepsScores {
+		if !r.Attn.Spec().KeepsScores() {
 			// SDPA saves its output, which is the attention's output
 			// projection's input (a view): lora_A keeps no tensor of its
 			// own there. (An fp32 model runs the memory-efficient kernel,

@@ -478,11 +478,8 @@ type AttentionSpec struct {
 	Help string
 	// Aliases are other spellings read as Name.
 	Aliases []string
-	// KeepsScores: the s² score matrix of every head is materialised and
-	// kept for the backward.
-	KeepsScores bool
 	// ScoreTensors is how many s² tensors per head, each as wide as an
-	// activation, it keeps for the backward where KeepsScores: eager's
+	// activation, it keeps for the backward (0: none, a fused kernel): eager's
 	// Korthikanti 5·a·s² bytes at 2-byte activations (the scores, the
 	// softmax output and the dropout's 1-byte mask: 2.5), SDPA's math
 	// kernel's softmax output alone (1: at::_scaled_dot_product_attention_math
@@ -495,6 +492,10 @@ type AttentionSpec struct {
 	NeedsFlashAttention2 bool
 }
 
+// KeepsScores reports whether the kernel materialises every head's s²
+// score matrix and keeps it for the backward (ScoreTensors above 0).
+func (a AttentionSpec) KeepsScores() bool { return a.ScoreTensors > 0 }
+
 func (s AttentionSpec) choice() Choice {
 	return Choice{Name: string(s.Name), Help: s.Help, Aliases: s.Aliases}
 }
@@ -504,8 +505,8 @@ var Attentions = []AttentionSpec{
 	{Name: SDPA, Help: "torch scaled_dot_product_attention (memory-efficient or flash kernels)"},
 	{Name: FlashAttention2, Help: "the flash-attn 2 package (Ampere or newer)", Aliases: []string{"fa2"}, NeedsFlashAttention2: true},
 	{Name: FlexAttention, Help: "torch flex_attention"},
-	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", KeepsScores: true, ScoreTensors: refEagerScoreCoef / 2},
-	{Name: SDPAMath, Help: "torch scaled_dot_product_attention on its math kernel, where the fused kernels refuse the inputs (query and key/value head counts that differ without enable_gqa, as lit-gpt's Falcon 7B of 2023 passed them): keeps every head's s² softmax output, as torch before 2.5 runs it (2.5 computes 16-bit inputs there in fp32)", Aliases: []string{"math"}, KeepsScores: true, ScoreTensors: 1},
+	{Name: Eager, Help: "plain matmuls: keeps the s² score matrix of every head", ScoreTensors: refEagerScoreCoef / 2},
+	{Name: SDPAMath, Help: "torch scaled_dot_product_attention on its math kernel, where the fused kernels refuse the inputs (query and key/value head counts that differ without enable_gqa, as lit-gpt's Falcon 7B of 2023 passed them): keeps every head's s² softmax output, as torch before 2.5 runs it (2.5 computes 16-bit inputs there in fp32)", Aliases: []string{"math"}, ScoreTensors: 1},
 }
 
 // scoreTensors is how many activation-wide s² tensors per head the

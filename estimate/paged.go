@@ -18,22 +18,6 @@ import "slices"
 // pagedMinNumel is get_state_buffer's threshold, in elements.
 const pagedMinNumel = 100_000
 
-// pagedSplit splits the trainable elements by where a paged optimizer keeps
-// their states: tensors under pagedMinNumel on the device, the rest in
-// unified memory. The threshold is tested on the whole tensor also where a
-// strategy shards the optimizer, an approximation: under FSDP1 with
-// use_orig_params each rank's optimizer sees its contiguous slice of the
-// flat parameter, so a tensor is whole on one or two ranks and empty on the
-// others (_use_sharded_views in torch/distributed/fsdp/_flat_param.py);
-// without use_orig_params it sees one flat shard, paged whole; FSDP2's
-// DTensor shards are not supported by bitsandbytes. Both counts stay
-// whole-model, as the other states are before applySharding divides them.
-// (DeepSpeed's flat partitions are pagedFlat's.)
-func pagedSplit(r Request) (device, paged int64) {
-	small, mid, large := trainableSplit(r, 0, pagedMinNumel)
-	return small + mid, large
-}
-
 // trainableSplit counts the trainable elements, tensor by tensor, in
 // tensors of fewer than lo elements (small), of lo up to hi (mid) and of
 // hi or more (large), in one pass.
@@ -129,8 +113,18 @@ func optimizerShards(r Request) int64 {
 }
 
 // pagedStates is what a paged optimizer keeps on the device and in unified
-// memory, in bytes over the whole model, from pagedSplit's sides (and, for
-// an 8-bit optimizer with a min_8bit_size, the tensors under it apart).
+// memory, in bytes over the whole model: the states of tensors under
+// pagedMinNumel on the device, the rest in unified memory (and, for an
+// 8-bit optimizer with a min_8bit_size, the tensors under it apart). The
+// threshold is tested on the whole tensor also where a strategy shards the
+// optimizer, an approximation: under FSDP1 with use_orig_params each
+// rank's optimizer sees its contiguous slice of the flat parameter, so a
+// tensor is whole on one or two ranks and empty on the others
+// (_use_sharded_views in torch/distributed/fsdp/_flat_param.py); without
+// use_orig_params it sees one flat shard, paged whole; FSDP2's DTensor
+// shards are not supported by bitsandbytes. Both counts stay whole-model,
+// as the other states are before applySharding divides them. (DeepSpeed's
+// flat partitions are pagedFlat's.)
 func pagedStates(r Request, opt OptimizerSpec, stateBytes int64) (device, paged int64) {
 	var lo int64
 	if opt.EightBit {

@@ -39,9 +39,9 @@ func TestPagedSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, pg := pagedSplit(r)
+		dev, _, pg := trainableSplit(r, pagedMinNumel, pagedMinNumel)
 		if dev != tt.device || pg != tt.paged {
-			t.Errorf("%s: pagedSplit = %d device, %d paged elements; want %d, %d", tt.name, dev, pg, tt.device, tt.paged)
+			t.Errorf("%s: split at %d elements = %d device, %d paged elements; want %d, %d", tt.name, pagedMinNumel, dev, pg, tt.device, tt.paged)
 		}
 		if dev+pg != adapterParams(r) {
 			t.Errorf("%s: the split covers %d elements, the adapters are %d", tt.name, dev+pg, adapterParams(r))
@@ -108,7 +108,7 @@ func TestPagedFullAndSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := r.Model
-	dev, pg := pagedSplit(r)
+	dev, _, pg := trainableSplit(r, pagedMinNumel, pagedMinNumel)
 	if dev+pg != m.Params() {
 		t.Errorf("full: split covers %d of %d parameters", dev+pg, m.Params())
 	}
@@ -130,7 +130,7 @@ func TestPagedFullAndSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sdev, spg := pagedSplit(s)
+	sdev, _, spg := trainableSplit(s, pagedMinNumel, pagedMinNumel)
 	if sdev != dev || spg != pg {
 		t.Errorf("64-way shards: %d device, %d paged; want the unsharded split %d, %d", sdev, spg, dev, pg)
 	}

@@ -275,3 +275,15 @@ func Names() []string {
 	sort.Strings(ns)
 	return ns
 }
+
+// PagedSpill is how much of a paged optimizer's unified-memory states do
+// not fit on the card beside the run and its safety margin (the budget the
+// verdict used), which the driver keeps in host RAM and pages in and out
+// every step; 0 when they all fit, or without a budget.
+func (e *Estimate) PagedSpill() int64 {
+	b := e.Verdict.Budget
+	if e.PagedOptimizer <= 0 || b <= 0 {
+		return 0
+	}
+	return max(0, min(e.PagedOptimizer, e.Total+e.PagedOptimizer-b))
+}

@@ -112,7 +112,7 @@ func seq2seqTerms(t *terms, r Request, act, mlpT, mlpBytes float64) {
 
 	heads, decHeads := float64(m.Heads), float64(ss.DecoderHeads)
 	t.Eager = 0
-	if r.Attn.Spec().KeepsScores {
+	if r.Attn.Spec().KeepsScores() {
 		// Korthikanti's 5·a·q·k per block under eager (as for decoders, per
 		// 16-bit element; scoreTensors); Estimate multiplies the per-block
 		// term by the block count.

@@ -366,7 +366,7 @@ func costOf(a, b Request, e *Estimate) Cost {
 	if e != nil && e.PagedOptimizer > 0 && e.Verdict.Budget > 0 {
 		// A paged optimizer's states that do not stay resident beside the
 		// run are paged in for the step and out again (paged.go).
-		if over := min(e.PagedOptimizer, e.Total+e.PagedOptimizer-e.Verdict.Budget); over > 0 {
+		if over := e.PagedSpill(); over > 0 {
 			c.OffloadBytes += 2 * over
 			c.Notes = append(c.Notes, fmt.Sprintf("%.2f GiB of the paged optimizer's states do not fit beside the run: paged to host RAM and back, about %.2f GiB per step over the host link", bytesize.InGiB(over), bytesize.InGiB(2*over)))
 		} else {

@@ -96,8 +96,7 @@ func finish(e *Estimate, r Request) (*Estimate, error) {
 		return nil, fmt.Errorf("%w: verdict ratio %v", ErrNotComputable, r)
 	}
 	e.Warnings = r.warnings()
-	if b := e.Verdict.Budget; e.PagedOptimizer > 0 && b > 0 && e.Total+e.PagedOptimizer > b {
-		spill := min(e.PagedOptimizer, e.Total+e.PagedOptimizer-b)
+	if spill := e.PagedSpill(); spill > 0 {
 		e.Warnings = append(e.Warnings, fmt.Sprintf("the paged optimizer's %.2f GiB of states in unified memory do not all fit on the card beside the run and its safety margin: the driver keeps about %.2f GiB of them in host RAM and pages them in and out every step, which fits but slows the step", bytesize.InGiB(e.PagedOptimizer), bytesize.InGiB(spill)))
 	}
 	return e, nil

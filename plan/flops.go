@@ -155,7 +155,7 @@ func TokenFLOPs(s Shape, r estimate.Request, adapterWidth float64) FLOPs {
 // request's attention computes them (see TokenFLOPs).
 func AttendedKeys(s Shape, r estimate.Request) (full, sliding float64) {
 	seq := float64(r.SeqLen)
-	if r.Attn.Spec().KeepsScores {
+	if r.Attn.Spec().KeepsScores() {
 		// Eager attention and SDPA's math kernel multiply every query by
 		// every key and mask afterwards.
 		return seq, seq
