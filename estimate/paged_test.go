@@ -202,6 +202,15 @@ func TestPagedDeepSpeedPartitions(t *testing.T) {
 	if want := 2 * p / n; d < want-1 || d > want+1 {
 		t.Errorf("optimizer states: adamw_8bit − paged = %d, want the uint8 states per GPU, %d", d, want)
 	}
+	// The explanation says the partitions' states are paged, not the
+	// single-GPU rule of tensors under 1e5 elements.
+	x, err := PhasePeak{Coef: DefaultCoefficients}.Explain(base, paged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := x.Sources[COptimizer]; !strings.Contains(src, "flat partitions") || strings.Contains(src, "under 100000 elements") {
+		t.Errorf("ZeRO-2 paged optimizer source %q: want DeepSpeed's flat partitions paged whole", src)
+	}
 }
 
 // The process level holds the resident paged states, but nvidia-smi cannot

@@ -284,14 +284,23 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 	switch {
 	case opt.States == 0:
 		// Plain SGD without momentum keeps no state (seed 000 §4).
+	case opt.Paged && ds:
+		// DeepSpeed's flat partitions are paged whole (pagedFlat); the
+		// client optimizer's kernels step in place. The master copy and
+		// the fp32 gradient partition are DeepSpeed's, added below.
+		t.OptStates, t.PagedStates = pagedFlat(trainable, opt, stateBytes)
+	case opt.Paged:
+		// A paged optimizer's states of tensors of 1e5 elements or more
+		// are in CUDA unified memory, outside the caching allocator
+		// (paged.go); its fused kernels step in place.
+		t.OptStates, t.PagedStates = pagedStates(r, opt, stateBytes)
 	case opt.Factored:
 		// Factored second moment: one row and one column vector per matrix;
 		// no first moment by default (transformers Adafactor beta1=None).
 		t.OptStates = adafactorState(m, r)
-	case opt.EightBit && !opt.Paged:
+	case opt.EightBit:
 		// 8-bit states plus one fp32 absmax per block (bitsandbytes'
-		// blockwise 8-bit optimizers, torchao's OptimState8bit). A paged
-		// one's are split by where they live below (pagedStates).
+		// blockwise 8-bit optimizers, torchao's OptimState8bit).
 		t.OptStates = eightBitStates(r, opt, trainable, ds)
 	default:
 		t.OptStates = opt.States * trainable * stateBytes
@@ -321,26 +330,6 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		} else {
 			t.OptTransient += dsGradBytes * trainable
 		}
-	}
-
-	switch {
-	case opt.Paged && ds:
-		// DeepSpeed's partitions are paged whole (pagedFlat); the fp32
-		// master copy and the step's fp32 gradient partition are
-		// ordinary device tensors, the client optimizer's kernels step in
-		// place.
-		dev, pg := pagedFlat(trainable, opt, stateBytes)
-		t.OptStates, t.PagedStates = dsMasterBytes*trainable+dev, pg
-		t.OptTransient = 0
-		if !dsBF16Stage0(r) {
-			t.OptTransient = dsGradBytes * trainable
-		}
-	case opt.Paged:
-		// A paged optimizer's states of tensors of 1e5 elements or more
-		// are in CUDA unified memory, outside the caching allocator
-		// (paged.go); its fused kernels step in place.
-		t.OptStates, t.PagedStates = pagedStates(r, opt, stateBytes)
-		t.OptTransient = 0
 	}
 
 	s, b, h := float64(r.SeqLen), float64(r.Batch), float64(m.Hidden)
@@ -861,7 +850,11 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			if dsBF16Stage0(r) && r.Sharding.GPUs > 1 {
 				src += fmt.Sprintf("; ÷ %d GPUs (BF16_Optimizer's partition)", r.Sharding.GPUs)
 			}
-			if r.Optimizer.Spec().Paged && !ds {
+			switch {
+			case r.Optimizer.Spec().Paged && ds:
+				src += fmt.Sprintf("; the client optimizer's states of DeepSpeed's flat partitions, %.2f GiB, are paged whole into CUDA unified memory, outside the caching allocator — in the process level, not in this component or the total (docs/memory-model.md#paged-optimizers)",
+					bytesize.InGiB(e.PagedOptimizer))
+			case r.Optimizer.Spec().Paged:
 				src += fmt.Sprintf("; only the states of tensors under %d elements (and 8-bit absmax): the rest, %.2f GiB, are paged into CUDA unified memory, outside the caching allocator — in the process level, not in this component or the total (docs/memory-model.md#paged-optimizers)",
 					pagedMinNumel, bytesize.InGiB(e.PagedOptimizer))
 			}

@@ -508,16 +508,11 @@ func buildFalcon(r raw, m *Model, s familySpec) error {
 	// FalconDecoderLayer sets num_ln_in_parallel_attn to 2 when a new
 	// decoder architecture's config leaves it null (Falcon-40B's predates
 	// the field); Falcon2-11B's says 1: one input_layernorm for both.
-	lnDefault := int64(1)
+	lns := int64(1)
 	if newArch {
-		lnDefault = 2
-	}
-	lns, err := r.first(lnDefault, "num_ln_in_parallel_attn")
-	if err != nil {
-		return err
-	}
-	if !newArch {
-		lns = 1
+		if lns, err = r.intField("num_ln_in_parallel_attn", 2); err != nil {
+			return err
+		}
 	}
 	m.Falcon = &FalconLayout{NewDecoder: newArch, Parallel: parallel, Alibi: alibi, ParallelNorms: lns}
 	switch {
