@@ -10,16 +10,33 @@ import (
 	"github.com/canifinetune/canifinetune/evidence"
 )
 
+// lengthFlag is one flag that gives a request's lengths: its name, its
+// value as a command line writes it, and what the report says the lengths
+// came from.
+type lengthFlag struct {
+	flag, value, from string
+}
+
+// lengthFlags are the length flags given (more than one is a usage error).
+func lengthFlags(f RequestFlags) []lengthFlag {
+	var fs []lengthFlag
+	if f.SeqLenP50 != 0 {
+		fs = append(fs, lengthFlag{"--seq-len-p50", fmt.Sprint(f.SeqLenP50), "median"})
+	}
+	if f.SeqLenFile != "" {
+		fs = append(fs, lengthFlag{"--seq-len-file", f.SeqLenFile, "file " + f.SeqLenFile})
+	}
+	if f.SeqLenData != nil {
+		fs = append(fs, lengthFlag{"--seq-len-dataset", *f.SeqLenData, "dataset " + *f.SeqLenData})
+	}
+	return fs
+}
+
 // lengthsFrom says which flag gave the length distribution, for the
 // report: "dataset NAME", "file PATH" or "median"; "" for none.
 func lengthsFrom(f RequestFlags) string {
-	switch {
-	case f.SeqLenData != nil:
-		return "dataset " + *f.SeqLenData
-	case f.SeqLenFile != "":
-		return "file " + f.SeqLenFile
-	case f.SeqLenP50 != 0:
-		return "median"
+	if fs := lengthFlags(f); len(fs) > 0 {
+		return fs[0].from
 	}
 	return ""
 }
@@ -27,14 +44,10 @@ func lengthsFrom(f RequestFlags) string {
 // lengthArgs are the flags that give a request's lengths, as a command line
 // that repeats it writes them.
 func lengthArgs(f RequestFlags) []string {
-	switch {
-	case f.SeqLenData != nil:
-		return []string{"--seq-len-dataset", *f.SeqLenData}
-	case f.SeqLenFile != "":
-		return []string{"--seq-len-file", f.SeqLenFile}
-	case f.SeqLenP50 != 0:
-		return []string{"--seq-len-p50", fmt.Sprint(f.SeqLenP50)}
-	case f.Dynamic:
+	if fs := lengthFlags(f); len(fs) > 0 {
+		return []string{fs[0].flag, fs[0].value}
+	}
+	if f.Dynamic {
 		return []string{"--dynamic-padding"}
 	}
 	return nil
@@ -45,13 +58,8 @@ func lengthArgs(f RequestFlags) []string {
 // maximum; nil when none is given.
 func lengthsFromFlags(f RequestFlags) (*estimate.LengthDist, error) {
 	var given []string
-	for _, g := range []struct {
-		set  bool
-		name string
-	}{{f.SeqLenP50 != 0, "--seq-len-p50"}, {f.SeqLenFile != "", "--seq-len-file"}, {f.SeqLenData != nil, "--seq-len-dataset"}} {
-		if g.set {
-			given = append(given, g.name)
-		}
+	for _, g := range lengthFlags(f) {
+		given = append(given, g.flag)
 	}
 	switch {
 	case len(given) > 1:
