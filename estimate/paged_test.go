@@ -302,7 +302,9 @@ func TestPagedDeepSpeedStage0AndStep(t *testing.T) {
 	z2 := base
 	z2.Sharding = Sharding{Strategy: "zero2", GPUs: 4}
 	tt := termsOf(t, z2)
-	if want := dsGradBytes * tt.Trainable; tt.OptTransient != want {
+	// Qwen2.5-7B's 7,615,616,512 parameters, 4 B each (whole-model:
+	// applySharding divides it over the ranks).
+	if want := int64(4 * 7_615_616_512); tt.OptTransient != want {
 		t.Errorf("ZeRO-2 step transient %d B, want the fp32 gradient partition's %d", tt.OptTransient, want)
 	}
 }
