@@ -12,9 +12,12 @@
 #     into scripts/bin/ by `scripts/device-check.sh --build`, and carried along
 #     (scripts/bin is git-ignored). If it is missing there and Go is present, the
 #     script builds it; if neither, it stops and says so;
-#   - bitsandbytes (QLoRA, 8-bit optimizers) is installed from wheels carried in
-#     scripts/wheels/*.whl when present; otherwise the QLoRA probes are skipped
-#     and summary.txt says why.
+#   - bitsandbytes (QLoRA, 8-bit optimizers) is imported from an unpacked copy
+#     carried in scripts/bnb-site/ (git-ignored: a wheel unzipped there, with
+#     only the libbitsandbytes_cuda*.so that the device's torch needs, since the
+#     whole wheel is 43 MB and the tree that travels may be 64 MiB), or installed
+#     from wheels carried in scripts/wheels/*.whl; otherwise the QLoRA probes
+#     are skipped and summary.txt says why.
 #
 # Usage:
 #   scripts/device-check.sh --build        # here: cross-build scripts/bin/canifinetune
@@ -24,7 +27,10 @@
 #                                          # at most 8 files from $OUT)
 # Environment: OUT (output folder, default ./out), BUDGET_S (stop starting
 # probes after this many seconds, default 360), PROBE_TIMEOUT (per probe,
-# default 90s; budget + one timeout stays under 8 minutes), PYTHON (default python3).
+# default 90s; budget + one timeout stays under 8 minutes; a QLoRA probe saves
+# and reloads a random checkpoint, which took 74 s for Qwen2.5-1.5B on the
+# H200 machine, so give those more), ONLY (an extended regular expression: run
+# only the probes whose name matches it), PYTHON (default python3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +50,7 @@ OUT=${OUT:-./out}
 BUDGET_S=${BUDGET_S:-360}
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-90s}
 PYTHON=${PYTHON:-python3}
+ONLY=${ONLY:-}
 CFG=scripts/device-configs
 
 if [ "$build" = 1 ]; then
@@ -110,6 +117,13 @@ if [ "$dry" = 1 ]; then
 	have_bnb=1 # not checked: show every probe
 elif "$PYTHON" -c 'import bitsandbytes' >/dev/null 2>&1; then
 	have_bnb=1
+elif [ -d scripts/bnb-site/bitsandbytes ]; then
+	export PYTHONPATH="$PWD/scripts/bnb-site${PYTHONPATH:+:$PYTHONPATH}"
+	if "$PYTHON" -c 'import bitsandbytes' >/dev/null 2>&1; then
+		have_bnb=1
+	else
+		qlora_note="scripts/bnb-site/bitsandbytes is carried but 'import bitsandbytes' failed: $("$PYTHON" -c 'import bitsandbytes' 2>&1 | tail -1)"
+	fi
 else
 	shopt -s nullglob
 	wheels=(scripts/wheels/*.whl)
@@ -144,6 +158,9 @@ start=$SECONDS
 for p in "${PROBES[@]}"; do
 	IFS='|' read -r name dir id flags <<<"$p"
 	receipt="$OUT/receipts/$name.json"
+	if [ -n "$ONLY" ] && ! [[ "$name" =~ $ONLY ]]; then
+		continue
+	fi
 	if [[ "$flags" == *qlora* || "$flags" == *8bit* ]] && [ "$have_bnb" = 0 ]; then
 		printf '%s\t-\tskipped\t-\t(%s)\n' "$name" "$qlora_note" >>"$summary"
 		continue

@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/canifinetune/canifinetune/evidence"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestDeviceCasesAreTheirReceipts converts every success and OOM receipt in
+// evidence/device/*/receipts again and compares the cases with the folder's
+// cases.jsonl, so the committed cases cannot drift from the GPU's receipts
+// (or be edited by hand), and no receipt is left out of them.
+func TestDeviceCasesAreTheirReceipts(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "evidence", "device", "*", "receipts"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no evidence/device/*/receipts folders (%v)", err)
+	}
+	for _, dir := range dirs {
+		session := filepath.Dir(dir)
+		data, err := os.ReadFile(filepath.Join(session, "cases.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := evidence.ReadCases(bytes.NewReader(data), "cases.jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID := map[string]evidence.Case{}
+		for _, c := range stored {
+			byID[c.ID] = c
+		}
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		converted := 0
+		for _, p := range paths {
+			r, err := ReadReceipt(p)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			c, err := ToCase(r)
+			if r.Status != StatusSuccess && r.Status != StatusOOM {
+				if err == nil {
+					t.Errorf("%s: a %s receipt became a case", p, r.Status)
+				}
+				if _, ok := byID[r.ID]; ok {
+					t.Errorf("%s: %s receipt %s is in cases.jsonl", p, r.Status, r.ID)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			converted++
+			want, ok := byID[c.ID]
+			if !ok {
+				t.Errorf("%s: case %s is not in %s/cases.jsonl", p, c.ID, session)
+				continue
+			}
+			if diff := cmp.Diff(roundTrip(t, want), roundTrip(t, c)); diff != "" {
+				t.Errorf("%s: cases.jsonl differs from the receipt's case (-stored +receipt):\n%s", p, diff)
+			}
+		}
+		if converted != len(stored) {
+			t.Errorf("%s: %d receipts are cases, cases.jsonl holds %d", session, converted, len(stored))
+		}
+		// One JSON object per line, as bench --to-case appends them.
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" && !json.Valid([]byte(line)) {
+				t.Errorf("%s/cases.jsonl: a line is not JSON: %.80s", session, line)
+			}
+		}
+	}
+}
