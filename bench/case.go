@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/canifinetune/canifinetune/estimate"
 	"github.com/canifinetune/canifinetune/evidence"
 )
 
@@ -61,6 +62,9 @@ func ToCase(r Receipt) (evidence.Case, error) {
 		}
 	}
 	c.OptimizerStateDtype = stateDtype(r.Optimizer)
+	if o := caseOptimizer(cfg.Optimizer, r.Optimizer); o != cfg.Optimizer {
+		c.Optimizer = ptr(o)
+	}
 	if g := r.GPU; g != nil {
 		if g.Name != "" {
 			c.GPU.Name = ptr(g.Name)
@@ -176,3 +180,21 @@ func stateDtype(o *OptimizerRecord) *string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// caseOptimizer is the optimizer name a receipt's run used: adamw_torch
+// that torch stepped one parameter at a time is adamw_torch_forloop (a
+// receipt without Impl comes from the probe that built it with
+// fused=False, which turns foreach off), and one it fused is
+// adamw_torch_fused.
+func caseOptimizer(asked string, o *OptimizerRecord) string {
+	if asked != "adamw_torch" || o == nil || o.Class != "torch.optim.adamw.AdamW" {
+		return asked
+	}
+	switch o.Impl {
+	case "", "for-loop":
+		return string(estimate.AdamWTorchLoop)
+	case "fused":
+		return string(estimate.AdamWTorchFused)
+	}
+	return asked
+}

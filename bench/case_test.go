@@ -151,3 +151,30 @@ func TestConfigCaseIsToCaseBeforeTheRun(t *testing.T) {
 		}
 	}
 }
+
+// caseOptimizer names the implementation torch ran: the probe's old
+// AdamW(fused=False) (no impl recorded) and a for-loop are
+// adamw_torch_forloop, a fused step adamw_torch_fused; foreach and other
+// optimizers keep the asked name.
+func TestCaseOptimizer(t *testing.T) {
+	adamw := func(impl string) *OptimizerRecord {
+		return &OptimizerRecord{Class: "torch.optim.adamw.AdamW", Impl: impl}
+	}
+	for _, tc := range []struct {
+		asked string
+		rec   *OptimizerRecord
+		want  string
+	}{
+		{"adamw_torch", adamw(""), "adamw_torch_forloop"},
+		{"adamw_torch", adamw("for-loop"), "adamw_torch_forloop"},
+		{"adamw_torch", adamw("foreach"), "adamw_torch"},
+		{"adamw_torch", adamw("fused"), "adamw_torch_fused"},
+		{"adamw_torch", nil, "adamw_torch"},
+		{"adamw_torch_fused", adamw("fused"), "adamw_torch_fused"},
+		{"adamw_8bit", &OptimizerRecord{Class: "bitsandbytes.optim.adamw.AdamW8bit", Impl: "own"}, "adamw_8bit"},
+	} {
+		if got := caseOptimizer(tc.asked, tc.rec); got != tc.want {
+			t.Errorf("caseOptimizer(%q, %+v) = %q, want %q", tc.asked, tc.rec, got, tc.want)
+		}
+	}
+}

@@ -512,8 +512,12 @@ class Probe:
         name = cfg["optimizer"]
         lr = 1e-5
         if name == "adamw_torch":
-            # HF Trainer's adamw_torch: torch AdamW, foreach on CUDA, not fused.
-            return torch.optim.AdamW(params, lr=lr, fused=False)
+            # HF Trainer's adamw_torch: torch AdamW with neither foreach nor
+            # fused given, so torch picks foreach on CUDA. (Passing
+            # fused=False alone turns foreach off too: torch then steps one
+            # parameter at a time, which receipts before the "impl" field
+            # record.)
+            return torch.optim.AdamW(params, lr=lr)
         if name == "adamw_torch_fused":
             return torch.optim.AdamW(params, lr=lr, fused=True)
         if name == "sgd":
@@ -583,7 +587,33 @@ class Probe:
                 entries.append((str(v.dtype).replace("torch.", ""), v.numel() * v.element_size()))
         rec = summarize_optimizer_states(entries)
         rec["class"] = type(opt).__module__ + "." + type(opt).__name__
+        impl = optimizer_impl(opt)
+        if impl:
+            rec["impl"] = impl
         self.result["optimizer"] = rec
+
+
+def optimizer_impl(opt):
+    """How a torch optimizer steps: "fused", "foreach" or "for-loop" as its
+    step will decide it (torch/optim: _default_to_fused_or_foreach applies
+    only when neither flag is given, and then picks foreach for CUDA
+    tensors); "own" for optimizers outside torch.optim (bitsandbytes); None
+    when the optimizer has no param_groups to read."""
+    if not type(opt).__module__.startswith("torch.optim"):
+        return "own"
+    groups = getattr(opt, "param_groups", None)
+    if not groups:
+        return None
+    g = groups[0]
+    fused, foreach = g.get("fused"), g.get("foreach")
+    if fused:
+        return "fused"
+    if foreach:
+        return "foreach"
+    if fused is None and foreach is None:
+        params = [p for grp in opt.param_groups for p in grp["params"]]
+        return "foreach" if params and all(p.is_cuda for p in params) else "for-loop"
+    return "for-loop"
 
 
 def nvidia_driver(index):

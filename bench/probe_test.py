@@ -249,3 +249,30 @@ class FakeTorchTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OptimizerImplTest(unittest.TestCase):
+    """optimizer_impl reads the flags as torch's step will: only when neither
+    fused nor foreach is given does torch pick, and then foreach on CUDA."""
+
+    def opt(self, module, fused, foreach, cuda=True):
+        class P:
+            is_cuda = cuda
+        cls = type("AdamW", (), {"__module__": module})
+        o = cls()
+        o.param_groups = [{"params": [P()], "fused": fused, "foreach": foreach}]
+        return o
+
+    def test_flags(self):
+        t = "torch.optim.adamw"
+        self.assertEqual(probe.optimizer_impl(self.opt(t, None, None)), "foreach")
+        self.assertEqual(probe.optimizer_impl(self.opt(t, None, None, cuda=False)), "for-loop")
+        # fused=False given alone: torch skips its default and runs the loop.
+        self.assertEqual(probe.optimizer_impl(self.opt(t, False, None)), "for-loop")
+        self.assertEqual(probe.optimizer_impl(self.opt(t, True, None)), "fused")
+        self.assertEqual(probe.optimizer_impl(self.opt(t, None, True)), "foreach")
+        self.assertEqual(probe.optimizer_impl(self.opt("bitsandbytes.optim.adamw", None, None)), "own")
+
+    def test_no_param_groups(self):
+        cls = type("AdamW", (), {"__module__": "torch.optim.adamw"})
+        self.assertIsNone(probe.optimizer_impl(cls()))

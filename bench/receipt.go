@@ -204,7 +204,12 @@ type UpdateRecord struct {
 
 // OptimizerRecord is the optimizer as it was actually allocated.
 type OptimizerRecord struct {
-	Class      string        `json:"class"`
+	Class string `json:"class"`
+	// Impl is how a torch.optim optimizer steps (fused, foreach,
+	// for-loop; own for other libraries'). Receipts written before it was
+	// recorded lack it; their probe passed adamw_torch as
+	// AdamW(fused=False), which torch runs as the for-loop.
+	Impl       string        `json:"impl,omitempty"`
 	States     []StateRecord `json:"states"`
 	StateBytes *int64        `json:"state_bytes,omitempty"`
 	StateGB    *float64      `json:"state_gb,omitempty"`

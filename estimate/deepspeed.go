@@ -130,7 +130,11 @@ func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
 // terms.
 func (PhasePeak) assumptions(orig, r Request) []string {
 	if !deepspeedZeRO(r) {
-		return requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r))
+		a := requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r))
+		if sdpaMathFallback(r) {
+			a = append(a, sdpaMathAssumption)
+		}
+		return a
 	}
 	shown := r
 	shown.Precision = orig.Precision

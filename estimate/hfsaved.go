@@ -927,3 +927,61 @@ func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
 	targetSums.Unlock()
 	return sums, nil
 }
+
+// sdpaMathFallback reports whether torch's scaled_dot_product_attention
+// falls back to its math kernel for a transformers model's attention, as
+// measured on an H200 with torch 2.11 (evidence/device/h200-20261204: the
+// QLoRA probes of Qwen2.5-1.5B and Llama-3.2-3B held 10.6 and 21.1 GiB
+// beyond the memory-efficient kernel's figure, every head's fp32 s²
+// softmax output in each layer, and the math kernel's figure is within
+// 0.2 % of both). transformers' sdpa_attention_forward passes
+// enable_gqa=True, with key and value not repeated, when it gives no mask
+// and the head dims are at most 256 (integrations/sdpa_attention.py,
+// use_gqa_in_sdpa). With fp32 query, key and value (no autocast and an
+// fp32 residual stream: fp32 runs, an fp32 LoRA base, QLoRA after PEFT's
+// kbit preparation) the flash kernel is out (16-bit inputs only), and
+// torch's memory-efficient kernel refuses query and key/value head counts
+// that differ (sdp_utils.cpp, check_batch_size_and_num_heads_dense<false>)
+// until PyTorch PR #191085 (July 2026) adds grouped heads to it: the math
+// kernel is what is left. Under a mask (sliding windows, Falcon, padded
+// batches) transformers repeats key and value itself and the
+// memory-efficient kernel runs.
+func sdpaMathFallback(r Request) bool {
+	m := r.Model
+	if r.Attn != SDPA || m == nil || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
+		return false
+	}
+	if r.Stack != "" && !r.Stack.Spec().TransformersLayers {
+		return false
+	}
+	if r.Precision.mixed() || residualBytes(r) != 4 {
+		// Autocast runs SDPA on 16-bit inputs: the flash kernel.
+		return false
+	}
+	if m.Seq2Seq != nil || m.Disentangled || m.ModelType == "falcon" || hfWindowed(r) || r.Lengths != nil {
+		return false
+	}
+	return true
+}
+
+// sdpaMathAssumption is the assumption line of a request sdpaMathFallback
+// holds for.
+const sdpaMathAssumption = "attention: SDPA falls back to its math kernel, which keeps every head's s² fp32 softmax output: fp32 query/key/value (no flash kernel) with fewer key/value heads than query heads, which torch's memory-efficient kernel refuses before PyTorch PR #191085 (July 2026; measured on torch 2.11)"
+
+// sdpaKernel is r with the attention torch actually runs: SDPAMath where
+// sdpaMathFallback says the fused kernels refuse the inputs.
+func sdpaKernel(r Request) Request {
+	if sdpaMathFallback(r) {
+		r.Attn = SDPAMath
+	}
+	return r
+}
+
+// SDPAMathFallback reports whether the default estimator reads the
+// request's --attn sdpa as SDPA's math kernel (sdpaMathFallback), for
+// callers outside the package (the evidence tests hold those rows to their
+// own bounds under checkpointing).
+func SDPAMathFallback(r Request) bool {
+	n, err := r.Normalize()
+	return err == nil && sdpaMathFallback(n)
+}

@@ -353,6 +353,7 @@ const (
 	SGD             Optimizer = "sgd"
 	AdamW8bit       Optimizer = "adamw_8bit"
 	AOAdamW8bit     Optimizer = "adamw_torch_8bit"
+	AdamWTorchLoop  Optimizer = "adamw_torch_forloop"
 	PagedAdamW8bit  Optimizer = "paged_adamw_8bit"
 	PagedAdamW32bit Optimizer = "paged_adamw_32bit"
 	Adafactor       Optimizer = "adafactor"
@@ -390,6 +391,10 @@ type OptimizerSpec struct {
 	// a time: the largest parameter sets the transient (torchao's compiled
 	// single_param_adam: aoStepTempBytes).
 	StepTempBytes int64
+	// StepTempStates is, for a parameter-at-a-time step whose temporaries
+	// follow the states' dtype, how many state-sized copies of the largest
+	// parameter they hold at once (torch's single-tensor AdamW: 2).
+	StepTempStates int64
 	// StateBytes fixes the states' dtype size whatever the parameters'
 	// (paged_adamw_32bit: fp32); 0 follows the parameters or
 	// Request.OptimizerStateDtype.
@@ -406,6 +411,7 @@ func (s OptimizerSpec) choice() Choice {
 var Optimizers = []OptimizerSpec{
 	{Name: AdamWTorch, Help: "torch AdamW, foreach: two states + a tensor-sized step buffer", Aliases: []string{"adamw"}, States: 2},
 	{Name: AdamWTorchFused, Help: "torch AdamW, fused: two states", States: 2, Fused: true},
+	{Name: AdamWTorchLoop, Help: "torch AdamW, for-loop (foreach=False, or fused=False passed alone, which also turns foreach off): two states + two temporaries the size of the largest parameter", Aliases: []string{"adamw_torch_foreach_off"}, States: 2, Fused: true, StepTempStates: 2},
 	{Name: SGD, Help: "SGD without momentum: no state"},
 	{Name: AdamW8bit, Help: "bitsandbytes AdamW, 8-bit states", Aliases: []string{"adamw_bnb_8bit"}, States: 2, EightBit: true, AbsmaxBlock: bnbOptimBlock, Min8bitNumel: bnbMin8bitSize, Fused: true},
 	{Name: AOAdamW8bit, Help: "torchao AdamW8bit (transformers' name): 8-bit states, an fp32 step per parameter", Aliases: []string{"ao_adamw_8bit", "torchao_adamw_8bit"}, States: 2, EightBit: true, AbsmaxBlock: aoOptimBlock, StepTempBytes: aoStepTempBytes, Fused: true},

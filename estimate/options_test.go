@@ -83,7 +83,7 @@ func TestParseUnknown(t *testing.T) {
 	if d := cmp.Diff(names, ue.Valid); d != "" {
 		t.Errorf("valid list (-table +error):\n%s", d)
 	}
-	want := `unknown optimizer "adamw_9bit" (want one of adamw_torch, adamw_torch_fused, sgd, adamw_8bit, adamw_torch_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit)`
+	want := `unknown optimizer "adamw_9bit" (want one of adamw_torch, adamw_torch_fused, adamw_torch_forloop, sgd, adamw_8bit, adamw_torch_8bit, paged_adamw_8bit, paged_adamw_32bit, adafactor, lion_8bit)`
 	if err.Error() != want {
 		t.Errorf("error %q\nwant  %q", err, want)
 	}

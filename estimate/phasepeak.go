@@ -172,6 +172,7 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 // normalizedTerms computes the terms of a normalized request (terms, and
 // Prepared for the candidates of a search), after deepspeedModule.
 func (c PhasePeak) normalizedTerms(r Request) terms {
+	r = sdpaKernel(r)
 	m := r.Model
 	var t terms
 	t.LitGPT = litgptExact(r)
@@ -316,6 +317,15 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// parameter, the largest, beside every gradient.
 		t.OptTransient = largestTrainable(r) * opt.StepTempBytes
 	}
+	if opt.StepTempStates > 0 {
+		// torch's _single_tensor_adam: denom = (exp_avg_sq.sqrt() /
+		// bias_correction2_sqrt).add_(eps) holds the square root and the
+		// quotient, each in the state dtype, for one parameter at a time
+		// (torch/optim/adam.py). An H200 probe of Qwen2.5-7B (bf16, for-loop
+		// AdamW) peaked at weights + gradients + states + 2.38e9 B, against
+		// 2 × 1.09e9 B for its largest parameter (the embeddings).
+		t.OptTransient = largestTrainable(r) * opt.StepTempStates * stateBytes
+	}
 	if ds {
 		// DeepSpeed's ZeRO optimizer: the fp32 master copy of the trained
 		// parameters beside their states (divided with them), and for the
@@ -361,7 +371,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// A parameter-at-a-time step's temporaries move to the largest
 		// tensor's hook; foreach AdamW's step buffer doubles the one
 		// in-flight gradient (inBackwardGrads).
-		foreach := t.OptTransient > 0 && opt.StepTempBytes == 0
+		foreach := t.OptTransient > 0 && opt.StepTempBytes == 0 && opt.StepTempStates == 0
 		t.Grads = inBackwardGrads(r, gradBytes, foreach)
 		if !foreach {
 			t.HookStepTemp = t.OptTransient

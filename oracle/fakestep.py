@@ -18,7 +18,9 @@ The CUDA path is imitated where it differs from what meta tensors would do:
 
 * SDPA takes the kernel CUDA would choose: flash attention for bf16/fp16 with
   no mask and head dim <= 256 (it saves the output and an fp32 logsumexp, not
-  the seq x seq probabilities), memory-efficient attention otherwise.
+  the seq x seq probabilities), memory-efficient attention otherwise, except
+  for grouped key/value heads without a mask in fp32, which CUDA runs on the
+  math kernel (torch 2.11, as measured; see _cuda_sdpa).
 * Dropout (PEFT's lora_dropout) takes the fused CUDA kernel, which saves a
   one-byte bool mask; on meta ATen would take the unfused path and save a
   noise tensor in the input's dtype.
@@ -122,7 +124,7 @@ class Request:
     frees_logits: bool = False
     # The optimizers this stack simulates (a class attribute, not a field:
     # the LitGPT stack's request adds bitsandbytes' paged AdamW).
-    OPTIMIZERS = ("adamw_torch", "sgd")
+    OPTIMIZERS = ("adamw_torch", "adamw_torch_forloop", "sgd")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Request":
@@ -418,6 +420,7 @@ _real_sdpa = torch.nn.functional.scaled_dot_product_attention
 
 
 _sdpa_math = False  # the request's attn is sdpa_math: SDPA on its math kernel
+_gqa_math_used = False  # _cuda_sdpa ran grouped fp32 heads on the math kernel
 
 
 def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -452,6 +455,21 @@ def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
         # Flash takes grouped key/value heads natively.
         return torch.ops.aten._scaled_dot_product_flash_attention(
             query, key, value, dropout_p, is_causal, False, scale=scale
+        )[0]
+    if key.shape[-3] != query.shape[-3] and attn_mask is None:
+        # Grouped key/value heads passed as they are (transformers'
+        # use_gqa_in_sdpa: no mask, head dims <= 256) to inputs flash cannot
+        # take (fp32): the memory-efficient kernel refuses head counts that
+        # differ (sdp_utils.cpp, check_batch_size_and_num_heads_dense<false>)
+        # until PyTorch PR #191085 (July 2026), so CUDA runs the math
+        # kernel, which saves every head's s^2 softmax output; measured on
+        # an H200 with torch 2.11 (evidence/device/h200-20261204).
+        if dropout_p > 0:
+            raise NotSimulated("attention dropout under SDPA's math kernel (ATen's meta dropout is not CUDA's fused one)")
+        global _gqa_math_used
+        _gqa_math_used = True
+        return torch.ops.aten._scaled_dot_product_attention_math(
+            query, key, value, None, dropout_p, is_causal, None, scale=scale, enable_gqa=True
         )[0]
     if key.shape[-3] != query.shape[-3]:
         n = query.shape[-3] // key.shape[-3]
@@ -793,6 +811,8 @@ class Result:
     # loss chain — in bytes by creating operator and dtype.
     saved_by_op: dict[str, int] | None = None
     experts: str | None = None
+    # gqa_math: SDPA ran grouped fp32 key/value heads on the math kernel.
+    gqa_math: bool = False
 
 
 EXPERTS = "grouped_mm"  # the MoE experts implementation the oracle pins
@@ -944,15 +964,18 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
     if req.optimizer == "sgd":
         opt = torch.optim.SGD(groups, lr=1e-5, foreach=True)
     else:
-        opt = torch.optim.AdamW(groups, lr=1e-5, foreach=True)
+        # adamw_torch_forloop: torch's one-parameter-at-a-time step, which
+        # CUDA runs when foreach=False (or fused=False alone) is passed.
+        opt = torch.optim.AdamW(groups, lr=1e-5, foreach=req.optimizer == "adamw_torch")
     head = model.get_output_embeddings()
     hook = head.register_forward_hook(lambda *a: live.set_phase("loss"))
     grads_bytes = 0
     saved = None
     mixed = AUTOCAST.get(req.precision)
     forward = _autocast_forward(model, mixed) if mixed else model
-    global _sdpa_math
+    global _sdpa_math, _gqa_math_used
     _sdpa_math = req.attn == "sdpa_math"
+    _gqa_math_used = False
     try:
         with _patched(), live, (_autocast_patches(mixed) if mixed else contextlib.nullcontext()):
             for _ in range(steps):
@@ -1007,6 +1030,7 @@ def simulate(config_dir: str, req: Request, steps: int = 2, built=None, census: 
         cpu_s=time.process_time() - c0,
         saved_by_op=saved,
         experts=getattr(model.config, "_experts_implementation", None) if is_moe(model.config) else None,
+        gqa_math=_gqa_math_used,
     )
 
 
@@ -1053,7 +1077,7 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
     rid = case_id(model, req)
     gib = res.peak_bytes / 2**30
     state_dtype = None
-    if req.optimizer == "adamw_torch":
+    if req.optimizer in ("adamw_torch", "adamw_torch_forloop"):
         state_dtype = (res.adapter_dtype if req.method in ("lora", "qlora") else str(DTYPES[req.precision]).removeprefix("torch."))
         state_dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(state_dtype, state_dtype)
     phases = ", ".join(f"{k} {v / 2**30:.3f}" for k, v in res.phase_peak_bytes.items())
@@ -1106,7 +1130,8 @@ def case(config_dir: str, req: Request, res: Result, model: str | None = None) -
             f"simulated, not measured: peak live tensor bytes on the training device; per phase GiB: {phases}; "
             f"params {res.params_bytes}, grads {res.grads_bytes}, optimizer states {res.optimizer_state_bytes} bytes; "
             f"LoRA dropout {req.lora_dropout}, adapters {res.adapter_dtype}; "
-            f"{moe}{qnote}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel, fused dropout (bool mask); "
+            f"{moe}{qnote}CUDA path imitated: SDPA flash (bf16/fp16, no mask) else memory-efficient kernel"
+            f"{', grouped fp32 heads without a mask on the math kernel (torch 2.11)' if res.gqa_math else ''}, fused dropout (bool mask); "
             "not counted: cuBLAS workspace, CUDA context, allocator caching"
         ),
     }
