@@ -31,7 +31,7 @@ RESULT_PREFIX = "CANIFINETUNE_PROBE_RESULT "
 METHODS = ("full", "lora", "qlora")
 PRECISIONS = ("bf16-mixed", "bf16-true", "fp32")
 QUANT_SCHEMES = ("nf4",)
-OPTIMIZERS = ("adamw_torch", "adamw_torch_fused", "sgd", "adamw_8bit", "paged_adamw_8bit")
+OPTIMIZERS = ("adamw_torch", "adamw_torch_fused", "adamw_torch_forloop", "sgd", "adamw_8bit", "paged_adamw_8bit")
 ATTN_IMPLS = ("sdpa", "eager", "flash_attention_2")
 # Stages in the order a run reaches them; a failure reports the stage it was in.
 STAGES = ("setup", "load", "forward", "backward", "optimizer", "done")
@@ -520,6 +520,8 @@ class Probe:
             return torch.optim.AdamW(params, lr=lr)
         if name == "adamw_torch_fused":
             return torch.optim.AdamW(params, lr=lr, fused=True)
+        if name == "adamw_torch_forloop":
+            return torch.optim.AdamW(params, lr=lr, foreach=False)
         if name == "sgd":
             return torch.optim.SGD(params, lr=lr)
         import bitsandbytes as bnb

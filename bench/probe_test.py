@@ -247,10 +247,6 @@ class FakeTorchTest(unittest.TestCase):
         self.assertEqual((r["status"], r["missing_module"]), ("dependency_error", "bitsandbytes"))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class OptimizerImplTest(unittest.TestCase):
     """optimizer_impl reads the flags as torch's step will: only when neither
     fused nor foreach is given does torch pick, and then foreach on CUDA."""
@@ -276,3 +272,8 @@ class OptimizerImplTest(unittest.TestCase):
     def test_no_param_groups(self):
         cls = type("AdamW", (), {"__module__": "torch.optim.adamw"})
         self.assertIsNone(probe.optimizer_impl(cls()))
+
+
+if __name__ == "__main__":
+    unittest.main()
+

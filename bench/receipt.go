@@ -311,7 +311,7 @@ func (s Status) Valid() bool {
 var (
 	Methods    = []string{"full", "lora", "qlora"}
 	Precisions = []string{"bf16-mixed", "bf16-true", "fp32"}
-	Optimizers = []string{"adamw_torch", "adamw_torch_fused", "sgd", "adamw_8bit", "paged_adamw_8bit"}
+	Optimizers = []string{"adamw_torch", "adamw_torch_fused", "adamw_torch_forloop", "sgd", "adamw_8bit", "paged_adamw_8bit"}
 	AttnImpls  = []string{"sdpa", "eager", "flash_attention_2"}
 )
 

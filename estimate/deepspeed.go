@@ -130,11 +130,7 @@ func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
 // terms.
 func (PhasePeak) assumptions(orig, r Request) []string {
 	if !deepspeedZeRO(r) {
-		a := requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r))
-		if sdpaMathFallback(r) {
-			a = append(a, sdpaMathAssumption)
-		}
-		return a
+		return attentionAssumptions(requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r)), r)
 	}
 	shown := r
 	shown.Precision = orig.Precision
@@ -142,7 +138,7 @@ func (PhasePeak) assumptions(orig, r Request) []string {
 	if r.Method == QLoRA && r.Precision != FP32 {
 		qlora = fmt.Sprintf("%s base: only decoder Linear layers quantized; embeddings, lm_head and norms 16-bit: DeepSpeed's cast of the module undoes prepare_model_for_kbit_training's fp32 upcast", r.Quant)
 	}
-	a := requestAssumptionsWith(shown, qlora, lossAssumption(r))
+	a := attentionAssumptions(requestAssumptionsWith(shown, qlora, lossAssumption(r)), r)
 	if r.Precision != FP32 {
 		a = append(a, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits, adapters too")
 	}
@@ -151,6 +147,18 @@ func (PhasePeak) assumptions(orig, r Request) []string {
 		a = append(a, "DeepSpeed's BF16_Optimizer divides fp32 master weights and states over the ranks and keeps a whole fp32 gradient buffer")
 	case dsMasterCopy(r):
 		a = append(a, "DeepSpeed's optimizer keeps fp32 master weights and fp32 states (of each rank's partition under ZeRO) and builds an fp32 gradient copy for the step")
+	}
+	return a
+}
+
+// attentionAssumptions adds the attention kernel's assumption lines for r
+// (after deepspeedModule, whose 16-bit module takes flash).
+func attentionAssumptions(a []string, r Request) []string {
+	if sdpaMathFallback(r) {
+		a = append(a, sdpaMathAssumption)
+	}
+	if sdpaWindowedGap(r) {
+		a = append(a, sdpaWindowedAssumption)
 	}
 	return a
 }

@@ -942,8 +942,8 @@ func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
 // kbit preparation) the flash kernel is out (16-bit inputs only), and
 // torch's memory-efficient kernel refuses query and key/value head counts
 // that differ (sdp_utils.cpp, check_batch_size_and_num_heads_dense<false>)
-// until PyTorch PR #191085 (July 2026) adds grouped heads to it: the math
-// kernel is what is left. Under a mask (sliding windows, Falcon, padded
+// until PyTorch PR #191085 (July 2026; which release carries it was not
+// checked) adds grouped heads to it: the math kernel is what is left. Under a mask (sliding windows, Falcon, padded
 // batches) transformers repeats key and value itself and the
 // memory-efficient kernel runs.
 func sdpaMathFallback(r Request) bool {
@@ -954,19 +954,59 @@ func sdpaMathFallback(r Request) bool {
 	if r.Stack != "" && !r.Stack.Spec().TransformersLayers {
 		return false
 	}
+	if !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] {
+		// Only the model types whose transformers code was read go through
+		// sdpa_attention_forward; remote code (ChatGLM, ...) repeats key
+		// and value itself before SDPA.
+		return false
+	}
 	if r.Precision.mixed() || residualBytes(r) != 4 {
 		// Autocast runs SDPA on 16-bit inputs: the flash kernel.
 		return false
 	}
-	if m.Seq2Seq != nil || m.Disentangled || m.ModelType == "falcon" || hfWindowed(r) || r.Lengths != nil {
+	if m.Seq2Seq != nil || m.Disentangled || m.ModelType == "falcon" || hfWindowed(r) {
+		// Masked (hfWindowed: every layer counted as a sliding one; the
+		// full-attention layers of a model that alternates them get no
+		// mask and would run the math kernel: sdpaWindowedGap).
+		return false
+	}
+	if r.Lengths != nil && r.Batch > 1 {
+		// Padded batches carry a mask; one sample per batch has no padding,
+		// and transformers drops an all-ones mask.
 		return false
 	}
 	return true
 }
 
+// sdpaWindowedGap reports a request whose full-attention layers would run
+// SDPA's math kernel while its sliding ones, masked, run the
+// memory-efficient kernel: the estimate counts every layer as a sliding one
+// and says so (sdpaWindowedAssumption).
+func sdpaWindowedGap(r Request) bool {
+	m := r.Model
+	if r.Attn != SDPA || m == nil || !hfWindowed(r) || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
+		return false
+	}
+	if r.Stack != "" && !r.Stack.Spec().TransformersLayers || !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] {
+		return false
+	}
+	if r.Precision.mixed() || residualBytes(r) != 4 {
+		return false
+	}
+	for _, l := range m.Layers {
+		if l.Attention == "full" {
+			return true
+		}
+	}
+	return false
+}
+
+// sdpaWindowedAssumption is sdpaWindowedGap's assumption line.
+const sdpaWindowedAssumption = "attention: past the sliding window every layer is counted as a sliding one (masked, the memory-efficient kernel); the full-attention layers, given no mask and fp32 grouped heads, run SDPA's math kernel, whose s² fp32 softmax outputs are not counted: an under-estimate"
+
 // sdpaMathAssumption is the assumption line of a request sdpaMathFallback
 // holds for.
-const sdpaMathAssumption = "attention: SDPA falls back to its math kernel, which keeps every head's s² fp32 softmax output: fp32 query/key/value (no flash kernel) with fewer key/value heads than query heads, which torch's memory-efficient kernel refuses before PyTorch PR #191085 (July 2026; measured on torch 2.11)"
+const sdpaMathAssumption = "attention: SDPA falls back to its math kernel, which keeps every head's s² fp32 softmax output: fp32 query/key/value (no flash kernel) with fewer key/value heads than query heads, which torch's memory-efficient kernel refuses (measured on torch 2.11; PyTorch PR #191085 of July 2026 adds grouped heads to it, and a torch that carries it holds less)"
 
 // sdpaKernel is r with the attention torch actually runs: SDPAMath where
 // sdpaMathFallback says the fused kernels refuse the inputs.
@@ -983,5 +1023,5 @@ func sdpaKernel(r Request) Request {
 // own bounds under checkpointing).
 func SDPAMathFallback(r Request) bool {
 	n, err := r.Normalize()
-	return err == nil && sdpaMathFallback(n)
+	return err == nil && sdpaMathFallback(deepspeedModule(n))
 }

@@ -485,12 +485,12 @@ func noAdapterSettings(r Request) error {
 }
 
 // checkStepOptimizer refuses a parameter-at-a-time optimizer (torchao's
-// AdamW8bit) under DeepSpeed ZeRO: DeepSpeed hands a client optimizer its
+// AdamW8bit, torch's for-loop AdamW) under DeepSpeed ZeRO: DeepSpeed hands a client optimizer its
 // flat fp32 partitions (ZeRO-1/2: one per parameter group; ZeRO-3:
 // sub-groups of up to sub_group_size elements), so the step would hold its
 // temporaries for a whole partition, which is not modelled.
 func checkStepOptimizer(r Request) error {
-	if r.Optimizer.Spec().StepTempBytes == 0 || r.Sharding.Strategy.Spec().Family != FamilyDeepSpeed {
+	if o := r.Optimizer.Spec(); (o.StepTempBytes == 0 && o.StepTempStates == 0) || r.Sharding.Strategy.Spec().Family != FamilyDeepSpeed {
 		return nil
 	}
 	return fieldErr("optimizer", r.Optimizer, "another under DeepSpeed ZeRO (adamw_8bit, bitsandbytes', is modelled there), or --strategy fsdp_full_shard: DeepSpeed would step its flat partitions with %s, whose temporaries the estimate does not model", r.Optimizer)
