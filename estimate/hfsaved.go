@@ -578,7 +578,12 @@ func hfLayerSaved(r Request) hfSaved {
 			s.FirstPass = A*h + A*hq + 2*A*hkv
 			s.FirstPassScores = heads * 4 * A
 		}
-		if ckptOn(r) {
+		if ckptOn(r) && (r.Attn != SDPAMath || falcon || hfWindowed(r)) {
+			// Eager attention gets transformers' 4-D mask, built in the
+			// model's dtype and kept as every checkpointed block's input;
+			// SDPA (its math kernel included) gets none unless it is masked
+			// (a window; Falcon always), and the math kernel's own causal
+			// mask lives for one call.
 			s.Mask = R // built in the model's dtype
 			if hfWindowed(r) && (m.ModelType == "gemma2" || m.ModelType == "gpt_oss") {
 				// Gemma 2 and GPT-OSS alternate sliding and full
@@ -815,6 +820,15 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 	}
 	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
 	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved + hfAdapterCasts(r), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+}
+
+// hfSoftmaxBackwardExtra is what a layer's softmax backward adds, under
+// checkpointing, beyond the recomputed layer's saved tensors
+// (hfActivations' transient), in bytes: 0 where the tensors freed before
+// the attention's backward cover it.
+func hfSoftmaxBackwardExtra(r Request, hs hfSaved) float64 {
+	s := float64(r.SeqLen)
+	return s * float64(r.Batch) * max(0, hs.ScoresBackward*s-hs.PostAttn)
 }
 
 // hfAdapterCasts is, under autocast, the bf16 casts of the adapters' fp32

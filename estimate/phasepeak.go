@@ -512,7 +512,10 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			// saved tensors, against the loss chain.
 			q := max(bnbLinearTransient(r), qloraMLPBackward(r))
 			if ckptOn(r) {
-				recompute += q
+				// The recomputed layer's MLP backward runs before its
+				// softmax backward, whose transient the recomputation
+				// already holds: the larger of the two, not both.
+				recompute += max(0, q-hfSoftmaxBackwardExtra(r, *t.HF))
 			} else {
 				recompute = max(recompute, q)
 			}

@@ -25,17 +25,11 @@ func TestOracleGridHeld(t *testing.T) {
 }
 
 // The same targets on the grid's QLoRA rows alone, per model type (15 dense
-// types, 12 rows each; the math-fallback rows apart): their terms (bitsandbytes' storage, the Linear4bit
+// types, 12 rows each; Gemma 3's long rows without checkpointing apart): their terms (bitsandbytes' storage, the Linear4bit
 // working set, the fp32 residual stream) are QLoRA's own, and the grid's
 // other rows would hide a miss among them.
 func TestOracleGridQLoRAHeld(t *testing.T) {
 	checkOracleErrors(t, "oracle.jsonl", func(c Case) bool { return c.Method == "qlora" }, 1, 3, 6)
-}
-
-// mathFallbackCheckpointed: a row whose fp32 grouped-head attention the
-// estimator reads as SDPA's math kernel, under checkpointing.
-func mathFallbackCheckpointed(c Case, p Prediction) bool {
-	return c.GradCkpt != nil && *c.GradCkpt == "full" && estimate.SDPAMathFallback(p.Request)
 }
 
 // gemma3GlobalMath: a Gemma 3 row with fp32 attention (fp32, or QLoRA
@@ -52,45 +46,33 @@ func gemma3GlobalMath(c Case) bool {
 		c.GradCkpt != nil && *c.GradCkpt == "none" && c.SeqLen != nil && *c.SeqLen >= 512
 }
 
-// Under checkpointing, the rows whose fp32 grouped-head attention runs SDPA's
-// math kernel (QLoRA without autocast and fp32 runs of Llama, Mistral,
-// Qwen, Granite, ...) are over-estimated: the recomputed block's s² softmax
-// and its backward are counted more than the oracle holds them. Their error
-// stays between −1 % and +10 % (the estimate errs high), which
-// this test holds until the recomputation is read tensor by tensor; without
-// checkpointing the same rows are held to TestOracleGridHeld's bounds.
-// Gemma 3's fp32-attention rows (gemma3GlobalMath) are held here too, to
-// −6 … +5 %.
-func TestOracleMathFallbackCheckpointed(t *testing.T) {
+// Gemma 3's rows with fp32 attention and no checkpointing, at or past its
+// window (gemma3GlobalMath), are held to −6 … +5 % until the estimate
+// counts its sliding and full-attention layers apart.
+func TestOracleGemma3FullLayers(t *testing.T) {
 	def, _ := estimate.ByName("")
 	n := 0
 	for _, file := range []string{"oracle.jsonl", "oracle-study.jsonl"} {
 		for _, c := range readCasesFile(t, file) {
-			if !c.Simulated || c.Measured.GiB == nil {
+			if !c.Simulated || c.Measured.GiB == nil || !gemma3GlobalMath(c) {
 				continue
 			}
 			p := Predict(def, c)
 			if p.Estimate == nil {
-				continue
-			}
-			lo, hi := -1.0, 10.0
-			switch {
-			case gemma3GlobalMath(c):
-				lo, hi = -6, 5 // the full layers' math scores, not counted, or (within the window) the sliding ones' counted
-			case !mathFallbackCheckpointed(c, p):
+				t.Errorf("%s: unsupported: %s", c.ID, p.Unsupported)
 				continue
 			}
 			n++
 			got := float64(p.Predicted(c.Measured.Kind)) / estimate.GiB
-			if e := 100 * (got - *c.Measured.GiB) / *c.Measured.GiB; e < lo || e > hi {
-				t.Errorf("%s: %+.2f %%, want %g … %+g %%", c.ID, e, lo, hi)
+			if e := 100 * (got - *c.Measured.GiB) / *c.Measured.GiB; e < -6 || e > 5 {
+				t.Errorf("%s: %+.2f %%, want −6 … +5 %%", c.ID, e)
 			}
 		}
 	}
-	if n < 20 {
-		t.Errorf("%d checkpointed math-fallback rows, want at least 20", n)
+	if n == 0 {
+		t.Error("no Gemma 3 fp32-attention rows without checkpointing")
 	}
-	t.Logf("%d checkpointed math-fallback rows", n)
+	t.Logf("%d Gemma 3 rows", n)
 }
 
 // absErrorStats are the median, p90 and worst of the absolute values of
@@ -116,8 +98,8 @@ func checkOracleErrors(t *testing.T, name string, keep func(Case) bool, wantMed,
 			continue
 		}
 		p := Predict(def, c)
-		if p.Estimate != nil && (mathFallbackCheckpointed(c, p) || gemma3GlobalMath(c)) {
-			continue // TestOracleMathFallbackCheckpointed
+		if gemma3GlobalMath(c) {
+			continue // TestOracleGemma3FullLayers
 		}
 		if p.Estimate == nil {
 			t.Errorf("%s: unsupported: %s", c.ID, p.Unsupported)
