@@ -178,3 +178,32 @@ func TestCaseOptimizer(t *testing.T) {
 		}
 	}
 }
+
+// A success receipt's speed case carries the configuration ToCase reads and
+// the timed updates' tokens/s; an OOM receipt, or one without a timed
+// update, is no speed case.
+func TestToThroughput(t *testing.T) {
+	r := runFake(t, "success", nil)
+	tc, err := ToThroughput(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Timing == nil || r.Timing.TokensPerS == nil || tc.Measured.TokensPerSec == nil || *tc.Measured.TokensPerSec != *r.Timing.TokensPerS {
+		t.Errorf("tokens/s: case %v, receipt timing %+v", tc.Measured.TokensPerSec, r.Timing)
+	}
+	c, _ := ToCase(r)
+	if tc.ID != c.ID || tc.Model != c.Model || tc.Method != c.Method || *tc.SeqLen != *c.SeqLen || *tc.Batch != *c.Batch {
+		t.Errorf("speed case %+v does not carry the memory case's configuration %+v", tc, c)
+	}
+	b, _ := json.Marshal(tc)
+	if _, err := evidence.ReadThroughput(bytes.NewReader(b), "t.jsonl"); err != nil {
+		t.Errorf("ReadThroughput refuses the speed case: %v\n%s", err, b)
+	}
+	r.Timing.TokensPerS = nil
+	if _, err := ToThroughput(r); !errors.Is(err, ErrNotACase) {
+		t.Errorf("no timed update: err %v, want ErrNotACase", err)
+	}
+	if _, err := ToThroughput(runFake(t, "oom", nil)); !errors.Is(err, ErrNotACase) {
+		t.Errorf("oom receipt: err %v, want ErrNotACase", err)
+	}
+}

@@ -78,3 +78,49 @@ func TestDeviceCasesAreTheirReceipts(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceThroughputIsTheReceipts: each session's throughput.jsonl is
+// bench --to-throughput of its success receipts, in cases.jsonl's order.
+func TestDeviceThroughputIsTheReceipts(t *testing.T) {
+	dirs, _ := filepath.Glob(filepath.Join("..", "evidence", "device", "*", "receipts"))
+	if len(dirs) == 0 {
+		t.Fatal("no evidence/device/*/receipts folders")
+	}
+	for _, dir := range dirs {
+		session := filepath.Dir(dir)
+		data, err := os.ReadFile(filepath.Join(session, "throughput.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := evidence.ReadThroughput(bytes.NewReader(data), "throughput.jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID := map[string]evidence.ThroughputCase{}
+		for _, c := range stored {
+			byID[c.ID] = c
+		}
+		paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		n := 0
+		for _, p := range paths {
+			r, err := ReadReceipt(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc, err := ToThroughput(r)
+			if err != nil {
+				if _, ok := byID[r.ID]; ok {
+					t.Errorf("%s: not a speed case (%v) but in throughput.jsonl", p, err)
+				}
+				continue
+			}
+			n++
+			if diff := cmp.Diff(byID[tc.ID], tc); diff != "" {
+				t.Errorf("%s: throughput.jsonl differs from the receipt's speed case (-stored +receipt):\n%s", p, diff)
+			}
+		}
+		if n != len(stored) {
+			t.Errorf("%s: %d receipts are speed cases, throughput.jsonl holds %d", session, n, len(stored))
+		}
+	}
+}

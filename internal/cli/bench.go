@@ -43,6 +43,7 @@ type BenchCmd struct {
 	Sweep        string        `placeholder:"KEY=V1,V2,…" help:"Probe increasing values of batch, seq-len or rank; stop at the first OOM; report the largest that fits."`
 	JSON         bool          `name:"json" help:"Print the receipt (or the sweep) as JSON."`
 	ToCase       bool          `name:"to-case" help:"Print the receipt MODEL names as one measured-case JSON line (docs/measurements-schema.md) for validate and calibrate."`
+	ToThroughput bool          `name:"to-throughput" help:"Print the receipt MODEL names as one measured-speed JSON line (docs/throughput-schema.md) for validate --throughput."`
 }
 
 // Help is the long help of `canifinetune bench --help`.
@@ -79,8 +80,14 @@ Receipts become measured cases for validate and calibrate with:
 // Run runs the probe (or the sweep, or the conversion).
 func (c *BenchCmd) Run(env *Env) error {
 	c.RequestFlags.canonicalize()
+	if c.ToCase && c.ToThroughput {
+		return usageErrorf("canifinetune bench --to-case receipt.json", "bench: --to-case and --to-throughput convert the same receipt to different files; give one")
+	}
 	if c.ToCase {
 		return c.toCase(env)
+	}
+	if c.ToThroughput {
+		return c.toThroughput(env)
 	}
 	if c.Model == "" {
 		return usageErrorf("canifinetune bench Qwen/Qwen2.5-0.5B --method lora --seq-len 1024", "bench: missing MODEL")
@@ -484,6 +491,29 @@ func (c *BenchCmd) toCase(env *Env) error {
 	b, err := json.Marshal(cs)
 	if err != nil {
 		return withCode(ExitError, fmt.Errorf("encode case: %w", err))
+	}
+	_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
+	return err
+}
+
+func (c *BenchCmd) toThroughput(env *Env) error {
+	if c.Model == "" {
+		return usageErrorf("canifinetune bench --to-throughput receipt.json >> throughput.jsonl", "bench --to-throughput: missing the receipt file")
+	}
+	r, err := bench.ReadReceipt(c.Model)
+	if err != nil {
+		return withCode(ExitError, err)
+	}
+	tc, err := bench.ToThroughput(r)
+	if err != nil {
+		if errors.Is(err, bench.ErrNotACase) {
+			return withCode(ExitError, fmt.Errorf("%s: %w (only success receipts with a timed update measured a speed)", c.Model, err))
+		}
+		return withCode(ExitError, fmt.Errorf("%s: %w", c.Model, err))
+	}
+	b, err := json.Marshal(tc)
+	if err != nil {
+		return withCode(ExitError, fmt.Errorf("encode speed case: %w", err))
 	}
 	_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
 	return err
