@@ -55,6 +55,32 @@ type hfSaved struct {
 	// (hfAdaptsMLPInput): the MLP reads the frozen norm of the embeddings'
 	// output, so no operator in it records a backward.
 	FirstMLP float64
+	// Full, with FullLayers of them, is the saved tensors of the
+	// full-attention layers where they differ from the sliding ones this
+	// hfSaved describes: past the window, fp32 grouped heads run SDPA's
+	// math kernel there (sdpaWindowedGap); nil otherwise.
+	Full       *hfSaved
+	FullLayers float64
+}
+
+// hfWithFullLayers adds to hs, a windowed model's sliding layers, its
+// full-attention layers as SDPA's math kernel runs them, where
+// sdpaWindowedGap holds.
+func hfWithFullLayers(r Request, hs hfSaved) hfSaved {
+	if !sdpaWindowedGap(r) {
+		return hs
+	}
+	n := 0.0
+	for _, l := range r.Model.Layers {
+		if l.Attention == "full" {
+			n++
+		}
+	}
+	f := r
+	f.Attn = SDPAMath
+	full := hfLayerSaved(f)
+	hs.Full, hs.FullLayers = &full, n
+	return hs
 }
 
 // hfExactTypes are the model types whose decoder layer hfLayerSaved spells
@@ -805,6 +831,20 @@ const hfForwardLogitBytes = 10
 // tensors counted here, in bytes (kernelSavingPerLayer; the oracle runs the
 // eager modules only).
 func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient float64) {
+	if hs.Full != nil {
+		// Sliding and full-attention layers: each full layer's saved
+		// tensors in place of a sliding one's, and the larger of the two
+		// kinds' transients (one layer at a time).
+		sliding := hs
+		sliding.Full = nil
+		acts, transient = hfActivations(r, sliding, kernelSaved)
+		_, fullTransient := hfActivations(r, *hs.Full, kernelSaved)
+		if !ckptOn(r) {
+			s := float64(r.SeqLen)
+			acts += hs.FullLayers * s * float64(r.Batch) * (hs.Full.Layer + hs.Full.Scores*s - hs.Layer - hs.Scores*s)
+		}
+		return acts, max(transient, fullTransient)
+	}
 	s := float64(r.SeqLen)
 	tokens := s * float64(r.Batch)
 	L := float64(r.Model.NumLayers)
@@ -828,7 +868,11 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 // the attention's backward cover it.
 func hfSoftmaxBackwardExtra(r Request, hs hfSaved) float64 {
 	s := float64(r.SeqLen)
-	return s * float64(r.Batch) * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	x := s * float64(r.Batch) * max(0, hs.ScoresBackward*s-hs.PostAttn)
+	if hs.Full != nil {
+		x = max(x, hfSoftmaxBackwardExtra(r, *hs.Full))
+	}
+	return x
 }
 
 // hfAdapterCasts is, under autocast, the bf16 casts of the adapters' fp32
@@ -978,10 +1022,10 @@ func sdpaMathFallback(r Request) bool {
 		// Autocast runs SDPA on 16-bit inputs: the flash kernel.
 		return false
 	}
-	if m.Seq2Seq != nil || m.Disentangled || m.ModelType == "falcon" || hfWindowed(r) {
-		// Masked (hfWindowed: every layer counted as a sliding one; the
-		// full-attention layers of a model that alternates them get no
-		// mask and would run the math kernel: sdpaWindowedGap).
+	if m.Seq2Seq != nil || m.Disentangled || m.ModelType == "falcon" || hfSlidingMasked(r) {
+		// Masked (hfWindowed; the full-attention layers of a model that
+		// alternates them get no mask and run the math kernel:
+		// sdpaWindowedGap, hfWithFullLayers).
 		return false
 	}
 	if r.Lengths != nil && r.Batch > 1 {
@@ -992,13 +1036,12 @@ func sdpaMathFallback(r Request) bool {
 	return true
 }
 
-// sdpaWindowedGap reports a request whose full-attention layers would run
-// SDPA's math kernel while its sliding ones, masked, run the
-// memory-efficient kernel: the estimate counts every layer as a sliding one
-// and says so (sdpaWindowedAssumption).
+// sdpaWindowedGap reports a request whose full-attention layers run SDPA's
+// math kernel while its sliding ones, masked, run the memory-efficient
+// kernel (hfWithFullLayers counts the two kinds apart).
 func sdpaWindowedGap(r Request) bool {
 	m := r.Model
-	if r.Attn != SDPA || m == nil || !hfWindowed(r) || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
+	if r.Attn != SDPA || m == nil || !hfSlidingMasked(r) || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
 		return false
 	}
 	if r.Stack != "" && !r.Stack.Spec().TransformersLayers || !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] {
@@ -1007,16 +1050,27 @@ func sdpaWindowedGap(r Request) bool {
 	if r.Precision.mixed() || residualBytes(r) != 4 {
 		return false
 	}
+	// Both kinds: a model whose every layer slides (Mistral 7B v0.1) is
+	// masked throughout.
+	var full, sliding bool
 	for _, l := range m.Layers {
-		if l.Attention == "full" {
-			return true
-		}
+		full = full || l.Attention == "full"
+		sliding = sliding || l.Attention == "sliding"
 	}
-	return false
+	return full && sliding
+}
+
+// hfSlidingMasked reports whether transformers gives a sliding layer's SDPA
+// a mask: from a sequence as long as the window (its mask interface skips
+// the mask only below it, kv_length < sliding_window), one token earlier
+// than the window starts to cut (hfWindowed).
+func hfSlidingMasked(r Request) bool {
+	w := r.Model.SlidingWindow
+	return w > 0 && int64(r.SeqLen) >= w
 }
 
 // sdpaWindowedAssumption is sdpaWindowedGap's assumption line.
-const sdpaWindowedAssumption = "attention: past the sliding window every layer is counted as a sliding one (masked, the memory-efficient kernel); the full-attention layers, given no mask and fp32 grouped heads, run SDPA's math kernel, whose s² fp32 softmax outputs are not counted: an under-estimate"
+const sdpaWindowedAssumption = "attention: past the sliding window the sliding layers, masked, run the memory-efficient kernel, and the full-attention layers, given no mask and fp32 grouped heads, SDPA's math kernel, which keeps every head's s² fp32 softmax output (measured on torch 2.11)"
 
 // sdpaMathAssumption is the assumption line of a request sdpaMathFallback
 // holds for.

@@ -396,7 +396,7 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		}
 	}
 	if hfExact(r) {
-		hs := hfLayerSaved(r)
+		hs := hfWithFullLayers(r, hfLayerSaved(r))
 		t.HF = &hs
 	}
 	if t.LitGPT {

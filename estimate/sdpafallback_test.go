@@ -117,3 +117,29 @@ func TestForLoopAdamWStepTemporaries(t *testing.T) {
 		t.Error("for-loop AdamW under DeepSpeed ZeRO-2: no error (its flat partitions' temporaries are not modelled)")
 	}
 }
+
+// Past Gemma 3's window its four full-attention layers (of 26) are counted
+// as SDPA's math kernel runs them, the 22 sliding ones as the
+// memory-efficient kernel: the saved activations grow by four layers'
+// difference, no more.
+func TestGemma3FullLayersApart(t *testing.T) {
+	m := catalogModel(t, "google/gemma-3-1b-pt")
+	r := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 2048, Batch: 2}
+	n, err := r.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := hfWithFullLayers(n, hfLayerSaved(n))
+	if hs.Full == nil || hs.FullLayers != 4 {
+		t.Fatalf("full layers %v × %g, want 4 apart", hs.Full != nil, hs.FullLayers)
+	}
+	sliding := hs
+	sliding.Full = nil
+	withFull, _ := hfActivations(n, hs, 0)
+	without, _ := hfActivations(n, sliding, 0)
+	s := float64(n.SeqLen)
+	want := 4 * s * 2 * (hs.Full.Layer + hs.Full.Scores*s - hs.Layer - hs.Scores*s)
+	if d := withFull - without; d <= 0 || d != want {
+		t.Errorf("full layers add %.0f B, want %.0f B (> 0)", d, want)
+	}
+}

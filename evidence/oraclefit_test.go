@@ -25,54 +25,11 @@ func TestOracleGridHeld(t *testing.T) {
 }
 
 // The same targets on the grid's QLoRA rows alone, per model type (15 dense
-// types, 12 rows each; Gemma 3's long rows without checkpointing apart): their terms (bitsandbytes' storage, the Linear4bit
+// types, 12 rows each): their terms (bitsandbytes' storage, the Linear4bit
 // working set, the fp32 residual stream) are QLoRA's own, and the grid's
 // other rows would hide a miss among them.
 func TestOracleGridQLoRAHeld(t *testing.T) {
 	checkOracleErrors(t, "oracle.jsonl", func(c Case) bool { return c.Method == "qlora" }, 1, 3, 6)
-}
-
-// gemma3GlobalMath: a Gemma 3 row with fp32 attention (fp32, or QLoRA
-// without autocast), no checkpointing, at or past its 512-token window.
-// Past the window its sliding layers get a mask, and transformers repeats
-// key and value for the memory-efficient kernel, while its full-attention
-// layers (one in six) get none and, with grouped heads, run SDPA's math
-// kernel (the oracle imitates both); the estimator counts every layer as a
-// sliding one there (its assumption line says so) and, at the window, every
-// layer as a math one. With checkpointing the recomputed block hides the
-// difference: those rows stay under TestOracleGridHeld's bounds.
-func gemma3GlobalMath(c Case) bool {
-	return c.Arch != nil && *c.Arch == "gemma3_text" && (c.Method == "qlora" || c.Precision == "fp32") &&
-		c.GradCkpt != nil && *c.GradCkpt == "none" && c.SeqLen != nil && *c.SeqLen >= 512
-}
-
-// Gemma 3's rows with fp32 attention and no checkpointing, at or past its
-// window (gemma3GlobalMath), are held to −6 … +5 % until the estimate
-// counts its sliding and full-attention layers apart.
-func TestOracleGemma3FullLayers(t *testing.T) {
-	def, _ := estimate.ByName("")
-	n := 0
-	for _, file := range []string{"oracle.jsonl", "oracle-study.jsonl"} {
-		for _, c := range readCasesFile(t, file) {
-			if !c.Simulated || c.Measured.GiB == nil || !gemma3GlobalMath(c) {
-				continue
-			}
-			p := Predict(def, c)
-			if p.Estimate == nil {
-				t.Errorf("%s: unsupported: %s", c.ID, p.Unsupported)
-				continue
-			}
-			n++
-			got := float64(p.Predicted(c.Measured.Kind)) / estimate.GiB
-			if e := 100 * (got - *c.Measured.GiB) / *c.Measured.GiB; e < -6 || e > 5 {
-				t.Errorf("%s: %+.2f %%, want −6 … +5 %%", c.ID, e)
-			}
-		}
-	}
-	if n == 0 {
-		t.Error("no Gemma 3 fp32-attention rows without checkpointing")
-	}
-	t.Logf("%d Gemma 3 rows", n)
 }
 
 // absErrorStats are the median, p90 and worst of the absolute values of
@@ -98,9 +55,6 @@ func checkOracleErrors(t *testing.T, name string, keep func(Case) bool, wantMed,
 			continue
 		}
 		p := Predict(def, c)
-		if gemma3GlobalMath(c) {
-			continue // TestOracleGemma3FullLayers
-		}
 		if p.Estimate == nil {
 			t.Errorf("%s: unsupported: %s", c.ID, p.Unsupported)
 			continue

@@ -167,3 +167,31 @@ func TestUnreachableExperts(t *testing.T) {
 		t.Errorf("GraniteMoE all-linear: %d, %v; want the attention's 64", got, err)
 	}
 }
+
+// Gemma 3 without layer_types: five sliding layers, then a full one
+// (Gemma3TextConfig: layer i slides unless (i+1) % sliding_window_pattern
+// == 0, the pattern 6 by default); layer_types, where given, decides.
+func TestGemma3SlidingPattern(t *testing.T) {
+	base := `"model_type":"gemma3_text","hidden_size":8,"num_hidden_layers":12,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":4,"intermediate_size":16,"vocab_size":10,"sliding_window":4`
+	kinds := func(cfg string) string {
+		m, err := Parse([]byte(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, l := range m.Layers {
+			b.WriteByte(l.Attention[0])
+		}
+		return b.String()
+	}
+	for _, tc := range []struct{ cfg, want string }{
+		{`{` + base + `}`, "sssssfsssssf"},
+		{`{` + base + `,"sliding_window_pattern":3}`, "ssfssfssfssf"},
+		{`{` + base + `,"sliding_window_pattern":0}`, "ffffffffffff"},
+		{`{` + base + `,"layer_types":["full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention"]}`, "fsfsfsfsfsfs"},
+	} {
+		if got := kinds(tc.cfg); got != tc.want {
+			t.Errorf("%s: layers %s, want %s", tc.cfg, got, tc.want)
+		}
+	}
+}

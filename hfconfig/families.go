@@ -27,7 +27,11 @@ type familySpec struct {
 	noOutputBias     bool       // o_proj has no bias whatever the switch says (modeling_qwen2)
 	qkNorm           qkNormKind // norms on queries and keys
 	alternateSliding bool       // without layer_types, even layers are sliding (Gemma 2)
-	slidingNote      bool       // the notes give the sliding window
+	// slidingPattern: without layer_types, layer i is sliding unless
+	// (i+1) % sliding_window_pattern == 0, this the default (Gemma 3:
+	// Gemma3TextConfig's layer_types, five sliding layers to one full).
+	slidingPattern int64
+	slidingNote    bool // the notes give the sliding window
 
 	// Llama layout: norms.
 	layerNorm     bool // LayerNorm, weight and bias, instead of RMSNorm
@@ -104,7 +108,7 @@ var families = map[string]familySpec{
 
 	"gemma":       {family: "gemma", build: buildLlama, tiedDefault: true},
 	"gemma2":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, alternateSliding: true, slidingNote: true},
-	"gemma3_text": {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true},
+	"gemma3_text": {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true, slidingPattern: 6},
 	"gemma3":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true},
 
 	"stablelm": {family: "stablelm", build: buildLlama, qkvBiasKey: "use_qkv_bias", layerNorm: true, qkNorm: qkLayerNormSwitch},

@@ -67,6 +67,7 @@ type llamaShape struct {
 
 	experts, perToken, moeWidth, sharedWidth, denseWidth int64
 	sparseStep                                           int64
+	slidingPattern                                       int64 // Gemma 3's sliding_window_pattern
 	mlpOnly, moeLayers                                   []int64
 
 	layerTypes                  []string
@@ -92,6 +93,9 @@ func readLlamaShape(r raw, m *Model, s familySpec) (*llamaShape, error) {
 	sh.mlpOnly = f.ints("mlp_only_layers")
 	sh.moeLayers = f.ints("moe_layers")
 	sh.layerTypes = f.strings("layer_types")
+	if sh.spec.slidingPattern > 0 {
+		sh.slidingPattern = f.int(sh.spec.slidingPattern, "sliding_window_pattern")
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -217,6 +221,9 @@ func (sh *llamaShape) attentionKind(i int64) string {
 	}
 	if sh.spec.alternateSliding && i%2 == 0 {
 		return "sliding" // Gemma 2 alternates, starting with a sliding layer
+	}
+	if p := sh.slidingPattern; p > 0 && (i+1)%p != 0 {
+		return "sliding" // Gemma 3: five sliding layers, then a full one
 	}
 	return "full"
 }
