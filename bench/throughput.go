@@ -23,15 +23,16 @@ func ToThroughput(r Receipt) (evidence.ThroughputCase, error) {
 	if err != nil {
 		return t, err
 	}
-	timed := r.CompletedUpdates
-	if timed > 1 {
-		timed-- // the first update is left out of the timing
+	timing := fmt.Sprintf("the one update, timed (timing.mean_step_s %s)", orNA(r.Timing.MeanStepS))
+	if r.CompletedUpdates > 1 {
+		// The first update is left out of the timing.
+		timing = fmt.Sprintf("mean of %d timed updates after a warm-up one (timing.mean_step_s %s)", r.CompletedUpdates-1, orNA(r.Timing.MeanStepS))
 	}
 	t = evidence.ThroughputCase{
 		ID: c.ID,
 		// One source for a machine's probes, so validate --throughput groups
 		// them; the receipt's id is the case's.
-		Source: fmt.Sprintf("canifinetune bench probes on %s (canifinetune %s)", orUnknown(derefOr(c.GPU.Name)), r.Tool.Version),
+		Source: "canifinetune bench probes on " + orUnknown(derefOr(c.GPU.Name)),
 		// The configuration is pinned exactly, but the speed is the mean of
 		// a few updates of a plain loop on synthetic tokens.
 		Trust: "medium",
@@ -45,7 +46,7 @@ func ToThroughput(r Receipt) (evidence.ThroughputCase, error) {
 			TokensPerSec: ptr(*r.Timing.TokensPerS),
 			Original:     fmt.Sprintf("timing.tokens_per_s %.6g", *r.Timing.TokensPerS),
 		},
-		Notes: fmt.Sprintf("mean of %d timed update(s) after a warm-up one (timing.mean_step_s %s); %s", timed, orNA(r.Timing.MeanStepS), c.Notes),
+		Notes: fmt.Sprintf("%s; canifinetune %s; %s", timing, r.Tool.Version, c.Notes),
 	}
 	if l := c.LoRA; l != nil {
 		t.LoRA = &evidence.ThroughputLoRA{Rank: ptr(l.Rank), Targets: l.Targets}

@@ -604,7 +604,7 @@ func hfLayerSaved(r Request) hfSaved {
 			s.FirstPass = A*h + A*hq + 2*A*hkv
 			s.FirstPassScores = heads * 4 * A
 		}
-		if ckptOn(r) && (r.Attn != SDPAMath || falcon || hfWindowed(r)) {
+		if ckptOn(r) && (r.Attn != SDPAMath || falcon || hfSlidingMasked(r)) {
 			// Eager attention gets transformers' 4-D mask, built in the
 			// model's dtype and kept as every checkpointed block's input;
 			// SDPA (its math kernel included) gets none unless it is masked
@@ -621,7 +621,7 @@ func hfLayerSaved(r Request) hfSaved {
 		// FalconModel builds its causal mask with allow_is_causal_skip=False
 		// ("Always materialize the mask so alibi can be added onto it"), so
 		// its SDPA always gets a mask, as a windowed model's does.
-		masked := hfWindowed(r) || falcon
+		masked := hfSlidingMasked(r) || falcon
 		kv := hkv
 		if (A == 4 || masked) && hkv < hq {
 			// No flash kernel for fp32 or under a mask: the
@@ -641,7 +641,7 @@ func hfLayerSaved(r Request) hfSaved {
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
 	post := pre/2 + sandwich + mlp
-	if full && parallel && !r.Attn.Spec().KeepsScores() && A != 4 && !hfWindowed(r) && !falcon {
+	if full && parallel && !r.Attn.Spec().KeepsScores() && A != 4 && !hfSlidingMasked(r) && !falcon {
 		// GPT-NeoX's and Phi's q is a new (concatenated) tensor in
 		// heads-first layout, and so is the flash kernel's output:
 		// reshape(...).contiguous() copies it for the trained dense.
@@ -841,7 +841,13 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		_, fullTransient := hfActivations(r, *hs.Full, kernelSaved)
 		if !ckptOn(r) {
 			s := float64(r.SeqLen)
-			acts += hs.FullLayers * s * float64(r.Batch) * (hs.Full.Layer + hs.Full.Scores*s - hs.Layer - hs.Scores*s)
+			tokens := s * float64(r.Batch)
+			acts += hs.FullLayers * tokens * (hs.Full.Layer + hs.Full.Scores*s - hs.Layer - hs.Scores*s)
+			if ls := r.Model.Layers; len(ls) > 0 && ls[0].Attention == "full" {
+				// The first block, whose unsaved part the sliding kind's
+				// terms described, is a full one.
+				acts += tokens * (hfFirstUnsaved(sliding, s) - hfFirstUnsaved(*hs.Full, s) + sliding.FirstMLP - hs.Full.FirstMLP)
+			}
 		}
 		return acts, max(transient, fullTransient)
 	}
@@ -858,8 +864,14 @@ func hfActivations(r Request, hs hfSaved, kernelSaved float64) (acts, transient 
 		acts = tokens * (blocks*hs.BlockInput + hs.Final + hs.Mask*s)
 		return acts, tokens*(layer+max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)) - kernelSaved + hfAdapterCasts(r)/L
 	}
-	first := hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
+	first := hfFirstUnsaved(hs, s)
 	return tokens*(L*layer-first+hs.Final+hs.Mask*s-hs.FirstMLP) - L*kernelSaved + hfAdapterCasts(r), tokens * max(0, hs.ScoresBackward*s-hs.PostAttn, hs.ExpertsBackward)
+}
+
+// hfFirstUnsaved is what the first block saves less than hs's layer, per
+// token, at sequence length s (hfSaved.FirstUnsaved, with its scores).
+func hfFirstUnsaved(hs hfSaved, s float64) float64 {
+	return hs.FirstUnsaved + hs.Scores*s*b2f(hs.FirstUnsavedScores)
 }
 
 // hfSoftmaxBackwardExtra is what a layer's softmax backward adds, under

@@ -505,7 +505,6 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		if r.Method == Full && ckptOn(r) && r.GradAccum == 1 && r.Sharding.GPUs <= 1 {
 			recompute += hfGradsDuringRecompute(r, t.Grads, *t.HF)
 		}
-		recompute = max(recompute, hfFirstPass(r, *t.HF))
 		if r.Method == QLoRA && !t.LitGPT {
 			// A Linear4bit's working set, or the MLP's backward: beside
 			// the one layer recomputed, or (without checkpointing) the
@@ -520,6 +519,8 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 				recompute = max(recompute, q)
 			}
 		}
+		// A block's first forward, against the recomputation's backward.
+		recompute = max(recompute, hfFirstPass(r, *t.HF))
 	}
 	held := heldLogitBytes(r, t)
 	add := func(name ComponentID, b int64) {

@@ -57,6 +57,16 @@ func TestPreparedMatchesEstimate(t *testing.T) {
 			{Model: m8, Method: LoRA, Stack: StackPyTorch, Precision: BF16Mixed, SeqLen: 1024, Batch: 1, GPUTotal: gpu},
 			{Model: m8, Method: Full, Stack: StackPyTorch, Precision: BF16Mixed, FreesLogits: true, SeqLen: 1024, Batch: 1, GPUTotal: gpu},
 		}},
+		// Windowed models with fp32 grouped heads: the variants' lengths
+		// cross the window (Gemma 3's full layers on SDPA's math kernel,
+		// Mistral masked throughout), so every term that reads it is keyed.
+		{"windowed-fp32-attention", Default, []Request{
+			{Model: catalogModel(t, "google/gemma-3-1b-pt"), Method: QLoRA, Precision: BF16True, SeqLen: 512, Batch: 2, GPUTotal: gpu},
+			{Model: catalogModel(t, "google/gemma-3-1b-pt"), Method: LoRA, Precision: FP32, SeqLen: 1024, Batch: 1, GPUTotal: gpu},
+		}},
+		{"windowed-mistral", Default, []Request{
+			{Model: catalogModel(t, "mistralai/Mistral-7B-v0.1"), Method: QLoRA, Precision: BF16True, SeqLen: 4096, Batch: 1, GPUTotal: gpu},
+		}},
 		{"length-distribution", Default, []Request{
 			{Model: qwen, Method: LoRA, SeqLen: 2048, Batch: 4, Lengths: &lengths, GPUTotal: 24 * GiB},
 		}},

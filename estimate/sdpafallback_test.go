@@ -120,8 +120,7 @@ func TestForLoopAdamWStepTemporaries(t *testing.T) {
 
 // Past Gemma 3's window its four full-attention layers (of 26) are counted
 // as SDPA's math kernel runs them, the 22 sliding ones as the
-// memory-efficient kernel: the saved activations grow by four layers'
-// difference, no more.
+// memory-efficient kernel (the oracle's Gemma 3 rows hold the figure).
 func TestGemma3FullLayersApart(t *testing.T) {
 	m := catalogModel(t, "google/gemma-3-1b-pt")
 	r := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 2048, Batch: 2}
@@ -137,9 +136,11 @@ func TestGemma3FullLayersApart(t *testing.T) {
 	sliding.Full = nil
 	withFull, _ := hfActivations(n, hs, 0)
 	without, _ := hfActivations(n, sliding, 0)
-	s := float64(n.SeqLen)
-	want := 4 * s * 2 * (hs.Full.Layer + hs.Full.Scores*s - hs.Layer - hs.Scores*s)
-	if d := withFull - without; d <= 0 || d != want {
-		t.Errorf("full layers add %.0f B, want %.0f B (> 0)", d, want)
+	// The math kernel's fp32 softmax outputs, heads × s² × batch × 4 B in
+	// each of the four layers, less what the memory-efficient kernel saves
+	// there instead (its output and log-sum-exp, a few MB at 2048 tokens).
+	d, scores := withFull-without, 4*float64(m.Heads)*2048*2048*2*4
+	if d <= 0.95*scores || d > scores {
+		t.Errorf("full layers add %.0f B, want just under their softmax outputs' %.0f B", d, scores)
 	}
 }

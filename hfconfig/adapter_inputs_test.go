@@ -187,11 +187,24 @@ func TestGemma3SlidingPattern(t *testing.T) {
 	for _, tc := range []struct{ cfg, want string }{
 		{`{` + base + `}`, "sssssfsssssf"},
 		{`{` + base + `,"sliding_window_pattern":3}`, "ssfssfssfssf"},
-		{`{` + base + `,"sliding_window_pattern":0}`, "ffffffffffff"},
 		{`{` + base + `,"layer_types":["full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention","full_attention","sliding_attention"]}`, "fsfsfsfsfsfs"},
 	} {
 		if got := kinds(tc.cfg); got != tc.want {
 			t.Errorf("%s: layers %s, want %s", tc.cfg, got, tc.want)
 		}
+	}
+	for _, bad := range []string{`0`, `-6`, `"6"`, `6.5`} {
+		cfg := `{` + base + `,"sliding_window_pattern":` + bad + `}`
+		if _, err := Parse([]byte(cfg)); err == nil || !strings.Contains(err.Error(), "sliding_window_pattern") {
+			t.Errorf("sliding_window_pattern %s: error %v, want one naming the field", bad, err)
+		}
+	}
+	// The multimodal wrapper's text_config without its own model_type reads the same.
+	m, err := Parse([]byte(`{"model_type":"gemma3","text_config":{` + strings.Replace(base, `"model_type":"gemma3_text",`, "", 1) + `}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Layers[5].Attention != "full" || m.Layers[4].Attention != "sliding" {
+		t.Errorf("gemma3 text_config: layers 4, 5 are %s, %s; want sliding, full", m.Layers[4].Attention, m.Layers[5].Attention)
 	}
 }

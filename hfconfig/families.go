@@ -109,7 +109,7 @@ var families = map[string]familySpec{
 	"gemma":       {family: "gemma", build: buildLlama, tiedDefault: true},
 	"gemma2":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, alternateSliding: true, slidingNote: true},
 	"gemma3_text": {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true, slidingPattern: 6},
-	"gemma3":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true},
+	"gemma3":      {family: "gemma", build: buildLlama, tiedDefault: true, sandwichNorms: true, qkNorm: qkPerHead, slidingNote: true, slidingPattern: 6},
 
 	"stablelm": {family: "stablelm", build: buildLlama, qkvBiasKey: "use_qkv_bias", layerNorm: true, qkNorm: qkLayerNormSwitch},
 

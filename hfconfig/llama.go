@@ -96,6 +96,10 @@ func readLlamaShape(r raw, m *Model, s familySpec) (*llamaShape, error) {
 	if sh.spec.slidingPattern > 0 {
 		sh.slidingPattern = f.int(sh.spec.slidingPattern, "sliding_window_pattern")
 	}
+	if f.err == nil && sh.spec.slidingPattern > 0 && sh.layerTypes == nil && sh.slidingPattern < 1 {
+		// Gemma3TextConfig takes (i+1) % sliding_window_pattern: 0 divides by zero.
+		return nil, fmt.Errorf("%w: field %ssliding_window_pattern: %d (want at least 1)", ErrMalformed, r.prefix, sh.slidingPattern)
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
