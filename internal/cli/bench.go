@@ -474,46 +474,36 @@ func orDash(s string) string {
 }
 
 func (c *BenchCmd) toCase(env *Env) error {
-	if c.Model == "" {
-		return usageErrorf("canifinetune bench --to-case receipt.json >> cases.jsonl", "bench --to-case: missing the receipt file")
-	}
-	r, err := bench.ReadReceipt(c.Model)
-	if err != nil {
-		return withCode(ExitError, err)
-	}
-	cs, err := bench.ToCase(r)
-	if err != nil {
-		if errors.Is(err, bench.ErrNotACase) {
-			return withCode(ExitError, fmt.Errorf("%s: %w (only success and oom receipts measured a peak)", c.Model, err))
-		}
-		return withCode(ExitError, fmt.Errorf("%s: %w", c.Model, err))
-	}
-	b, err := json.Marshal(cs)
-	if err != nil {
-		return withCode(ExitError, fmt.Errorf("encode case: %w", err))
-	}
-	_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
-	return err
+	return c.convert(env, "--to-case", "cases.jsonl", "case", "only success and oom receipts measured a peak",
+		func(r bench.Receipt) (any, error) { return bench.ToCase(r) })
 }
 
 func (c *BenchCmd) toThroughput(env *Env) error {
+	return c.convert(env, "--to-throughput", "throughput.jsonl", "speed case", "only success receipts with a timed update measured a speed",
+		func(r bench.Receipt) (any, error) { return bench.ToThroughput(r) })
+}
+
+// convert prints the receipt MODEL names as one JSON line of what conv
+// makes of it (flag names the conversion, file the file it is appended to,
+// what the line, and why what a receipt without one lacks).
+func (c *BenchCmd) convert(env *Env, flag, file, what, why string, conv func(bench.Receipt) (any, error)) error {
 	if c.Model == "" {
-		return usageErrorf("canifinetune bench --to-throughput receipt.json >> throughput.jsonl", "bench --to-throughput: missing the receipt file")
+		return usageErrorf("canifinetune bench "+flag+" receipt.json >> "+file, "bench %s: missing the receipt file", flag)
 	}
 	r, err := bench.ReadReceipt(c.Model)
 	if err != nil {
 		return withCode(ExitError, err)
 	}
-	tc, err := bench.ToThroughput(r)
+	v, err := conv(r)
 	if err != nil {
 		if errors.Is(err, bench.ErrNotACase) {
-			return withCode(ExitError, fmt.Errorf("%s: %w (only success receipts with a timed update measured a speed)", c.Model, err))
+			return withCode(ExitError, fmt.Errorf("%s: %w (%s)", c.Model, err, why))
 		}
 		return withCode(ExitError, fmt.Errorf("%s: %w", c.Model, err))
 	}
-	b, err := json.Marshal(tc)
+	b, err := json.Marshal(v)
 	if err != nil {
-		return withCode(ExitError, fmt.Errorf("encode speed case: %w", err))
+		return withCode(ExitError, fmt.Errorf("encode %s: %w", what, err))
 	}
 	_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
 	return err
