@@ -27,9 +27,9 @@
 #                                          # at most 8 files from $OUT)
 # Environment: OUT (output folder, default ./out), BUDGET_S (stop starting
 # probes after this many seconds, default 360), PROBE_TIMEOUT (per probe,
-# default 90s; budget + one timeout stays under 8 minutes; a QLoRA probe saves
-# and reloads a random checkpoint, which took 74 s for Qwen2.5-1.5B on the
-# H200 machine, so give those more), ONLY (an extended regular expression: run
+# default 90s; budget + one timeout stays under 8 minutes), QLORA_TIMEOUT (a
+# QLoRA probe's: it saves and reloads a random checkpoint, which took 74 s for
+# Qwen2.5-1.5B on the H200 machine; default 170s), ONLY (an extended regular expression: run
 # only the probes whose name matches it), PYTHON (default python3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +49,7 @@ BIN=scripts/bin/canifinetune
 OUT=${OUT:-./out}
 BUDGET_S=${BUDGET_S:-360}
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-90s}
+QLORA_TIMEOUT=${QLORA_TIMEOUT:-170s}
 PYTHON=${PYTHON:-python3}
 ONLY=${ONLY:-}
 CFG=scripts/device-configs
@@ -84,6 +85,9 @@ PROBES=(
 	"q7b-full-s1024-b1|Qwen2.5-7B|Qwen/Qwen2.5-7B|--method full --seq-len 1024 --batch 1"
 	"q15-qlora-s2048-b2|Qwen2.5-1.5B|Qwen/Qwen2.5-1.5B|--method qlora --rank 16 --targets all-linear --seq-len 2048 --batch 2"
 	"l3b-qlora-8bit-s2048-b2|Llama-3.2-3B|meta-llama/Llama-3.2-3B|--method qlora --rank 16 --optimizer adamw_8bit --seq-len 2048 --batch 2"
+	# Gemma 3 past its 512-token window without autocast: the sliding layers on
+	# the memory-efficient kernel, the full ones (one in six) on SDPA's math kernel.
+	"g3-1b-qlora-s8192-b2|gemma-3-1b-pt|google/gemma-3-1b-pt|--method qlora --rank 16 --seq-len 8192 --batch 2"
 )
 
 run() { # print the command; run it unless --dry-run
@@ -170,9 +174,11 @@ for p in "${PROBES[@]}"; do
 		continue
 	fi
 	[ -f "$CFG/$dir/config.json" ] || { echo "device-check: $CFG/$dir/config.json missing" >&2; exit 1; }
+	probe_timeout=$PROBE_TIMEOUT
+	[[ "$flags" == *qlora* ]] && probe_timeout=$QLORA_TIMEOUT
 	# shellcheck disable=SC2086 # flags are words by design
 	run "$BIN" bench "$CFG/$dir" --model-id "$id" --random-init $flags --updates 3 \
-		--python "$PYTHON" --timeout "$PROBE_TIMEOUT" --receipt "$receipt"
+		--python "$PYTHON" --timeout "$probe_timeout" --receipt "$receipt"
 	code=$?
 	[ "$dry" = 1 ] && continue
 	line=$("$PYTHON" -c 'import json, sys

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -54,5 +57,43 @@ func TestDeviceCheckCommandsParse(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("device-check.sh --dry-run listed %d bench commands, want at least 10:\n%s", n, out)
+	}
+}
+
+// TestDeviceConfigsAreTheCatalogs: every config.json the device check
+// carries is byte for byte the catalog's copy of that model (whose
+// provenance catalog/models/SOURCES.md gives), and SOURCES.md beside them
+// lists each with its sha256.
+func TestDeviceConfigsAreTheCatalogs(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "scripts", "device-configs", "SOURCES.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "scripts", "device-configs", "*", "config.json"))
+	if len(dirs) < 5 {
+		t.Fatalf("%d device configs, want at least 5", len(dirs))
+	}
+	for _, p := range dirs {
+		dir := filepath.Base(filepath.Dir(p))
+		var id string
+		for _, line := range strings.Split(string(doc), "\n") {
+			if f := strings.Split(line, "|"); len(f) == 5 && strings.TrimSpace(f[1]) == dir {
+				id = strings.TrimSpace(f[2])
+				got, _ := os.ReadFile(p)
+				if sum := fmt.Sprintf("%x", sha256.Sum256(got)); sum != strings.TrimSpace(f[3]) {
+					t.Errorf("%s: sha256 %s, SOURCES.md says %s", p, sum, strings.TrimSpace(f[3]))
+				}
+				want, err := os.ReadFile(filepath.Join(root, "catalog", "models", id, "config.json"))
+				if err != nil {
+					t.Errorf("%s: no catalog copy of %s: %v", p, id, err)
+				} else if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from catalog/models/%s/config.json", p, id)
+				}
+			}
+		}
+		if id == "" {
+			t.Errorf("%s: not listed in scripts/device-configs/SOURCES.md", p)
+		}
 	}
 }
