@@ -25,6 +25,10 @@
 #   scripts/device-check.sh [--bundle]     # run; --bundle packs receipts into
 #                                          # receipts.tar (the device tool returns
 #                                          # at most 8 files from $OUT)
+# On the H200 (2026-12-04) the 13 probes without QLoRA took 376 s and the two
+# QLoRA ones 222 s, over one device call's 10 minutes together: run the set in
+# two calls, ONLY='^(q05|l1b|q15-(lora|full)|l3b-(lora|full)|q7b)' and then
+# ONLY=qlora (three probes, Gemma 3's included).
 # Environment: OUT (output folder, default ./out), BUDGET_S (stop starting
 # probes after this many seconds, default 360), PROBE_TIMEOUT (per probe,
 # default 90s; budget + one timeout stays under 8 minutes), QLORA_TIMEOUT (a
