@@ -144,3 +144,45 @@ func TestGemma3FullLayersApart(t *testing.T) {
 		t.Errorf("full layers add %.0f B, want just under their softmax outputs' %.0f B", d, scores)
 	}
 }
+
+// A full fine-tune with tied embeddings holds two vocab × hidden gradients
+// beyond the others at the backward's end (the oracle's SGD runs): with a
+// fused step that is the step phase's transient; an untied model, a
+// for-loop step already as large, accumulation and torchtune (its own
+// reading) keep theirs.
+func TestTiedEmbeddingTwice(t *testing.T) {
+	tied := catalogModel(t, "Qwen/Qwen2.5-0.5B") // tied, 151,936 × 896
+	untied := catalogModel(t, "Qwen/Qwen2.5-7B")
+	transient := func(r Request) int64 {
+		n, err := r.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return PhasePeak{Coef: DefaultCoefficients}.normalizedTerms(n).OptTransient
+	}
+	base := Request{Model: tied, Method: Full, Precision: BF16True, SeqLen: 256, Batch: 1, Optimizer: AdamWTorchFused}
+	two := int64(2 * 151936 * 896 * 2)
+	if got := transient(base); got != two {
+		t.Errorf("tied, fused: step transient %d, want two embedding gradients %d", got, two)
+	}
+	r := base
+	r.Optimizer = SGD
+	if got := transient(r); got != two {
+		t.Errorf("tied, SGD: %d, want %d", got, two)
+	}
+	r = base
+	r.Model = untied
+	if got := transient(r); got != 0 {
+		t.Errorf("untied, fused: %d, want 0", got)
+	}
+	r = base
+	r.GradAccum = 2
+	if got := transient(r); got != 0 {
+		t.Errorf("tied, fused, accumulating: %d, want 0 (not read)", got)
+	}
+	r = base
+	r.Precision = FP32
+	if got := transient(r); got != 2*two {
+		t.Errorf("tied, fused, fp32: %d, want %d", got, 2*two)
+	}
+}

@@ -175,9 +175,11 @@ func TestCuratedFiguresPinned(t *testing.T) {
 // (`canifinetune validate evidence/device/h200-20261204/cases.jsonl
 // --compare reference,unsloth`). History: 9.7 / 6.1 / 20.4 % (MAPE, median,
 // p90; worst −41.0 %) as first measured, before SDPA's math kernel for fp32
-// grouped heads and the for-loop AdamW were modelled: 4.7 / 4.3 / 6.9 %.
+// grouped heads and the for-loop AdamW were modelled: 4.7 / 4.3 / 6.9 %;
+// with a tied embedding's two gradients at a full fine-tune's backward end:
+// 4.3 / 3.8 / 6.3 %.
 func TestDeviceFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 4.68, 4.32, 6.90, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 4.30, 3.78, 6.27, 0.01
 	files, _ := filepath.Glob(filepath.Join("device", "*", "cases.jsonl"))
 	if len(files) == 0 {
 		t.Fatal("no evidence/device/*/cases.jsonl")
