@@ -326,18 +326,6 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 		// 2 × 1.09e9 B for its largest parameter (the embeddings).
 		t.OptTransient = largestTrainable(r) * opt.StepTempStates * stateBytes
 	}
-	if tiedEmbeddingTwice(r) {
-		// A tied embedding gets two gradients: the output layer's, first
-		// in the backward, and the embedding's, last; as the backward ends
-		// the second and its sum with the first are alive beside every
-		// other gradient (the oracle: Qwen2.5-0.5B full fine-tune, SGD,
-		// 256 tokens: weights + gradients + 2 × 151,936 × 896 × 2 B in bf16,
-		// × 4 B in fp32; untied Qwen2.5-7B: nothing). A step with smaller
-		// temporaries (fused, 8-bit, SGD) peaks there: the H200 probe of
-		// Llama-3.2-3B with fused AdamW held 1.53 GiB beyond weights,
-		// gradients and states, 2 × 128,256 × 3,072 × 2 B = 1.47 GiB.
-		t.OptTransient = max(t.OptTransient, 2*m.Vocab*m.Hidden*gradBytes)
-	}
 	if ds {
 		// DeepSpeed's ZeRO optimizer: the fp32 master copy of the trained
 		// parameters beside their states (divided with them), and for the
@@ -674,7 +662,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	// The step's transient peak: forward/loss or backward-end/optimizer step,
 	// whichever is larger per GPU. Report its parts under their usual names.
 	stepPeak := step + int64(stepHeld)
-	if end := torchtuneTiedBackwardEnd(r); end > 0 {
+	if end := tiedBackwardEnd(r); end > 0 {
 		// The end of the backward, before the optimizer step: every
 		// gradient and the tied embedding's second one; the step's own
 		// temporaries (in step) come after it.
@@ -709,7 +697,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		add(CLogits, int64(logits*b2f(logits >= recompute)+held))
 	} else {
 		// The phase's gradients: those of the step, or at the backward's
-		// end the larger set it holds (torchtuneTiedBackwardEnd), with a
+		// end the larger set it holds (tiedBackwardEnd), with a
 		// hook-time step's temporaries.
 		e.setComponent(CGradients, stepPeak-int64(stepHeld)-stepActs)
 		add(CActivations, stepActs)
@@ -919,8 +907,8 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 			}
 		case CGradients:
 			src = "gradients + optimizer-step temporaries (the larger phase)"
-			if torchtuneTiedBackwardEnd(r) > 0 {
-				src += ", or the backward's end: every gradient and the tied embedding's second one (docs/memory-model.md#torchtunes-own-code-path)"
+			if end := tiedBackwardEnd(r); end > 0 {
+				src += fmt.Sprintf(", or the backward's end: every gradient and %g more of the tied embedding's (docs/memory-model.md#gradients)", end/headGrad(r))
 			}
 			if fwdWins {
 				src = "freed before the forward (zero_grad set_to_none); the optimizer-step phase is smaller"
@@ -1098,23 +1086,6 @@ func wholeUnitGrads(r Request) bool {
 // upcastFrozen: QLoRA's frozen embeddings and norms are fp32 after PEFT's
 // prepare_model_for_kbit_training — seed 000's HF path, the default when no
 // stack says otherwise.
-// tiedEmbeddingTwice reports a full fine-tune whose tied input and output
-// embeddings train (LMHeadParams 0, vocabulary logits), on one GPU, with no
-// accumulation (each micro-batch's gradients then add into last ones,
-// whose transients are another matter) and no step inside the backward:
-// two vocab × hidden gradients beyond the others at the backward's end.
-// LitGPT unties (its checkpoints copy the embedding into lm_head); torchtune
-// keeps its own reading, one such gradient (torchtuneTiedBackwardEnd), which
-// its development row supports (torchtune-flags-005: −0.9 % with one, +2.0 %
-// with two), against the two the transformers path shows on the GPU and the
-// oracle.
-func tiedEmbeddingTwice(r Request) bool {
-	m := r.Model
-	return r.Method == Full && m.LMHeadParams == 0 && m.Vocab > 0 && r.Task.Spec().VocabLogits &&
-		r.Stack != StackLitGPT && r.Stack != StackTorchtune && r.GradAccum <= 1 && !r.OptimizerInBackward &&
-		r.Sharding.GPUs <= 1 && r.Sharding.Strategy.Spec().Family != FamilyDeepSpeed
-}
-
 func upcastFrozen(r Request) bool { return r.UpcastFrozen == nil || *r.UpcastFrozen }
 
 // residualBytes is the dtype of the activations a step saves. Autocast casts

@@ -67,7 +67,7 @@ func torchtuneChunkedLossBytes(r Request, logitUnit float64) float64 {
 	n := float64(torchtuneOutputChunks)
 	head := 0.0
 	if r.Method == Full {
-		head = torchtuneHeadGrad(r)
+		head = headGrad(r)
 	}
 	const gradBytes = 2 // the 16-bit gradient of each chunk's logits
 	lossPass := saved*logitUnit + chunk*logitUnit/n
@@ -76,29 +76,48 @@ func torchtuneChunkedLossBytes(r Request, logitUnit float64) float64 {
 	return max(lossPass, firstMatmul, secondMatmul)
 }
 
-// torchtuneHeadGrad is one gradient of the output layer's weight (vocab ×
-// hidden, in the gradient dtype): tied or not, the output projection's
-// weight is a trained vocab × hidden matrix under full fine-tuning.
-func torchtuneHeadGrad(r Request) float64 {
+// headGrad is one gradient of the output layer's weight (vocab × hidden, in
+// the gradient dtype): tied or not, the output projection's weight is a
+// trained vocab × hidden matrix under full fine-tuning.
+func headGrad(r Request) float64 {
 	m := r.Model
 	return float64(m.Vocab*m.Hidden) * float64(r.paramBytes())
 }
 
-// torchtuneTiedBackwardEnd is what the end of a full fine-tune's backward
-// holds beyond every gradient when the output layer is tied to the
-// embedding (TiedEmbeddingTransformerDecoder, Llama 3.2's TiedLinear): the
+// tiedBackwardEnd is what the end of a full fine-tune's backward holds
+// beyond every gradient when the output layer is tied to the embedding, on
+// one GPU without a step inside the backward (whose other gradients are gone
+// by then; combine counts that phase); 0 otherwise. Without ties the
+// embedding's gradient is the last one, taken as .grad directly.
+//
+// torchtune (TiedEmbeddingTransformerDecoder, Llama 3.2's TiedLinear): the
 // output layer's contribution waits in the shared weight's input buffer
 // until the embedding's backward, the last node, returns its own vocab ×
 // hidden gradient, which is summed into it in place; only then does
-// AccumulateGrad take the sum as .grad. So beside the other parameters'
-// gradients both exist: one vocab × hidden gradient more than the gradients
-// alone. Without ties the embedding's gradient is the last one, taken as
-// .grad directly. With optimizer-in-backward the other gradients are gone by
-// then (combine counts that phase).
-func torchtuneTiedBackwardEnd(r Request) float64 {
+// AccumulateGrad take the sum as .grad: one vocab × hidden gradient more
+// than the gradients alone, which its development row supports
+// (torchtune-flags-005: −0.9 % with one, +2.0 % with two).
+//
+// The transformers path, where lm_head.weight is the embedding's Parameter,
+// holds two: the embedding's gradient and its sum with the output layer's
+// (the oracle's SGD runs of Qwen2.5-0.5B, 256 tokens: parameters +
+// gradients + 2 × 151,936 × 896 × 2 B in bf16, × 4 B in fp32; the untied
+// Qwen2.5-7B: nothing; the H200 probe of Llama-3.2-3B with fused AdamW: 1.53
+// GiB beyond weights, gradients and states, against 2 × 128,256 × 3,072 × 2
+// B = 1.47 GiB). Read without accumulation only: a later micro-batch's
+// gradients add into the last ones, with transients of their own (the
+// oracle: about three vocab × hidden), not modelled. LitGPT unties (its
+// checkpoints copy the embedding into lm_head).
+func tiedBackwardEnd(r Request) float64 {
 	m := r.Model
-	if r.Stack != StackTorchtune || r.Method != Full || !m.TiedEmbeddings || r.OptimizerInBackward || r.Sharding.GPUs > 1 {
+	if r.Method != Full || !m.TiedEmbeddings || r.OptimizerInBackward || r.Sharding.GPUs > 1 {
 		return 0
 	}
-	return torchtuneHeadGrad(r)
+	switch {
+	case r.Stack == StackTorchtune:
+		return headGrad(r)
+	case r.Stack == StackLitGPT || r.GradAccum > 1 || !r.Task.Spec().VocabLogits:
+		return 0
+	}
+	return 2 * headGrad(r)
 }
