@@ -70,16 +70,11 @@ func hfWithFullLayers(r Request, hs hfSaved) hfSaved {
 	if !sdpaWindowedGap(r) {
 		return hs
 	}
-	n := 0.0
-	for _, l := range r.Model.Layers {
-		if l.Attention == "full" {
-			n++
-		}
-	}
+	n, _ := attentionKinds(r.Model)
 	f := r
 	f.Attn = SDPAMath
 	full := hfLayerSaved(f)
-	hs.Full, hs.FullLayers = &full, n
+	hs.Full, hs.FullLayers = &full, float64(n)
 	return hs
 }
 
@@ -1018,20 +1013,7 @@ func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
 // memory-efficient kernel runs.
 func sdpaMathFallback(r Request) bool {
 	m := r.Model
-	if r.Attn != SDPA || m == nil || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
-		return false
-	}
-	if r.Stack != "" && !r.Stack.Spec().TransformersLayers {
-		return false
-	}
-	if !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] {
-		// Only the model types whose transformers code was read go through
-		// sdpa_attention_forward; remote code (ChatGLM, ...) repeats key
-		// and value itself before SDPA.
-		return false
-	}
-	if r.Precision.mixed() || residualBytes(r) != 4 {
-		// Autocast runs SDPA on 16-bit inputs: the flash kernel.
+	if !fp32GroupedSDPA(r) {
 		return false
 	}
 	if m.Seq2Seq != nil || m.Disentangled || m.ModelType == "falcon" || hfSlidingMasked(r) {
@@ -1052,24 +1034,48 @@ func sdpaMathFallback(r Request) bool {
 // math kernel while its sliding ones, masked, run the memory-efficient
 // kernel (hfWithFullLayers counts the two kinds apart).
 func sdpaWindowedGap(r Request) bool {
-	m := r.Model
-	if r.Attn != SDPA || m == nil || !hfSlidingMasked(r) || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
-		return false
-	}
-	if r.Stack != "" && !r.Stack.Spec().TransformersLayers || !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] {
-		return false
-	}
-	if r.Precision.mixed() || residualBytes(r) != 4 {
+	if !fp32GroupedSDPA(r) || !hfSlidingMasked(r) {
 		return false
 	}
 	// Both kinds: a model whose every layer slides (Mistral 7B v0.1) is
 	// masked throughout.
-	var full, sliding bool
-	for _, l := range m.Layers {
-		full = full || l.Attention == "full"
-		sliding = sliding || l.Attention == "sliding"
+	full, sliding := attentionKinds(r.Model)
+	return full > 0 && sliding > 0
+}
+
+// fp32GroupedSDPA reports whether transformers' sdpa_attention_forward
+// hands SDPA fp32 query, key and value with fewer key/value heads than
+// query heads, unrepeated when it gives no mask (enable_gqa; head dims at
+// most 256): the requests sdpaMathFallback and sdpaWindowedGap read further.
+func fp32GroupedSDPA(r Request) bool {
+	m := r.Model
+	if r.Attn != SDPA || m == nil || m.KVHeads <= 0 || m.KVHeads >= m.Heads || m.HeadDim > 256 {
+		return false
 	}
-	return full && sliding
+	if r.Stack != "" && !r.Stack.Spec().TransformersLayers {
+		return false
+	}
+	if !hfExactTypes[m.ModelType] && !hfMoETypes[m.ModelType] {
+		// Only the model types whose transformers code was read go through
+		// sdpa_attention_forward; remote code (ChatGLM, ...) repeats key
+		// and value itself before SDPA.
+		return false
+	}
+	// Autocast runs SDPA on 16-bit inputs: the flash kernel.
+	return !r.Precision.mixed() && residualBytes(r) == 4
+}
+
+// attentionKinds counts a model's full-attention and sliding layers.
+func attentionKinds(m *hfconfig.Model) (full, sliding int) {
+	for _, l := range m.Layers {
+		switch l.Attention {
+		case "full":
+			full++
+		case "sliding":
+			sliding++
+		}
+	}
+	return full, sliding
 }
 
 // hfSlidingMasked reports whether transformers gives a sliding layer's SDPA
@@ -1095,13 +1101,4 @@ func sdpaKernel(r Request) Request {
 		r.Attn = SDPAMath
 	}
 	return r
-}
-
-// SDPAMathFallback reports whether the default estimator reads the
-// request's --attn sdpa as SDPA's math kernel (sdpaMathFallback), for
-// callers outside the package (the evidence tests hold those rows to their
-// own bounds under checkpointing).
-func SDPAMathFallback(r Request) bool {
-	n, err := r.Normalize()
-	return err == nil && sdpaMathFallback(deepspeedModule(n))
 }

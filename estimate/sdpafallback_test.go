@@ -41,8 +41,12 @@ func TestSDPAMathFallbackScope(t *testing.T) {
 	} {
 		r := base
 		tc.edit(&r)
-		if got := SDPAMathFallback(r); got != tc.want {
-			t.Errorf("%s: SDPAMathFallback = %v, want %v", tc.name, got, tc.want)
+		n, err := r.Normalize()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := sdpaMathFallback(deepspeedModule(n)); got != tc.want {
+			t.Errorf("%s: sdpaMathFallback = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// Past Gemma 3's window the full layers' gap is named, not hidden.
