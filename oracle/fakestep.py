@@ -46,9 +46,10 @@ QLoRA runs bitsandbytes' 4-bit path as oracle/qlora.py re-implements it on
 meta tensors (transformers' BitsAndBytesConfig load_in_4bit, nf4/fp4 with
 or without double quantization, bf16 compute, a bf16-loaded base, PEFT's
 own prepare_model_for_kbit_training; see that module for what is and is not
-imitated).
+imitated), without autocast (bf16-true) or under the Trainer's bf16
+autocast (bf16-mixed).
 
-Not simulated (``NotSimulated`` names the reason): QLoRA under autocast,
+Not simulated (``NotSimulated`` names the reason): QLoRA in other precisions,
 8-bit or GPTQ bases, fp16-mixed (the Trainer's GradScaler is not
 imitated), the eager MoE experts loop, LoRA on routed experts (PEFT maps
 transformers 4's expert names onto the fused 3-D expert parameters as
@@ -169,8 +170,8 @@ class Request:
         if self.method == "qlora":
             if self.quant not in QLORA_QUANTS:
                 no(f"qlora quant {self.quant!r} (nf4, nf4-dq and fp4 with uint8 storage are imitated)")
-            if self.precision != "bf16-true":
-                no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, no autocast, is imitated)")
+            if self.precision not in ("bf16-true", "bf16-mixed"):
+                no(f"qlora with precision {self.precision} (a bf16-loaded base with bf16 compute, with or without bf16 autocast, is imitated)")
             if self.seq_len == 1 and self.batch == 1 and self.grad_ckpt == "none":
                 no("qlora with seq_len 1, batch 1 and no checkpointing: bitsandbytes takes its one-token gemv_4bit path "
                    "for the first layer's inputs (no gradient there), which is not imitated")

@@ -47,6 +47,14 @@ as pinned in requirements.lock:
   adapter's output scaled and cast back to the base output's dtype, added.
   It is registered through PEFT's custom-module mapping, since PEFT's own
   class exists only when bitsandbytes imports.
+* Under autocast (bf16-mixed: HF Trainer's bf16=True over the bf16-loaded
+  base) the same code runs inside the oracle's autocast imitation: the
+  F.linear in MatMul4Bit's forward meets bf16 inputs (Linear4bit's cast)
+  and casts nothing; PEFT skips its fp32 cast of the input, so lora_A's
+  F.linear casts the fp32 input to bf16 and saves that cast; the fp32
+  output layer and SDPA's inputs are cast as autocast casts them.
+  test_qlora.TestAutocast compares what the forward saves with what CUDA
+  autocast's own kernels save.
 
 Not imitated: bitsandbytes' CUDA kernels themselves (their workspaces, if
 any, are outside torch's counters), the fused ``gemm_4bit`` of
@@ -55,7 +63,7 @@ its per-architecture heuristic picks its own kernel for the GPU and the
 weight's shape, it skips the forward's dequantized temporary), paged optimizers (their states live in
 CUDA unified memory, outside ``max_memory_allocated``), 8-bit
 (``load_in_8bit``) bases, ``bnb_4bit_quant_storage`` other than uint8,
-autocast (bf16-mixed) runs.
+fp16 autocast (its GradScaler).
 """
 
 from __future__ import annotations

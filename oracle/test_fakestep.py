@@ -205,7 +205,7 @@ class Tiny(unittest.TestCase):
         self.assertIsNone(self.run_req(method="lora", seq_len=32).saved_by_op)
 
     def test_not_simulated(self):
-        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "bf16-mixed"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"},
+        for kw in ({"method": "qlora", "quant": "int8"}, {"method": "qlora", "precision": "fp32"}, {"precision": "fp16-mixed"}, {"optimizer": "adamw_8bit"}, {"fused_ce": "liger"},
                    {"task": "sequence-classification"}, {"task": "seq2seq-lm", "target_len": 128},
                    {"kernels": ["liger-rmsnorm"]}, {"compile": True}, {"optimizer_in_backward": True}):
             with self.subTest(kw=kw), self.assertRaises(fakestep.NotSimulated):

@@ -11,7 +11,7 @@ import unittest
 import torch
 
 from oracle import fakestep, qlora
-from oracle.test_fakestep import TINY, r512
+from oracle.test_fakestep import TINY, _imitated_autocast, _real_cuda_autocast, r512
 
 
 def storage_bytes(t):
@@ -185,9 +185,12 @@ class TestModel(unittest.TestCase):
         a, b = fakestep.Request(method="lora", quant="nf4"), fakestep.Request(method="lora", quant="nf4-dq")
         self.assertEqual(fakestep.case_id("m", a), fakestep.case_id("m", b))
 
-    def test_refuses_mixed_precision(self):
-        with self.assertRaises(fakestep.NotSimulated):
-            fakestep.Request(method="qlora", precision="bf16-mixed").check()
+    def test_precisions(self):
+        # A bf16-loaded base with or without HF Trainer's bf16 autocast; nothing else.
+        fakestep.Request(method="qlora", precision="bf16-mixed").check()
+        for prec in ("fp32", "fp16-mixed", "fp16-true"):
+            with self.assertRaises(fakestep.NotSimulated, msg=prec):
+                fakestep.Request(method="qlora", precision=prec).check()
         with self.assertRaises(fakestep.NotSimulated):
             fakestep.Request(method="qlora", quant="int8").check()
         # One token: bitsandbytes' inference kernel, refused by the request check, not a
@@ -206,3 +209,65 @@ class TestModel(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestAutocast(unittest.TestCase):
+    """QLoRA under bf16 autocast: what the imitation saves in the forward
+    against what CUDA autocast's own kernels save (fake CUDA tensors; see
+    test_fakestep.Autocast), on the tiny Llama with every Linear adapted.
+    Eager attention: the oracle's SDPA is a Python function that the real
+    dispatcher's autocast never sees; its own casts are checked by
+    test_fakestep.Autocast.test_sdpa_inputs_cast."""
+
+    def make(self, ckpt):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(TINY, f)
+        req = fakestep.Request(method="qlora", precision="bf16-mixed", quant="nf4-dq", lora_rank=4,
+                               lora_targets=["all-linear"], grad_ckpt=ckpt, seq_len=16, batch=2, attn="eager")
+        req.check()
+
+        def make():
+            model, _ = fakestep.build(d, req)
+            return model, torch.zeros((2, 16), dtype=torch.long)
+
+        return make
+
+    def run_model(self, o):
+        model, ids = o
+        # The real path swaps each parameter and buffer for a fake CUDA one;
+        # the quantization state bitsandbytes keeps on the packed weight is
+        # rebuilt from the layer's buffers (the same tensors on meta).
+        for m in model.modules():
+            if isinstance(m, qlora.Linear4bit):
+                old = m.qs
+                s2 = None
+                if old.nested:
+                    s2 = qlora.QuantState(old.state2.shape, old.state2.dtype, "dynamic", absmax=m.qs_absmax2, code=m.qs_code2)
+                    s2.blocksize = qlora.NESTED_BLOCK
+                m.weight.quant_state = qlora.QuantState(old.shape, old.dtype, old.quant_type, absmax=m.qs_absmax,
+                                                        code=m.qs_code, offset=getattr(m, "qs_offset", None), state2=s2)
+        return model(input_ids=ids, labels=ids).loss
+
+    def test_forward_saves_as_cuda_autocast(self):
+        for ckpt in ("none", "full"):
+            with self.subTest(ckpt=ckpt):
+                make = self.make(ckpt)
+
+                def keep_state():
+                    o = make()
+                    for m in o[0].modules():
+                        if isinstance(m, qlora.Linear4bit):
+                            m.qs = m.weight.quant_state
+                    return o
+
+                real, real_saved = _real_cuda_autocast(keep_state, self.run_model)
+                imit, imit_saved = _imitated_autocast(keep_state, self.run_model)
+                self.assertEqual(imit.dtype, real.dtype)
+                self.assertEqual(imit_saved, real_saved)
+                self.assertGreater(len(real_saved), 0)
+                dtypes = {d for _, d, _ in real_saved}
+                if ckpt == "none":
+                    # The fp32 residual stream's norms and MLP, and the bf16 casts autocast makes
+                    # for the adapters and SDPA.
+                    self.assertLessEqual({"float32", "bfloat16"}, dtypes)
