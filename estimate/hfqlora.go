@@ -7,12 +7,16 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // bf16 compute, PEFT's prepare_model_for_kbit_training, PEFT's LoRA on
 // bitsandbytes' Linear4bit, no autocast.
 
-// hfQLoRA reports whether a QLoRA request is the one the oracle imitates: a
+// hfQLoRA reports whether a QLoRA request is one the oracle imitates: a
 // bitsandbytes 4-bit base (NF4 or FP4, with or without double
 // quantization) stored in uint8, its other parameters upcast to fp32 by
-// PEFT's kbit preparation, one precision (no autocast), a dense model.
+// PEFT's kbit preparation, a dense model; one precision (no autocast), or
+// HF Trainer's bf16=True autocast over it (hfAutocastQLoRA).
 func hfQLoRA(r Request) bool {
-	if r.Method != QLoRA || r.Precision != BF16True || !upcastFrozen(r) {
+	if r.Method != QLoRA || !upcastFrozen(r) {
+		return false
+	}
+	if r.Precision != BF16True && !hfAutocastQLoRA(r) {
 		return false
 	}
 	if r.Model.Experts > 0 {
@@ -27,6 +31,25 @@ func hfQLoRA(r Request) bool {
 		return false
 	}
 	return r.QuantStorage == "" || r.QuantStorage == DtypeUint8
+}
+
+// hfAutocastQLoRA reports whether a QLoRA request runs under HF Trainer's
+// bf16 autocast (bf16=True) on one GPU or DDP replicas, with SDPA, as the
+// oracle imitates it (oracle/qlora.py). The residual stream stays fp32 (the
+// embeddings and norms after kbit preparation, Linear4bit's output cast
+// back to its input's dtype), as without autocast; what autocast changes
+// is where an operator on its lists meets an fp32 tensor: SDPA casts q, k
+// and v to bf16 (the flash kernel, not the math one), each adapter's lora_A
+// saves a bf16 cast of its module's input (PEFT's bnb Linear4bit skips its
+// own fp32 cast under autocast), lora_B a bf16 rank-wide input, the
+// adapters' fp32 weights are cast once for the region, and the fp32
+// output layer is cast to bf16 for the logits. Eager attention under it
+// is not read yet, nor Falcon's unconverted Linears (bnbUnconverted: LoRA
+// over fp32 frozen weights, which autocast casts per call): the fitted
+// shape applies.
+func hfAutocastQLoRA(r Request) bool {
+	return r.Method == QLoRA && r.Precision == BF16Mixed && r.Attn == SDPA && hfAutocastSharding(r) &&
+		r.Model != nil && !bnbUnconverted[r.Model.ModelType]
 }
 
 // bnbUnconverted are the model types whose Linears transformers does not
@@ -127,4 +150,33 @@ func qloraMLPBackward(r Request) float64 {
 		grads = 3
 	}
 	return grads * float64(residualBytes(r)) * float64(r.SeqLen) * float64(r.Batch) * float64(r.Model.ActiveFFN())
+}
+
+// qloraAutocastFreed is, under autocast over a QLoRA base (hfAutocastQLoRA),
+// what the MLP's backward has freed of the layer's saved tensors by its
+// peak, in bytes: the MLP output projection's lora_A saves its bf16 cast of
+// the product (with dropout, dropout's bool mask besides), and the oracle's
+// snapshot at the peak of a checkpointed step (Mistral-7B, 8,192 tokens)
+// shows that cast gone once the projection's input gradients exist. Without
+// autocast lora_A saves the product itself, which the MLP's other
+// operators save too.
+func qloraAutocastFreed(r Request) float64 {
+	if !hfAutocastQLoRA(r) {
+		return 0
+	}
+	lins, err := r.Model.Targets(r.LoRATargets)
+	if err != nil {
+		return 0
+	}
+	f := float64(r.Model.ActiveFFN())
+	for _, l := range lins {
+		if l.Role == hfconfig.RoleMLP && float64(l.In) == f {
+			per := 2.0
+			if r.LoRADropout != nil && *r.LoRADropout > 0 {
+				per = 3
+			}
+			return per * f * float64(r.SeqLen) * float64(r.Batch)
+		}
+	}
+	return 0
 }

@@ -48,11 +48,20 @@ func TestHFQLoRAScope(t *testing.T) {
 	} else if hfExact(q) {
 		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
 	}
+	mixed := base
+	mixed.Precision = BF16Mixed
+	if q, err := mixed.Normalize(); err != nil {
+		t.Fatalf("bf16-mixed QLoRA: %v", err)
+	} else if !hfExact(q) || !hfAutocastQLoRA(q) {
+		t.Error("nf4-dq QLoRA under bf16 autocast with SDPA is not on the transformers path")
+	}
 	for name, mod := range map[string]func(*Request){
-		"bf16-mixed (autocast)": func(r *Request) { r.Precision = BF16Mixed },
-		"int8 base":             func(r *Request) { r.Quant = Int8 },
-		"bf16 quant storage":    func(r *Request) { r.QuantStorage = DtypeBF16 },
-		"no kbit upcast":        func(r *Request) { no := false; r.UpcastFrozen = &no },
+		"bf16-mixed, eager":  func(r *Request) { r.Precision, r.Attn = BF16Mixed, Eager },
+		"bf16-mixed, FSDP":   func(r *Request) { r.Precision, r.Sharding = BF16Mixed, Sharding{Strategy: FSDPFullShard, GPUs: 2} },
+		"fp16-mixed":         func(r *Request) { r.Precision = FP16Mixed },
+		"int8 base":          func(r *Request) { r.Quant = Int8 },
+		"bf16 quant storage": func(r *Request) { r.QuantStorage = DtypeBF16 },
+		"no kbit upcast":     func(r *Request) { no := false; r.UpcastFrozen = &no },
 	} {
 		q := base
 		mod(&q)
@@ -61,6 +70,56 @@ func TestHFQLoRAScope(t *testing.T) {
 		} else if hfExact(q) {
 			t.Errorf("%s: on the transformers path, which the oracle does not imitate", name)
 		}
+	}
+	falcon := mixed
+	falcon.Model = catalogModel(t, "tiiuae/falcon-7b")
+	if q, err := falcon.Normalize(); err != nil {
+		t.Fatalf("falcon: %v", err)
+	} else if hfAutocastQLoRA(q) {
+		t.Error("falcon's unquantized Linears under autocast read as the Linear4bit path")
+	}
+}
+
+// What one Llama-3.2-1B layer saves per token under autocast over a QLoRA
+// base (all-linear, r16, SDPA, no checkpointing), as the oracle's census
+// breaks it down by operator (oracle.fakestep --census, 1024 × 8 tokens):
+// the two norms' fp32 inputs and the fp32 gate and up (add.Tensor, 81,920
+// B), SiLU's fp32 output (32,768 B), the bf16 casts lora_A saves for q, k,
+// v, gate, up and down and SDPA's casts of q, k and v (43,008 B of the
+// _to_copy bf16 a layer; the rest is the output layer's cast and the
+// adapters' weights, once), the flash output and logsumexp (4,096 + 128
+// B) and lora_A's bf16 outputs (224 B). o_proj's lora_A reads SDPA's
+// output, a view: nothing of its own.
+func TestAutocastQLoRALayerSaved(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-3.2-1B")
+	r, err := Request{Model: m, Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer, LoRARank: 16,
+		LoRATargets: []string{"all-linear"}, SeqLen: 1024, Batch: 8, Attn: SDPA, GradCkpt: CkptNone}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hfAutocastQLoRA(r) {
+		t.Fatal("not the autocast QLoRA path")
+	}
+	const want = 81920 + 32768 + 43008 + 4096 + 128 + 224
+	if got := hfLayerSaved(r).Layer; got != want {
+		t.Errorf("layer saves %.0f B per token, want %d (the oracle's census)", got, want)
+	}
+	// The output layer's bf16 cast (vocab × hidden × 2) beside the loss chain,
+	// and the down projection's cast freed by the MLP backward's peak.
+	tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * float64(m.Vocab*m.Hidden); tt.HeadCast != want {
+		t.Errorf("head cast %.0f B, want %.0f", tt.HeadCast, want)
+	}
+	if got, want := qloraAutocastFreed(r), 2*float64(m.ActiveFFN())*1024*8; got != want {
+		t.Errorf("freed before the MLP backward's peak: %.0f B, want %.0f", got, want)
+	}
+	bt := r
+	bt.Precision = BF16True
+	if qloraAutocastFreed(bt) != 0 {
+		t.Error("bf16-true frees the down projection's cast it does not make")
 	}
 }
 

@@ -128,6 +128,24 @@ var hfParallelTypes = map[string]bool{"gpt_neox": true, "phi": true, "falcon": t
 // attention saves the value view, which keeps the whole output alive.
 var hfFusedQKVTypes = map[string]bool{"phi3": true}
 
+// hfHeadsFirstQ reports whether the model's attention builds q as a new
+// tensor in heads-first layout: GPT-NeoX's, Phi's and StableLM's partial
+// rotary concatenates the rotated and passed parts (torch.cat after the
+// transpose), and Phi-3's rotary reads a slice of the fused qkv_proj
+// output, where Llama's keeps the projection's token-major strides. SDPA's
+// flash kernel then returns a heads-first output, and the attention's
+// reshape(...).contiguous() copies it for the output projection (the
+// oracle: 2 B per hidden unit a layer, on full fine-tunes of StableLM and
+// Phi-3 and on autocast QLoRA). The memory-efficient kernel, under a mask
+// (Phi-3's window) or in fp32, and Falcon's masked SDPA return a view.
+func hfHeadsFirstQ(r Request) bool {
+	switch r.Model.ModelType {
+	case "gpt_neox", "phi", "stablelm", "phi3":
+		return !hfSlidingMasked(r)
+	}
+	return false
+}
+
 // hfExact reports whether the request runs a code path the oracle imitates
 // and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
 // or full fine-tuning in one dtype (no autocast), a dense model of a type in
@@ -145,7 +163,7 @@ func hfExact(r Request) bool {
 		// other tensors than the spelled-out layer's (selectiveac.go).
 		return false
 	}
-	if r.Precision.mixed() && !hfAutocastLoRA(r) && !hfAutocastFull(r) {
+	if r.Precision.mixed() && !hfAutocastLoRA(r) && !hfAutocastFull(r) && !hfAutocastQLoRA(r) {
 		return false
 	}
 	m := r.Model
@@ -431,7 +449,7 @@ func hfLayerSaved(r Request) hfSaved {
 			// LayerNorm saves its own fp32 cast of the input (GPT-NeoX's
 			// two).
 			pre = 4*h + casts
-			if !full && m.ModelType == "gpt_neox" {
+			if !full && m.ModelType == "gpt_neox" && R == 2 {
 				pre = 8 * h
 			}
 		}
@@ -497,8 +515,11 @@ func hfLayerSaved(r Request) hfSaved {
 	if mla != nil {
 		layer += mla.norms(A, full)
 	}
-	if hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox" {
-		layer += A * (hq + hkv) // the q and k parts of the storage v lives in
+	if (hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox") && !hfAutocastQLoRA(r) {
+		// The q and k parts of the storage v lives in. Under autocast
+		// over a QLoRA base SDPA saves its bf16 cast of v instead, a
+		// tensor of its own.
+		layer += A * (hq + hkv)
 	}
 	if hfQKNormTypes[m.ModelType] {
 		// q_norm and k_norm upcast q and k to fp32 and save that copy; a
@@ -617,17 +638,24 @@ func hfLayerSaved(r Request) hfSaved {
 		// ("Always materialize the mask so alibi can be added onto it"), so
 		// its SDPA always gets a mask, as a windowed model's does.
 		masked := hfSlidingMasked(r) || falcon
+		// sd is the dtype SDPA runs in: the activations', but bf16 under
+		// autocast over a QLoRA base's fp32 stream (SDPA is on autocast's
+		// lower-precision list: it saves its bf16 casts of q, k and v).
+		sd := A
+		if hfAutocastQLoRA(r) {
+			sd = 2
+		}
 		kv := hkv
-		if (A == 4 || masked) && hkv < hq {
+		if (sd == 4 || masked) && hkv < hq {
 			// No flash kernel for fp32 or under a mask: the
 			// memory-efficient one, fed key/value repeated per query head
 			// (transformers' repeat_kv when a mask is passed; the oracle
 			// does the same for fp32).
 			kv = hq
 		}
-		layer += A*(hq+2*kv) + A*hq + 4*heads
+		layer += sd*(hq+2*kv) + sd*hq + 4*heads
 		if mla != nil {
-			layer += mla.sdpa(A) - (A*(hq+2*kv) + A*hq + 4*heads)
+			layer += mla.sdpa(sd) - (sd*(hq+2*kv) + sd*hq + 4*heads)
 		}
 		if masked {
 			s.Mask = 1
@@ -636,10 +664,11 @@ func hfLayerSaved(r Request) hfSaved {
 	// What the layer's backward frees before it reaches the attention: the
 	// second norm, the MLP, o_proj's saved input and the adapters past q/k/v.
 	post := pre/2 + sandwich + mlp
-	if full && parallel && !r.Attn.Spec().KeepsScores() && A != 4 && !hfSlidingMasked(r) && !falcon {
-		// GPT-NeoX's and Phi's q is a new (concatenated) tensor in
-		// heads-first layout, and so is the flash kernel's output:
-		// reshape(...).contiguous() copies it for the trained dense.
+	if full && hfHeadsFirstQ(r) && !r.Attn.Spec().KeepsScores() && A != 4 {
+		// GPT-NeoX's, Phi's and StableLM's q is a new (concatenated)
+		// tensor in heads-first layout, and so is the flash kernel's
+		// output: reshape(...).contiguous() copies it for the trained
+		// output projection.
 		layer += A * hq
 		post += A * hq
 	}
@@ -678,7 +707,8 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 		per = ad + 1 // dropout's output and its bool mask
 	}
 	rankBytes := ad // lora_A's output, which lora_B saves
-	if hfAutocastLoRA(r) {
+	autocastQ := hfAutocastQLoRA(r)
+	if hfAutocastLoRA(r) || autocastQ {
 		// Under autocast lora_A's F.linear casts its input (PEFT's fp32
 		// copy, or dropout's fp32 output) to bf16 and saves that cast;
 		// lora_B saves lora_A's bf16 output.
@@ -703,6 +733,13 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 		}
 	}
 	saved := per*float64(in) + rankBytes*float64(r.LoRARank*modules)
+	if autocastQ && !r.Attn.Spec().KeepsScores() && !hfHeadsFirstQ(r) && (r.LoRADropout == nil || *r.LoRADropout == 0) {
+		// PEFT's bnb Linear4bit makes no fp32 copy under autocast, so the
+		// attention output projection's lora_A reads SDPA's bf16 output
+		// (a view, saved by SDPA): its autocast cast is that tensor (a
+		// heads-first output's copy is a new tensor, hfHeadsFirstQ).
+		saved -= per * float64(outIn)
+	}
 	if per == 0 && len(kept) > 0 {
 		// Adapters in the activations' dtype read the module's own input,
 		// which a frozen module does not save but lora_A does: once per
@@ -890,7 +927,7 @@ func hfSoftmaxBackwardExtra(r Request, hs hfSaved) float64 {
 // Under checkpointing the forward's casts go with the autocast region (the
 // blocks save nothing), and the recomputation casts one block's again.
 func hfAdapterCasts(r Request) float64 {
-	if !hfAutocastLoRA(r) {
+	if !hfAutocastLoRA(r) && !hfAutocastQLoRA(r) {
 		return 0
 	}
 	return 2 * float64(adapterParams(r))

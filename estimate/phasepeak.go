@@ -216,6 +216,12 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			packed, state, n := bnb4bitStorage(r)
 			t.Weights = packed + (P-n)*4
 			t.QuantMeta = state
+			if hfAutocastQLoRA(r) {
+				// The output layer, fp32 and frozen, is cast to bf16 for
+				// the logits matmul (autocast caches only trained
+				// leaves), which saves the cast until its backward.
+				t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
+			}
 			break
 		}
 		linear := m.LinearParams()
@@ -509,7 +515,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			// A Linear4bit's working set, or the MLP's backward: beside
 			// the one layer recomputed, or (without checkpointing) the
 			// saved tensors, against the loss chain.
-			q := max(bnbLinearTransient(r), qloraMLPBackward(r))
+			q := max(bnbLinearTransient(r), qloraMLPBackward(r)-qloraAutocastFreed(r))
 			if ckptOn(r) {
 				// The recomputed layer's MLP backward runs before its
 				// softmax backward, whose transient the recomputation
@@ -521,6 +527,9 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		}
 		// A block's first forward, against the recomputation's backward.
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
+		// An autocast QLoRA's bf16 output layer lives from the logits
+		// matmul to its backward: beside the loss chain.
+		logits += t.HeadCast
 	}
 	held := heldLogitBytes(r, t)
 	add := func(name ComponentID, b int64) {

@@ -139,9 +139,11 @@ func TestTorchtitanRows(t *testing.T) {
 // range; longer samples deleted): 18.6 / 8.4 / 37.0 %; those statistics
 // kept to the Qwen models whose tokenizer counted them (Llama 2 and
 // Mistral count more tokens for the same text, and read with Qwen's counts
-// were under-estimated by up to 19 %): 18.8 / 8.4 / 38.0 %.
+// were under-estimated by up to 19 %): 18.8 / 8.4 / 38.0 %; with QLoRA
+// under autocast spelled out (swift-ex-007: +116.5 → +101.8 %): 18.7 /
+// 8.4 / 38.0 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.78, 8.41, 38.03, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.69, 8.41, 38.03, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)

@@ -9,8 +9,9 @@ The grid (PLAN) is one catalog model per model family that transformers
 implements natively, dense and MoE, each simulated by fakestep.simulate at
 
     method          full, lora (LoRA r16 on the attention projections),
-                    qlora (the same adapters on a 4-bit base, dense models;
-                    see qlora_settings)
+                    qlora (the same adapters on a 4-bit base, dense models,
+                    bf16-true and, on SDPA members, bf16-mixed; see
+                    qlora_settings)
     grad_ckpt       none, full
     attn            sdpa, eager
     precision       bf16-true (every method x checkpointing x attention),
@@ -129,8 +130,9 @@ SLICE_GROUPS = [2, 5, 7, 8]
 # that): a bf16-mixed LoRA group with checkpointing (autocast re-entered by
 # the recomputation) and a QLoRA group on each (nf4 with double quantization
 # without checkpointing on Qwen2.5, nf4 with checkpointing on gemma-3), and
-# on gemma-3 the fp32 LoRA group and a bf16-mixed full group (checkpointing).
-SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14], "google/gemma-3-1b-pt": [9, 11, 13, 17]}
+# on gemma-3 the fp32 LoRA group and a bf16-mixed full group (checkpointing);
+# and QLoRA under autocast with checkpointing on Qwen2.5.
+SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14, 19], "google/gemma-3-1b-pt": [9, 11, 13, 17]}
 
 
 # QLoRA groups (oracle/qlora.py), after the others so that the others' drawn
@@ -141,6 +143,16 @@ SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14], "google/gemma-3-1b-pt": [9, 11, 13
 # quantize them and PEFT's kbit preparation casts them to fp32.
 QLORA_SHAPES = 3
 QLORA_QUANTS = ["nf4-dq", "nf4"]
+# And, after those, QLoRA under HF Trainer's bf16 autocast (bf16-mixed over
+# the bf16-loaded base), the most common QLoRA run: nf4 with double
+# quantization, checkpointing none and full, on the members whose first
+# attention is SDPA (Gemma 2's eager-only attention under autocast is not
+# spelled out by the estimator). Falcon is left out too: transformers does
+# not quantize its FalconLinear layers, so its "QLoRA" is LoRA over fp32
+# frozen weights that autocast casts per call, a path the estimator does
+# not spell out either.
+QLORA_MIXED_QUANT = "nf4-dq"
+NO_MIXED_QLORA = {"tiiuae/falcon-7b"}
 
 
 # Models whose fp32 attention the oracle cannot run (see PLAN).
@@ -150,7 +162,10 @@ NO_FP32_SDPA = {"bigcode/gpt_bigcode-santacoder"}
 def qlora_settings(model: str, attn: str) -> list[tuple]:
     if is_moe_member(model) or model in NO_FP32_SDPA:
         return []
-    return [("bf16-true", "qlora", c, attn, QLORA_SHAPES, q) for q in QLORA_QUANTS for c in ["none", "full"]]
+    out = [("bf16-true", "qlora", c, attn, QLORA_SHAPES, q) for q in QLORA_QUANTS for c in ["none", "full"]]
+    if attn == "sdpa" and model not in NO_MIXED_QLORA:
+        out += [("bf16-mixed", "qlora", c, attn, QLORA_SHAPES, QLORA_MIXED_QUANT) for c in ["none", "full"]]
+    return out
 
 
 def groups(model: str) -> list[list[fakestep.Request]]:

@@ -67,8 +67,15 @@ class Plan(unittest.TestCase):
                 self.assertEqual(n, 0, m)
                 continue
             q = [g[0] for g in gs if g[0].method == "qlora"]
-            self.assertEqual({(r.quant, r.grad_ckpt) for r in q}, {(a, c) for a in grid.QLORA_QUANTS for c in ("none", "full")}, m)
-            self.assertEqual({r.precision for r in q}, {"bf16-true"}, m)
+            true = {(r.quant, r.grad_ckpt) for r in q if r.precision == "bf16-true"}
+            mixed = {(r.quant, r.grad_ckpt) for r in q if r.precision == "bf16-mixed"}
+            self.assertEqual(true, {(a, c) for a in grid.QLORA_QUANTS for c in ("none", "full")}, m)
+            self.assertEqual({r.precision for r in q} - {"bf16-true", "bf16-mixed"}, set(), m)
+            # Under autocast: on SDPA members (not Falcon's unquantized Linears), after the bf16-true groups.
+            sdpa = m not in grid.EAGER_ONLY and m not in grid.NO_MIXED_QLORA
+            self.assertEqual(mixed, {(grid.QLORA_MIXED_QUANT, c) for c in ("none", "full")} if sdpa else set(), m)
+            precs = [r.precision for r in q]
+            self.assertEqual(precs, sorted(precs, key=lambda p: p == "bf16-mixed"), m)
 
     def test_plan_committed(self):
         """Every case of the plan has its row in the committed grid, and nothing else is there."""
