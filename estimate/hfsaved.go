@@ -179,9 +179,12 @@ func hfExact(r Request) bool {
 		// experts (biases indexed per token) are not read yet.
 		return false
 	}
-	if r.Precision.mixed() && m.Experts > 0 {
-		// The MoE blocks were read without autocast only (the oracle's
-		// grid has no bf16-mixed MoE rows): the fitted shape applies.
+	if r.Precision.mixed() && m.Experts > 0 && !hfAutocastLoRA(r) {
+		// A MoE full fine-tune (or QLoRA) under autocast hands the experts'
+		// grouped_mm fp32 tokens and weights, which the oracle's grid does
+		// not hold against CUDA: the fitted shape applies. LoRA on a bf16
+		// base keeps experts and tokens bf16, and its grid rows (five MoE
+		// members, checkpointing none/full) are read exactly.
 		return false
 	}
 	if m.ModelType == "falcon" && !hfFalcon7BLayout(m) {

@@ -17,7 +17,8 @@ implements natively, dense and MoE, each simulated by fakestep.simulate at
     precision       bf16-true (every method x checkpointing x attention),
                     fp32 (full and lora, checkpointing full, sdpa),
                     bf16-mixed (dense members: full and lora x checkpointing,
-                    the model's first attention)
+                    the model's first attention; MoE members: lora x
+                    checkpointing, after every other group)
     seq_len         256 512 1024 2048 4096 8192
     batch           1 2 4 8
     grad_accum      1, 4
@@ -102,7 +103,10 @@ PLAN = {
 # attention of the model (sdpa; eager where it is the only one). Dense
 # members only: the MoE experts' grouped_mm is on no autocast list, so a
 # full fine-tune under autocast hands it fp32 tokens and fp32 experts, a
-# path not checked against CUDA's grouped_mm; the MoE members are left out.
+# path not checked against CUDA's grouped_mm; the MoE members are left out
+# of those groups. Their LoRA runs on a bf16 base, whose experts and tokens
+# stay bf16 under autocast: the MoE members have two bf16-mixed LoRA groups
+# (checkpointing none/full), after every other group (MOE_MIXED).
 # These groups come after the others, so the earlier groups' drawn shapes
 # and rows do not move.
 MIXED_SHAPES = 2
@@ -131,8 +135,10 @@ SLICE_GROUPS = [2, 5, 7, 8]
 # the recomputation) and a QLoRA group on each (nf4 with double quantization
 # without checkpointing on Qwen2.5, nf4 with checkpointing on gemma-3), and
 # on gemma-3 the fp32 LoRA group and a bf16-mixed full group (checkpointing);
-# and QLoRA under autocast with checkpointing on Qwen2.5.
-SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14, 19], "google/gemma-3-1b-pt": [9, 11, 13, 17]}
+# and QLoRA under autocast with checkpointing on Qwen2.5, and the MoE
+# member's LoRA under autocast.
+SLICE_EXTRA = {"Qwen/Qwen2.5-0.5B": [13, 14, 19], "google/gemma-3-1b-pt": [9, 11, 13, 17],
+               "ibm-granite/granite-3.0-1b-a400m-base": [10]}
 
 
 # QLoRA groups (oracle/qlora.py), after the others so that the others' drawn
@@ -180,6 +186,9 @@ def groups(model: str) -> list[list[fakestep.Request]]:
         settings += [("bf16-mixed", m, c, attns[0], MIXED_SHAPES) for m, c in itertools.product(["full", "lora"], ["none", "full"])]
     settings = [s + ("",) for s in settings]
     settings += qlora_settings(model, attns[0])
+    if is_moe_member(model):
+        # MOE_MIXED: LoRA under autocast on the bf16 base, last.
+        settings += [("bf16-mixed", "lora", c, attns[0], MIXED_SHAPES, "") for c in ["none", "full"]]
     out = []
     for prec, method, ckpt, attn, n, quant in settings:
         seed = f"{model} {prec} {method} {ckpt} {attn}" + (f" {quant}" if quant else "")

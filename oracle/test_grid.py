@@ -62,6 +62,11 @@ class Plan(unittest.TestCase):
             self.assertNotIn("qlora", methods[: len(methods) - n], m)
             with open(os.path.join(grid.ROOT, "catalog", "models", m, "config.json")) as f:
                 moe = fakestep.is_moe(types.SimpleNamespace(**json.load(f)))
+            if moe:
+                # MoE members: bf16-mixed LoRA only, after every other group.
+                mixed = [g[0] for g in gs if g[0].precision == "bf16-mixed"]
+                self.assertEqual({(r.method, r.grad_ckpt) for r in mixed}, {("lora", "none"), ("lora", "full")}, m)
+                self.assertEqual([g[0].precision for g in gs[-len(mixed):]], ["bf16-mixed"] * len(mixed), m)
             if moe or m in grid.NO_FP32_SDPA:
                 # MoE: not quantized; NO_FP32_SDPA: QLoRA's fp32 attention is not simulated.
                 self.assertEqual(n, 0, m)
