@@ -152,16 +152,16 @@ func qloraMLPBackward(r Request) float64 {
 	return grads * float64(residualBytes(r)) * float64(r.SeqLen) * float64(r.Batch) * float64(r.Model.ActiveFFN())
 }
 
-// qloraAutocastFreed is, under autocast over a QLoRA base (hfAutocastQLoRA),
-// what the MLP's backward has freed of the layer's saved tensors by its
-// peak, in bytes: the MLP output projection's lora_A saves its bf16 cast of
-// the product (with dropout, dropout's bool mask besides), and the oracle's
-// snapshot at the peak of a checkpointed step (Mistral-7B, 8,192 tokens)
-// shows that cast gone once the projection's input gradients exist. Without
-// autocast lora_A saves the product itself, which the MLP's other
-// operators save too.
-func qloraAutocastFreed(r Request) float64 {
-	if !hfAutocastQLoRA(r) {
+// qloraMLPFreed is what the MLP's backward has freed of the layer's saved
+// tensors by its peak, in bytes, when the MLP's output projection carries an
+// adapter: its lora_A's saved input, the product (fp32, the residual dtype,
+// without autocast; its bf16 cast under autocast, hfAutocastQLoRA; with
+// dropout, dropout's output and bool mask), released once lora_A's
+// backward has made the input's gradient, before the product's two
+// gradients exist. The oracle's snapshots at the peak of checkpointed steps
+// (Mistral-7B, 8,192 tokens, all-linear) show it gone.
+func qloraMLPFreed(r Request) float64 {
+	if !hfQLoRA(r) || bnbUnconverted[r.Model.ModelType] {
 		return 0
 	}
 	lins, err := r.Model.Targets(r.LoRATargets)
@@ -171,9 +171,12 @@ func qloraAutocastFreed(r Request) float64 {
 	f := float64(r.Model.ActiveFFN())
 	for _, l := range lins {
 		if l.Role == hfconfig.RoleMLP && float64(l.In) == f {
-			per := 2.0
+			per := float64(residualBytes(r))
+			if hfAutocastQLoRA(r) {
+				per = 2
+			}
 			if r.LoRADropout != nil && *r.LoRADropout > 0 {
-				per = 3
+				per++
 			}
 			return per * f * float64(r.SeqLen) * float64(r.Batch)
 		}

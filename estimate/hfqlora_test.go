@@ -113,13 +113,23 @@ func TestAutocastQLoRALayerSaved(t *testing.T) {
 	if want := 2 * float64(m.Vocab*m.Hidden); tt.HeadCast != want {
 		t.Errorf("head cast %.0f B, want %.0f", tt.HeadCast, want)
 	}
-	if got, want := qloraAutocastFreed(r), 2*float64(m.ActiveFFN())*1024*8; got != want {
+	if got, want := qloraMLPFreed(r), 2*float64(m.ActiveFFN())*1024*8; got != want {
 		t.Errorf("freed before the MLP backward's peak: %.0f B, want %.0f", got, want)
 	}
+	// Without autocast lora_A saves the fp32 product itself, freed alike.
 	bt := r
 	bt.Precision = BF16True
-	if qloraAutocastFreed(bt) != 0 {
-		t.Error("bf16-true frees the down projection's cast it does not make")
+	if got, want := qloraMLPFreed(bt), 4*float64(m.ActiveFFN())*1024*8; got != want {
+		t.Errorf("bf16-true: freed %.0f B, want the fp32 product's %.0f", got, want)
+	}
+	// No adapter on the down projection: nothing of the MLP saved by one.
+	att := r
+	att.LoRATargets = []string{"attention"}
+	if att, err = att.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if got := qloraMLPFreed(att); got != 0 {
+		t.Errorf("attention-only adapters: freed %.0f B, want 0", got)
 	}
 }
 

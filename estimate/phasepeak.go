@@ -515,7 +515,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 			// A Linear4bit's working set, or the MLP's backward: beside
 			// the one layer recomputed, or (without checkpointing) the
 			// saved tensors, against the loss chain.
-			q := max(bnbLinearTransient(r), qloraMLPBackward(r)-qloraAutocastFreed(r))
+			q := max(bnbLinearTransient(r), qloraMLPBackward(r)-qloraMLPFreed(r))
 			if ckptOn(r) {
 				// The recomputed layer's MLP backward runs before its
 				// softmax backward, whose transient the recomputation
