@@ -187,8 +187,10 @@ class Request:
             no(f"grad_ckpt {self.grad_ckpt!r}")
         if self.optimizer not in self.OPTIMIZERS:
             no(f"optimizer {self.optimizer!r} ({' and '.join(self.OPTIMIZERS)} are simulated)")
-        if self.attn not in ("sdpa", "eager", "sdpa_math"):
+        if self.attn not in ("sdpa", "eager", "sdpa_math", "flash_attention_2"):
             no(f"attn {self.attn!r}")
+        if self.attn == "flash_attention_2" and self.precision == "fp32":
+            no("flash_attention_2 in fp32 (flash-attn takes fp16 and bf16 only; transformers casts fp32 inputs to the weights' dtype, fp32 here)")
         if self.fused_ce != "none":
             no(f"fused_ce {self.fused_ce!r}")
         if self.sharding not in ("none", "") or self.num_gpus not in (0, 1) or self.cpu_offload not in ("none", ""):
@@ -482,6 +484,79 @@ def _cuda_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
 
 _real_dropout = torch.nn.functional.dropout
 
+# --- flash_attention_2: the flash-attn package imitated on meta tensors -----
+#
+# transformers' own flash path runs as it is (integrations/flash_attention.py:
+# q, k and v transposed to [batch, seq, heads, dim], fp32 inputs cast to the
+# target dtype by fa_peft_integration_check, _flash_attention_forward's
+# dispatch); only the package's functions, which _lazy_imports would import
+# from flash_attn, are imitated from its Python interface
+# (flash_attn/flash_attn_interface.py, FLASH_ATTN_VERSION) and the shapes its
+# CUDA entry points return (csrc/flash_attn/flash_api.cpp: mha_fwd's
+# out = empty_like(q), an fp32 softmax_lse [batch, heads, seq], a 2-element
+# int64 rng_state). Not imitated, as for SDPA's flash kernel: the CUDA
+# backward's own workspaces (the fp32 dq accumulator, softmax_d, and with
+# grouped heads dk/dv expanded per query head), which live for one layer's
+# attention backward.
+FLASH_ATTN_VERSION = "2.8.3"
+
+
+class _FlashAttnFunc(torch.autograd.Function):
+    """flash_attn_interface.py: FlashAttnFunc."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                return_softmax, is_grad_enabled):
+        if return_softmax:
+            raise NotSimulated("flash-attn's return_attn_probs")
+        is_grad = is_grad_enabled and any(x.requires_grad for x in (q, k, v))
+        head_size_og = q.size(3)
+        if head_size_og % 8 != 0:
+            q, k, v = (torch.nn.functional.pad(x, [0, 8 - head_size_og % 8]) for x in (q, k, v))
+        # _flash_attn_forward: maybe_contiguous (a copy only if the last dim is strided)
+        q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+        out_padded = torch.empty_like(q)
+        b, s_q, h, _ = q.shape
+        softmax_lse = torch.empty((b, h, s_q), dtype=torch.float32, device=q.device)
+        rng_state = torch.empty(2, dtype=torch.int64, device=q.device)
+        if is_grad:
+            ctx.save_for_backward(q, k, v, out_padded, softmax_lse, rng_state)
+        return out_padded[..., :head_size_og]
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, softmax_lse, rng_state = ctx.saved_tensors
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        head_size_og = dout.size(3)
+        if head_size_og % 8 != 0:
+            dout = torch.nn.functional.pad(dout, [0, 8 - head_size_og % 8])
+        dout = dout if dout.stride(-1) == 1 else dout.contiguous()  # _flash_attn_backward's maybe_contiguous
+        del dout
+        n = head_size_og
+        return dq[..., :n], dk[..., :n], dv[..., :n], None, None, None, None, None, None, None, None, None
+
+
+def _flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                     alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """flash_attn_interface.py: flash_attn_func (flash-attn's keywords: transformers reads its signature)."""
+    return _FlashAttnFunc.apply(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                                deterministic, return_attn_probs, torch.is_grad_enabled())
+
+
+def _flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                            deterministic=False, return_attn_probs=False, block_table=None):
+    raise NotSimulated("flash-attn's varlen path (padded or packed batches)")
+
+
+def _flash_imports(implementation, *args, **kwargs):
+    """modeling_flash_attention_utils._lazy_imports with the package imitated."""
+    import transformers.modeling_flash_attention_utils as fau
+
+    if implementation != "flash_attention_2":
+        raise NotSimulated(f"attention {implementation!r}")
+    return _flash_attn_func, _flash_attn_varlen_func, None, fau._pad_input, fau._unpad_input
+
 
 def _cuda_dropout(input, p=0.5, training=True, inplace=False):
     """Dropout as ATen runs it on CUDA: the fused kernel, which saves a
@@ -740,20 +815,45 @@ def _patched():
     import contextlib
 
     import transformers.masking_utils as mu
+    import transformers.modeling_flash_attention_utils as fau
 
     @contextlib.contextmanager
     def ctx():
         F = torch.nn.functional
         old_pack, old_sdpa, old_drop = mu.find_packed_sequence_indices, F.scaled_dot_product_attention, F.dropout
+        old_flash = fau._lazy_imports
         # A fixed-length batch with position_ids 0..seq-1 is not packed: the
         # real check returns None after reading the tensor.
         mu.find_packed_sequence_indices = lambda position_ids: None
         F.scaled_dot_product_attention, F.dropout = _cuda_sdpa, _cuda_dropout
+        # The flash-attn package, imitated (_flash_imports); its cache of
+        # loaded functions is cleared on the way in and out.
+        fau._lazy_imports, fau._loaded_implementation = _flash_imports, None
+        # The same for the flash path's packing check (batch 1): position_ids
+        # 0..seq-1 are one sequence, which the real check finds by reading
+        # them (small tensors, freed at once).
+        old_packed = fau._is_packed_sequence
+        fau._is_packed_sequence = lambda position_ids, batch_size: False
+        # Autocast queries about the meta device (transformers' flash path
+        # asks about the query's device) answer for CUDA, which it stands for;
+        # torch itself raises for "meta".
+        old_enabled, old_dtype = torch.is_autocast_enabled, torch.get_autocast_dtype
+
+        def enabled(*a):
+            return old_enabled(*(("cuda",) if a == ("meta",) else a))
+
+        def autocast_dtype(device_type):
+            return old_dtype("cuda" if device_type == "meta" else device_type)
+
+        torch.is_autocast_enabled, torch.get_autocast_dtype = enabled, autocast_dtype
         try:
             yield
         finally:
             mu.find_packed_sequence_indices = old_pack
             F.scaled_dot_product_attention, F.dropout = old_sdpa, old_drop
+            fau._lazy_imports, fau._loaded_implementation = old_flash, None
+            fau._is_packed_sequence = old_packed
+            torch.is_autocast_enabled, torch.get_autocast_dtype = old_enabled, old_dtype
 
     return ctx()
 
@@ -860,8 +960,12 @@ def build(config_dir: str, req: Request):
         # loop over the experts hit is data-dependent and not simulated.
         kw["experts_implementation"] = EXPERTS
     with torch.device("meta"):
-        impl = "sdpa" if req.attn == "sdpa_math" else req.attn
+        # flash_attention_2: built eager (transformers checks for the flash-attn
+        # package at build time), then switched (set_flash below).
+        impl = {"sdpa_math": "sdpa", "flash_attention_2": "eager"}.get(req.attn, req.attn)
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=impl, **kw)
+    if req.attn == "flash_attention_2":
+        set_flash(model)
     if kw and model.config._experts_implementation != EXPERTS:
         raise NotSimulated(f"{cfg.model_type}: experts implementation {model.config._experts_implementation!r}, not {EXPERTS}")
     targets: list[str] = []
@@ -904,6 +1008,18 @@ def build(config_dir: str, req: Request):
     model.config.use_cache = False
     model.train()
     return model, targets
+
+
+def set_flash(model) -> None:
+    """Switches a built model to transformers' flash_attention_2 path, which
+    it reads from the config at each forward (the package is imitated by
+    _patched)."""
+    if not getattr(type(model), "_supports_flash_attn", False):
+        raise NotSimulated(f"{model.config.model_type}: transformers does not run flash-attn for it (_supports_flash_attn)")
+    for m in model.modules():
+        c = getattr(m, "config", None)
+        if c is not None and hasattr(c, "_attn_implementation"):
+            c._attn_implementation = "flash_attention_2"
 
 
 def _qlora():

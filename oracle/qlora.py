@@ -218,6 +218,12 @@ def quantize_model(model: torch.nn.Module, quant: str, compute_dtype=torch.bfloa
         setattr(model.get_submodule(parent) if parent else model, leaf, new)
         done.append(name)
     model.is_loaded_in_4bit = True
+    # The quantizer's postprocess_model marks every PreTrainedModel's config
+    # as quantized (the real function): transformers' flash path then casts
+    # fp32 q/k/v to the config's dtype (integrations/flash_attention.py).
+    from transformers.quantizers.base import _assign_is_quantized
+
+    _assign_is_quantized(model)
     return done
 
 

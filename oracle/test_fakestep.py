@@ -222,6 +222,73 @@ class Tiny(unittest.TestCase):
                          fakestep.case_id("m", fakestep.Request.from_json({})))
 
 
+class FlashAttention2(unittest.TestCase):
+    """transformers' flash_attention_2 path over the imitated flash-attn package."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="fakestep-")
+        with open(os.path.join(cls.dir, "config.json"), "w") as f:
+            json.dump(TINY, f)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def run_req(self, **kw):
+        return fakestep.simulate(self.dir, fakestep.Request.from_json(kw))
+
+    def test_saves_as_sdpa_flash(self):
+        # 16-bit q, k, v with grouped heads and no mask: SDPA's flash kernel and
+        # flash-attn keep the same tensors (q, k and v unrepeated, the output,
+        # an fp32 logsumexp) but for the RNG state: SDPA two scalar tensors
+        # (philox seed and offset), flash-attn one of two elements, so one
+        # 512-byte block less for each layer whose tensors are saved at the peak
+        # (2 layers; 1 recomputed under checkpointing).
+        for kw in ({"method": "lora", "precision": "bf16-true"}, {"method": "full", "precision": "bf16-mixed"},
+                   {"method": "lora", "precision": "bf16-true", "grad_ckpt": "full"}):
+            with self.subTest(**kw):
+                a = self.run_req(attn="flash_attention_2", seq_len=32, batch=2, **kw)
+                b = self.run_req(attn="sdpa", seq_len=32, batch=2, **kw)
+                layers = 1 if kw.get("grad_ckpt") == "full" else TINY["num_hidden_layers"]
+                self.assertEqual(b.phase_peak_bytes["backward"] - a.phase_peak_bytes["backward"], 512 * layers)
+
+    def test_kernel_gets_16_bit_inputs(self):
+        import torch
+
+        # A QLoRA base's fp32 stream: transformers casts q, k and v to the
+        # quantized model's dtype (config._is_quantized, set as the quantizer
+        # does) before the kernel, which saves those casts.
+        seen = []
+        real = fakestep._FlashAttnFunc.apply
+
+        def spy(q, k, v, *rest):
+            seen.append((q.dtype, k.dtype, v.dtype))
+            return real(q, k, v, *rest)
+
+        fakestep._FlashAttnFunc.apply = spy
+        try:
+            self.run_req(method="qlora", precision="bf16-true", attn="flash_attention_2", seq_len=32, batch=2)
+        finally:
+            fakestep._FlashAttnFunc.apply = real
+        self.assertGreater(len(seen), 0)
+        self.assertEqual(set(seen), {(torch.bfloat16,) * 3})
+
+    def test_refused(self):
+        with self.assertRaisesRegex(fakestep.NotSimulated, "fp32"):
+            fakestep.Request.from_json({"attn": "flash_attention_2", "precision": "fp32"})
+        req = fakestep.Request.from_json({"attn": "flash_attention_2", "seq_len": 32})
+        from transformers import LlamaForCausalLM
+
+        old = LlamaForCausalLM._supports_flash_attn
+        LlamaForCausalLM._supports_flash_attn = False
+        try:
+            with self.assertRaisesRegex(fakestep.NotSimulated, "_supports_flash_attn"):
+                fakestep.build(self.dir, req)
+        finally:
+            LlamaForCausalLM._supports_flash_attn = old
+
+
 class TinyMoE(unittest.TestCase):
     """A 2-layer Qwen3-MoE and Qwen2-MoE: PEFT maps transformers 4's expert
     names onto Qwen3-MoE's fused expert parameters (target_parameters), which

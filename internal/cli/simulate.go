@@ -21,7 +21,7 @@ import (
 
 // SimulateFlags are estimate's flags for the fake-tensor oracle.
 type SimulateFlags struct {
-	Simulate        bool          `help:"Also run the real training code (transformers' model, PEFT LoRA, torch AdamW) for two steps on meta tensors with --python's libraries, no GPU needed, and compare its allocated peak with the estimate's, phase by phase. Simulated: full and LoRA in bf16-true, bf16-mixed (HF Trainer's autocast), fp16-true or fp32, and QLoRA on a bitsandbytes nf4/fp4 base in bf16-true or bf16-mixed, on one GPU, for dense and MoE models that transformers implements."`
+	Simulate        bool          `help:"Also run the real training code (transformers' model, PEFT LoRA, torch AdamW) for two steps on meta tensors with --python's libraries, no GPU needed, and compare its allocated peak with the estimate's, phase by phase. Simulated: full and LoRA in bf16-true, bf16-mixed (HF Trainer's autocast), fp16-true or fp32, and QLoRA on a bitsandbytes nf4/fp4 base in bf16-true or bf16-mixed, with sdpa, eager or flash_attention_2 (flash-attn imitated: it need not be installed), on one GPU, for dense and MoE models that transformers implements."`
 	Python          string        `placeholder:"PATH" help:"Python with torch, transformers and peft for --simulate (default: $CANIFINETUNE_PYTHON, else the environment scripts/python-env.sh created, else python3 on PATH)."`
 	SimulateTimeout time.Duration `name:"simulate-timeout" default:"5m" help:"How long --simulate may run before it is stopped."`
 }
