@@ -39,20 +39,24 @@ func TestHFQLoRAScope(t *testing.T) {
 	if !hfExact(r) {
 		t.Fatal("nf4-dq QLoRA in bf16-true is not on the transformers path")
 	}
+	// Each request must normalize: one Normalize refuses would pass the
+	// checks without reaching hfExact.
+	norm := func(what string, r Request) Request {
+		t.Helper()
+		q, err := r.Normalize()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return q
+	}
 	moe := base
 	moe.Model = catalogModel(t, "Qwen/Qwen1.5-MoE-A2.7B")
-	// Each request must normalize: one Normalize refuses would pass the
-	// check without reaching hfExact.
-	if q, err := moe.Normalize(); err != nil {
-		t.Fatalf("MoE QLoRA: %v", err)
-	} else if hfExact(q) {
+	if hfExact(norm("MoE QLoRA", moe)) {
 		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
 	}
 	mixed := base
 	mixed.Precision = BF16Mixed
-	if q, err := mixed.Normalize(); err != nil {
-		t.Fatalf("bf16-mixed QLoRA: %v", err)
-	} else if !hfExact(q) || !hfAutocastQLoRA(q) {
+	if q := norm("bf16-mixed QLoRA", mixed); !hfExact(q) || !hfAutocastQLoRA(q) {
 		t.Error("nf4-dq QLoRA under bf16 autocast with SDPA is not on the transformers path")
 	}
 	for name, mod := range map[string]func(*Request){
@@ -73,9 +77,7 @@ func TestHFQLoRAScope(t *testing.T) {
 	}
 	falcon := mixed
 	falcon.Model = catalogModel(t, "tiiuae/falcon-7b")
-	if q, err := falcon.Normalize(); err != nil {
-		t.Fatalf("falcon: %v", err)
-	} else if hfAutocastQLoRA(q) {
+	if hfAutocastQLoRA(norm("falcon", falcon)) {
 		t.Error("falcon's unquantized Linears under autocast read as the Linear4bit path")
 	}
 }

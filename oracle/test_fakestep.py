@@ -58,7 +58,9 @@ def lora_fp32(rank, shapes):
     return sum(r512(rank * i * 4) + r512(o * rank * 4) for o, i in shapes)
 
 
-class Tiny(unittest.TestCase):
+class TinyCase(unittest.TestCase):
+    """A directory holding the tiny Llama's config.json, and run_req on it."""
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="fakestep-")
@@ -71,6 +73,9 @@ class Tiny(unittest.TestCase):
 
     def run_req(self, **kw):
         return fakestep.simulate(self.dir, fakestep.Request.from_json(kw))
+
+
+class Tiny(TinyCase):
 
     def test_full_bytes_by_hand(self):
         r = self.run_req(method="full", precision="bf16-true", seq_len=32, batch=2)
@@ -222,21 +227,8 @@ class Tiny(unittest.TestCase):
                          fakestep.case_id("m", fakestep.Request.from_json({})))
 
 
-class FlashAttention2(unittest.TestCase):
+class FlashAttention2(TinyCase):
     """transformers' flash_attention_2 path over the imitated flash-attn package."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="fakestep-")
-        with open(os.path.join(cls.dir, "config.json"), "w") as f:
-            json.dump(TINY, f)
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir)
-
-    def run_req(self, **kw):
-        return fakestep.simulate(self.dir, fakestep.Request.from_json(kw))
 
     def test_saves_as_sdpa_flash(self):
         # 16-bit q, k, v with grouped heads and no mask: SDPA's flash kernel and
