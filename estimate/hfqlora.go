@@ -164,13 +164,13 @@ func qloraMLPFreed(r Request) float64 {
 	if !hfQLoRA(r) || bnbUnconverted[r.Model.ModelType] {
 		return 0
 	}
-	lins, err := r.Model.Targets(r.LoRATargets)
+	sums, err := adapterTargets(r.Model, r.LoRATargets) // cached: an estimate's hot path
 	if err != nil {
 		return 0
 	}
 	f := float64(r.Model.ActiveFFN())
-	for _, l := range lins {
-		if l.Role == hfconfig.RoleMLP && float64(l.In) == f {
+	for _, t := range sums {
+		if t.role == hfconfig.RoleMLP && t.copies > 0 && float64(t.in) == f*float64(t.copies) {
 			per := float64(residualBytes(r))
 			if hfAutocastQLoRA(r) {
 				per = 2

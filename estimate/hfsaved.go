@@ -977,6 +977,7 @@ func hfGradsDuringRecompute(r Request, grads int64, hs hfSaved) float64 {
 // the sum of their input widths and how many modules there are.
 type targetSum struct {
 	name       string
+	role       hfconfig.Role // the first Linear of the name's
 	in, copies int64
 	// outIn is the part of in read by the attention's output projection
 	// (o_proj, dense, c_proj in the attention), whose input is SDPA's
@@ -1017,7 +1018,7 @@ func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
 	for _, l := range lins {
 		i := slices.IndexFunc(sums, func(t targetSum) bool { return t.name == l.Name })
 		if i < 0 {
-			sums = append(sums, targetSum{name: l.Name})
+			sums = append(sums, targetSum{name: l.Name, role: l.Role})
 			i = len(sums) - 1
 		}
 		sums[i].in += l.In * l.Copies
