@@ -5,7 +5,8 @@ import "github.com/canifinetune/canifinetune/hfconfig"
 // QLoRA on the transformers path as the oracle imitates it (oracle/qlora.py):
 // transformers' BitsAndBytesConfig(load_in_4bit) base loaded in bf16 with
 // bf16 compute, PEFT's prepare_model_for_kbit_training, PEFT's LoRA on
-// bitsandbytes' Linear4bit, no autocast.
+// bitsandbytes' Linear4bit, without autocast or under HF Trainer's bf16
+// autocast (hfAutocastQLoRA).
 
 // hfQLoRA reports whether a QLoRA request is one the oracle imitates: a
 // bitsandbytes 4-bit base (NF4 or FP4, with or without double
@@ -168,9 +169,8 @@ func qloraMLPFreed(r Request) float64 {
 	if err != nil {
 		return 0
 	}
-	f := float64(r.Model.ActiveFFN())
 	for _, t := range sums {
-		if t.role == hfconfig.RoleMLP && t.copies > 0 && float64(t.in) == f*float64(t.copies) {
+		if t.mlpOutIn > 0 {
 			per := float64(residualBytes(r))
 			if hfAutocastQLoRA(r) {
 				per = 2
@@ -178,7 +178,7 @@ func qloraMLPFreed(r Request) float64 {
 			if r.LoRADropout != nil && *r.LoRADropout > 0 {
 				per++
 			}
-			return per * f * float64(r.SeqLen) * float64(r.Batch)
+			return per * float64(r.Model.ActiveFFN()) * float64(r.SeqLen) * float64(r.Batch)
 		}
 	}
 	return 0

@@ -124,6 +124,16 @@ func TestAutocastQLoRALayerSaved(t *testing.T) {
 	if got, want := qloraMLPFreed(bt), 4*float64(m.ActiveFFN())*1024*8; got != want {
 		t.Errorf("bf16-true: freed %.0f B, want the fp32 product's %.0f", got, want)
 	}
+	// GPT-2's attn.c_proj and mlp.c_proj share a leaf name: the MLP's is
+	// still found (its input is the feed-forward width).
+	g, err := Request{Model: catalogModel(t, "openai-community/gpt2"), Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer,
+		LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 4096, Batch: 4, Attn: SDPA}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := qloraMLPFreed(g), 2*float64(g.Model.ActiveFFN())*4096*4; got != want {
+		t.Errorf("gpt2 all-linear: freed %.0f B, want %.0f", got, want)
+	}
 	// No adapter on the down projection: nothing of the MLP saved by one.
 	att := r
 	att.LoRATargets = []string{"attention"}

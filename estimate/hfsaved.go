@@ -137,7 +137,9 @@ var hfFusedQKVTypes = map[string]bool{"phi3": true}
 // reshape(...).contiguous() copies it for the output projection (the
 // oracle: 2 B per hidden unit a layer, on full fine-tunes of StableLM and
 // Phi-3 and on autocast QLoRA). The memory-efficient kernel, under a mask
-// (Phi-3's window) or in fp32, and Falcon's masked SDPA return a view.
+// (Phi-3's window) or in fp32, and Falcon's masked SDPA return a view: this
+// reads the mask only; the callers leave out fp32 attention (A != 4, or
+// autocast's bf16 SDPA inputs).
 func hfHeadsFirstQ(r Request) bool {
 	switch r.Model.ModelType {
 	case "gpt_neox", "phi", "stablelm", "phi3":
@@ -147,9 +149,11 @@ func hfHeadsFirstQ(r Request) bool {
 }
 
 // hfExact reports whether the request runs a code path the oracle imitates
-// and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA
-// or full fine-tuning in one dtype (no autocast), a dense model of a type in
-// hfExactTypes, or a mixture of experts of a type in hfMoETypes (hfmoe.go).
+// and hfLayerSaved spells out: transformers' modelling code with PEFT LoRA,
+// QLoRA or full fine-tuning, in one dtype or under the autocast runs the
+// oracle holds it to (hfAutocastLoRA, hfAutocastFull, hfAutocastQLoRA), a
+// dense model of a type in hfExactTypes, or a mixture of experts of a type
+// in hfMoETypes (hfmoe.go; under autocast LoRA only).
 // Other requests keep the fitted activation coefficients.
 func hfExact(r Request) bool {
 	if r.Stack != "" && !r.Stack.Spec().TransformersLayers {
@@ -358,7 +362,7 @@ func hfLayerSaved(r Request) hfSaved {
 	// before them): q/k/v and gate/up read the residual stream itself.
 	postNormOnly := m.ModelType == "olmo2"
 
-	autocast := r.Precision.mixed() // hfAutocastLoRA or hfAutocastFull
+	autocast := r.Precision.mixed() // hfAutocastLoRA, hfAutocastFull or hfAutocastQLoRA
 	// gelu_new (GPT-2's and Phi's NewGELUActivation in Python ops) saves
 	// four tensors of the MLP width: pow's input, tanh's output, 0.5·x and
 	// 1 + tanh, all in the activation dtype; under autocast pow (fp32
@@ -977,8 +981,11 @@ func hfGradsDuringRecompute(r Request, grads int64, hs hfSaved) float64 {
 // the sum of their input widths and how many modules there are.
 type targetSum struct {
 	name       string
-	role       hfconfig.Role // the first Linear of the name's
 	in, copies int64
+	// mlpOutIn is the part of in read by the MLP's output projection (a
+	// dense MLP Linear whose input is the feed-forward width: down_proj,
+	// fc2, dense_4h_to_h, GPT-2's mlp.c_proj beside its attn.c_proj).
+	mlpOutIn int64
 	// outIn is the part of in read by the attention's output projection
 	// (o_proj, dense, c_proj in the attention), whose input is SDPA's
 	// saved output.
@@ -1018,13 +1025,16 @@ func adapterTargets(m *hfconfig.Model, spec []string) ([]targetSum, error) {
 	for _, l := range lins {
 		i := slices.IndexFunc(sums, func(t targetSum) bool { return t.name == l.Name })
 		if i < 0 {
-			sums = append(sums, targetSum{name: l.Name, role: l.Role})
+			sums = append(sums, targetSum{name: l.Name})
 			i = len(sums) - 1
 		}
 		sums[i].in += l.In * l.Copies
 		sums[i].copies += l.Copies
 		if l.Role == hfconfig.RoleAttention && slices.Contains(attnOutNames, l.Name) {
 			sums[i].outIn += l.In * l.Copies
+		}
+		if l.Role == hfconfig.RoleMLP && l.In == m.ActiveFFN() {
+			sums[i].mlpOutIn += l.In * l.Copies
 		}
 	}
 	targetSums.Lock()

@@ -497,7 +497,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// gradient its chunks accumulate (torchtuneChunkedLossBytes).
 		logits = torchtuneChunkedLossBytes(r, t.LogitUnit)
 	}
-	recompute := 0.0
+	recompute, logitsFixed := 0.0, 0.0
 	if ckptOn(r) {
 		recompute = actCoef*t.LayerUnit + t.Eager + (t.AdapterAct+t.FrozenCast+t.TrainedInputs+t.BlockExtra)/layers
 		recompute -= min(t.KernelSavedLayer, actCoef*t.LayerUnit/2)
@@ -528,8 +528,11 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 		// A block's first forward, against the recomputation's backward.
 		recompute = max(recompute, hfFirstPass(r, *t.HF))
 		// An autocast QLoRA's bf16 output layer lives from the logits
-		// matmul to its backward: beside the loss chain.
+		// matmul to its backward: beside the loss chain, not in acts. Its
+		// size does not follow the batch shape, so the reserved level's
+		// transient leaves it out of the loss side (logitsFixed).
 		logits += t.HeadCast
+		logitsFixed, fixedCasts = t.HeadCast, 0
 	}
 	held := heldLogitBytes(r, t)
 	add := func(name ComponentID, b int64) {
@@ -721,7 +724,7 @@ func (c PhasePeak) combine(t terms, r Request, e *Estimate) error {
 	// needs — counts fragmentation but not those releasable blocks.
 	needed := int64(float64(alloc)*(1+k.ReservedFrac) + k.ReservedConstGiB*GiB)
 	context := int64(k.ContextGiB * GiB)
-	transient := acts - fixedCasts + held + max(logits, recompute)
+	transient := acts - fixedCasts + held + max(logits-logitsFixed, recompute)
 	// With the same shapes every step, a block freed in one step serves the
 	// same request in the next: the allocator cannot keep more cached than
 	// the step's transient, whatever a fitted coefficient says.
