@@ -1,6 +1,10 @@
 package estimate
 
-import "github.com/canifinetune/canifinetune/hfconfig"
+import (
+	"slices"
+
+	"github.com/canifinetune/canifinetune/hfconfig"
+)
 
 // QLoRA on the transformers path as the oracle imitates it (oracle/qlora.py):
 // transformers' BitsAndBytesConfig(load_in_4bit) base loaded in bf16 with
@@ -166,20 +170,13 @@ func qloraMLPFreed(r Request) float64 {
 		return 0
 	}
 	sums, err := adapterTargets(r.Model, r.LoRATargets) // cached: an estimate's hot path
-	if err != nil {
+	if err != nil || !slices.ContainsFunc(sums, func(t targetSum) bool { return t.mlpOutIn > 0 }) {
 		return 0
 	}
-	for _, t := range sums {
-		if t.mlpOutIn > 0 {
-			per := float64(residualBytes(r))
-			if hfAutocastQLoRA(r) {
-				per = 2
-			}
-			if r.LoRADropout != nil && *r.LoRADropout > 0 {
-				per++
-			}
-			return per * float64(r.Model.ActiveFFN()) * float64(r.SeqLen) * float64(r.Batch)
-		}
+	act := float64(residualBytes(r))
+	per, _ := adapterInputBytes(r, act)
+	if per == 0 {
+		per = act // lora_A saves the product itself
 	}
-	return 0
+	return per * float64(r.Model.ActiveFFN()) * float64(r.SeqLen) * float64(r.Batch)
 }

@@ -524,10 +524,10 @@ func hfLayerSaved(r Request) hfSaved {
 	if mla != nil {
 		layer += mla.norms(A, full)
 	}
-	if (hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox") && !hfAutocastQLoRA(r) {
-		// The q and k parts of the storage v lives in. Under autocast
-		// over a QLoRA base SDPA saves its bf16 cast of v instead, a
-		// tensor of its own.
+	if (hfFusedQKVTypes[m.ModelType] || m.ModelType == "gpt_neox") && (!autocast || A == float64(r.Precision.Spec().ComputeBytes)) {
+		// The q and k parts of the storage v lives in. Where autocast
+		// casts the fused output for SDPA (an fp32 QLoRA stream), SDPA
+		// saves its cast of v instead, a tensor of its own.
 		layer += A * (hq + hkv)
 	}
 	if hfQKNormTypes[m.ModelType] {
@@ -647,12 +647,13 @@ func hfLayerSaved(r Request) hfSaved {
 		// ("Always materialize the mask so alibi can be added onto it"), so
 		// its SDPA always gets a mask, as a windowed model's does.
 		masked := hfSlidingMasked(r) || falcon
-		// sd is the dtype SDPA runs in: the activations', but bf16 under
-		// autocast over a QLoRA base's fp32 stream (SDPA is on autocast's
-		// lower-precision list: it saves its bf16 casts of q, k and v).
+		// sd is the dtype SDPA runs in: the activations', or under
+		// autocast its compute dtype (SDPA is on autocast's lower-precision
+		// list: over a QLoRA base's fp32 stream it saves bf16 casts of q,
+		// k and v).
 		sd := A
-		if hfAutocastQLoRA(r) {
-			sd = 2
+		if autocast {
+			sd = float64(r.Precision.Spec().ComputeBytes)
 		}
 		kv := hkv
 		if (sd == 4 || masked) && hkv < hq {
@@ -707,25 +708,8 @@ func hfLayerSaved(r Request) hfSaved {
 // token: each adapted module's cast (or dropped-out) input and lora_A's
 // output. keep selects the modules counted (nil: all).
 func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64 {
-	ad := float64(adapterDtypeBytes(r))
-	per := 0.0
-	if ad != act {
-		per = ad // the cast copy lora_A reads
-	}
-	if r.LoRADropout != nil && *r.LoRADropout > 0 {
-		per = ad + 1 // dropout's output and its bool mask
-	}
-	rankBytes := ad // lora_A's output, which lora_B saves
+	per, rankBytes := adapterInputBytes(r, act)
 	autocastQ := hfAutocastQLoRA(r)
-	if hfAutocastLoRA(r) || autocastQ {
-		// Under autocast lora_A's F.linear casts its input (PEFT's fp32
-		// copy, or dropout's fp32 output) to bf16 and saves that cast;
-		// lora_B saves lora_A's bf16 output.
-		per, rankBytes = 2, 2
-		if r.LoRADropout != nil && *r.LoRADropout > 0 {
-			per = 2 + 1 // with dropout's bool mask
-		}
-	}
 	m := r.Model
 	sums, err := adapterTargets(m, r.LoRATargets)
 	if err != nil {
@@ -776,6 +760,33 @@ func hfAdapterSaved(r Request, act float64, keep func(name string) bool) float64
 		saved += act * float64(distinct)
 	}
 	return saved / float64(m.NumLayers)
+}
+
+// adapterInputBytes is what one PEFT LoRA adapter saves per element of its
+// module's input (per) and of lora_A's output (rankBytes), for activations
+// of act bytes: a cast copy of the input in the adapter dtype (none where
+// the dtypes agree: lora_A then saves the module's own input, per 0), or
+// dropout's output and bool mask; under autocast lora_A's F.linear casts its
+// input (PEFT's fp32 copy, dropout's fp32 output, or with PEFT's bnb layer
+// the fp32 input itself) to bf16 and saves that cast, and lora_B saves
+// lora_A's bf16 output.
+func adapterInputBytes(r Request, act float64) (per, rankBytes float64) {
+	ad := float64(adapterDtypeBytes(r))
+	dropout := r.LoRADropout != nil && *r.LoRADropout > 0
+	switch {
+	case hfAutocastLoRA(r) || hfAutocastQLoRA(r):
+		per, rankBytes = 2, 2
+		if dropout {
+			per = 2 + 1
+		}
+	case dropout:
+		per, rankBytes = ad+1, ad
+	case ad != act:
+		per, rankBytes = ad, ad
+	default:
+		rankBytes = ad
+	}
+	return per, rankBytes
 }
 
 // hfAdaptsAttention reports whether a LoRA request adapts a module of the

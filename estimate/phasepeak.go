@@ -210,18 +210,19 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			t.QuantMeta = state
 			break
 		}
+		if r.Precision.mixed() && r.Stack != StackLitGPT && (upcastFrozen(r) || frozenBaseBytes(r) == 4) {
+			// The output layer stays unquantized in fp32 (PEFT's kbit
+			// preparation): autocast casts it for the logits matmul (not
+			// cached: autocast caches trained leaves only), and the matmul
+			// saves the cast until its backward.
+			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
+		}
 		if hfExact(r) {
 			// The oracle's loading of a bitsandbytes 4-bit base
 			// (hfqlora.go); the rest, biases included, upcast to fp32.
 			packed, state, n := bnb4bitStorage(r)
 			t.Weights = packed + (P-n)*4
 			t.QuantMeta = state
-			if hfAutocastQLoRA(r) {
-				// The output layer, fp32 and frozen, is cast to bf16 for
-				// the logits matmul (autocast caches only trained
-				// leaves), which saves the cast until its backward.
-				t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
-			}
 			break
 		}
 		linear := m.LinearParams()
@@ -241,11 +242,6 @@ func (c PhasePeak) normalizedTerms(r Request) terms {
 			rest -= head
 			linear += head
 			t.Dequant = max(t.Dequant, 2*head)
-		}
-		if restBytes == 4 && r.Precision.mixed() && r.Stack != StackLitGPT {
-			// The output layer stays unquantized in fp32 (PEFT's kbit
-			// preparation): autocast casts it for the logits matmul.
-			t.HeadCast = 2 * float64(m.Vocab*m.Hidden)
 		}
 		t.Weights = int64(float64(linear)*quantBytesPerParam(r.Quant)) + rest*restBytes
 		t.QuantMeta = int64(float64(linear) * quantStateBytesPerParam(r.Quant))
