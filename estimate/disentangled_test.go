@@ -34,14 +34,7 @@ func TestDisentangledTerms(t *testing.T) {
 	if tb.Eager != 0 || tb.BlockExtra != 0 {
 		t.Errorf("XLM-R under sdpa: Eager %.0f, BlockExtra %.0f; want 0, 0", tb.Eager, tb.BlockExtra)
 	}
-	e, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := PhasePeak{Coef: DefaultCoefficients}.Explain(req, e)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := explained(t, req)
 	if !strings.Contains(strings.Join(x.Assumptions, "\n"), "no SDPA path") {
 		t.Errorf("assumptions do not say --attn does not apply:\n%s", strings.Join(x.Assumptions, "\n"))
 	}

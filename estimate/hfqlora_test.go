@@ -32,31 +32,19 @@ func TestBnb4bitStorage(t *testing.T) {
 func TestHFQLoRAScope(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	base := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 1024, Batch: 2}
-	r, err := base.Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hfExact(r) {
+	// Each request must normalize (must panics otherwise): one Normalize
+	// refuses would pass the checks without reaching hfExact.
+	if !hfExact(must(base.Normalize())) {
 		t.Fatal("nf4-dq QLoRA in bf16-true is not on the transformers path")
-	}
-	// Each request must normalize: one Normalize refuses would pass the
-	// checks without reaching hfExact.
-	norm := func(what string, r Request) Request {
-		t.Helper()
-		q, err := r.Normalize()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return q
 	}
 	moe := base
 	moe.Model = catalogModel(t, "Qwen/Qwen1.5-MoE-A2.7B")
-	if hfExact(norm("MoE QLoRA", moe)) {
+	if hfExact(must(moe.Normalize())) {
 		t.Error("MoE QLoRA on the transformers path, which the oracle grid does not hold it to")
 	}
 	mixed := base
 	mixed.Precision = BF16Mixed
-	if q := norm("bf16-mixed QLoRA", mixed); !hfExact(q) || !hfAutocastQLoRA(q) {
+	if q := must(mixed.Normalize()); !hfExact(q) || !hfAutocastQLoRA(q) {
 		t.Error("nf4-dq QLoRA under bf16 autocast with SDPA is not on the transformers path")
 	}
 	for name, mod := range map[string]func(*Request){
@@ -77,7 +65,7 @@ func TestHFQLoRAScope(t *testing.T) {
 	}
 	falcon := mixed
 	falcon.Model = catalogModel(t, "tiiuae/falcon-7b")
-	if hfAutocastQLoRA(norm("falcon", falcon)) {
+	if hfAutocastQLoRA(must(falcon.Normalize())) {
 		t.Error("falcon's unquantized Linears under autocast read as the Linear4bit path")
 	}
 }
@@ -94,11 +82,8 @@ func TestHFQLoRAScope(t *testing.T) {
 // output, a view: nothing of its own.
 func TestAutocastQLoRALayerSaved(t *testing.T) {
 	m := catalogModel(t, "meta-llama/Llama-3.2-1B")
-	r, err := Request{Model: m, Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer, LoRARank: 16,
-		LoRATargets: []string{"all-linear"}, SeqLen: 1024, Batch: 8, Attn: SDPA, GradCkpt: CkptNone}.Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := must(Request{Model: m, Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer, LoRARank: 16,
+		LoRATargets: []string{"all-linear"}, SeqLen: 1024, Batch: 8, Attn: SDPA, GradCkpt: CkptNone}.Normalize())
 	if !hfAutocastQLoRA(r) {
 		t.Fatal("not the autocast QLoRA path")
 	}
@@ -108,10 +93,7 @@ func TestAutocastQLoRALayerSaved(t *testing.T) {
 	}
 	// The output layer's bf16 cast (vocab × hidden × 2) beside the loss chain,
 	// and the down projection's cast freed by the MLP backward's peak.
-	tt, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tt := termsOf(t, r)
 	if want := 2 * float64(m.Vocab*m.Hidden); tt.HeadCast != want {
 		t.Errorf("head cast %.0f B, want %.0f", tt.HeadCast, want)
 	}
@@ -126,21 +108,15 @@ func TestAutocastQLoRALayerSaved(t *testing.T) {
 	}
 	// GPT-2's attn.c_proj and mlp.c_proj share a leaf name: the MLP's is
 	// still found (its input is the feed-forward width).
-	g, err := Request{Model: catalogModel(t, "openai-community/gpt2"), Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer,
-		LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 4096, Batch: 4, Attn: SDPA}.Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := must(Request{Model: catalogModel(t, "openai-community/gpt2"), Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer,
+		LoRARank: 16, LoRATargets: []string{"all-linear"}, SeqLen: 4096, Batch: 4, Attn: SDPA}.Normalize())
 	if got, want := qloraMLPFreed(g), 2*float64(g.Model.ActiveFFN())*4096*4; got != want {
 		t.Errorf("gpt2 all-linear: freed %.0f B, want %.0f", got, want)
 	}
 	// No adapter on the down projection: nothing of the MLP saved by one.
 	att := r
 	att.LoRATargets = []string{"attention"}
-	if att, err = att.Normalize(); err != nil {
-		t.Fatal(err)
-	}
-	if got := qloraMLPFreed(att); got != 0 {
+	if got := qloraMLPFreed(must(att.Normalize())); got != 0 {
 		t.Errorf("attention-only adapters: freed %.0f B, want 0", got)
 	}
 }

@@ -17,6 +17,16 @@ func est(t *testing.T, r Request) *Estimate {
 	return e
 }
 
+// explained is the default estimator's explanation of r's estimate.
+func explained(t *testing.T, r Request) Explanation {
+	t.Helper()
+	x, err := PhasePeak{Coef: DefaultCoefficients}.Explain(r, est(t, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 // termsOf is the default estimator's terms for r.
 func termsOf(t *testing.T, r Request) terms {
 	t.Helper()

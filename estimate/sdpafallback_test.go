@@ -41,31 +41,19 @@ func TestSDPAMathFallbackScope(t *testing.T) {
 	} {
 		r := base
 		tc.edit(&r)
-		n, err := r.Normalize()
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if got := sdpaMathFallback(deepspeedModule(n)); got != tc.want {
+		if got := sdpaMathFallback(deepspeedModule(must(r.Normalize()))); got != tc.want {
 			t.Errorf("%s: sdpaMathFallback = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// Past Gemma 3's window the full layers' gap is named, not hidden.
 	r := base
 	r.Model, r.SeqLen = gemma3, 2048
-	e, err := PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := PhasePeak{Coef: DefaultCoefficients}.Explain(r, e)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := explained(t, r)
 	if !slices.Contains(x.Assumptions, sdpaWindowedAssumption) {
 		t.Errorf("gemma-3 past its window: no %q among %q", sdpaWindowedAssumption, x.Assumptions)
 	}
 	r = base
-	e, _ = PhasePeak{Coef: DefaultCoefficients}.Estimate(r)
-	x, _ = PhasePeak{Coef: DefaultCoefficients}.Explain(r, e)
+	x = explained(t, r)
 	if !slices.Contains(x.Assumptions, sdpaMathAssumption) {
 		t.Errorf("qlora bf16-true: no %q among %q", sdpaMathAssumption, x.Assumptions)
 	}
@@ -108,10 +96,7 @@ func TestSDPAMathFallbackKeepsScores(t *testing.T) {
 func TestForLoopAdamWStepTemporaries(t *testing.T) {
 	m := catalogModel(t, "Qwen/Qwen2.5-0.5B")
 	r := Request{Model: m, Method: Full, Precision: BF16True, SeqLen: 256, Batch: 1, Optimizer: AdamWTorchLoop}
-	n, err := r.Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := must(r.Normalize())
 	tl := PhasePeak{Coef: DefaultCoefficients}.normalizedTerms(n)
 	if want := float64(2 * 2 * 151936 * 896); float64(tl.OptTransient) != want {
 		t.Errorf("for-loop step temporaries %d B, want %.0f", tl.OptTransient, want)
@@ -128,10 +113,7 @@ func TestForLoopAdamWStepTemporaries(t *testing.T) {
 func TestGemma3FullLayersApart(t *testing.T) {
 	m := catalogModel(t, "google/gemma-3-1b-pt")
 	r := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 2048, Batch: 2}
-	n, err := r.Normalize()
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := must(r.Normalize())
 	hs := hfWithFullLayers(n, hfLayerSaved(n))
 	if hs.Full == nil || hs.FullLayers != 4 {
 		t.Fatalf("full layers %v × %g, want 4 apart", hs.Full != nil, hs.FullLayers)

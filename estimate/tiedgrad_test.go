@@ -11,11 +11,7 @@ func TestTiedBackwardEnd(t *testing.T) {
 	tied := catalogModel(t, "Qwen/Qwen2.5-0.5B") // tied, 151,936 × 896
 	untied := catalogModel(t, "Qwen/Qwen2.5-7B")
 	step := func(r Request) (phase, grads int64) {
-		tr, _, err := PhasePeak{Coef: DefaultCoefficients}.terms(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return est(t, r).Phases.Step, tr.Grads
+		return est(t, r).Phases.Step, termsOf(t, r).Grads
 	}
 	head := int64(151936 * 896 * 2)
 	base := Request{Model: tied, Method: Full, Precision: BF16True, SeqLen: 256, Batch: 1, Optimizer: AdamWTorchFused, GPUTotal: 80 * GiB}

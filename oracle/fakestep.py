@@ -527,12 +527,13 @@ class _FlashAttnFunc(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, softmax_lse, rng_state = ctx.saved_tensors
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        head_size_og = dout.size(3)
-        if head_size_og % 8 != 0:
-            dout = torch.nn.functional.pad(dout, [0, 8 - head_size_og % 8])
-        dout = dout if dout.stride(-1) == 1 else dout.contiguous()  # _flash_attn_backward's maybe_contiguous
-        del dout
-        n = head_size_og
+        n = dout.size(3)
+        # The kernel reads dout padded and made contiguous (maybe_contiguous)
+        # beside dq, dk and dv: those copies live until it returns.
+        if n % 8 != 0:
+            dout = torch.nn.functional.pad(dout, [0, 8 - n % 8])
+        if dout.stride(-1) != 1:
+            dout = dout.contiguous()
         return dq[..., :n], dk[..., :n], dv[..., :n], None, None, None, None, None, None, None, None, None
 
 
