@@ -542,6 +542,14 @@ func hfLayerSaved(r Request) hfSaved {
 			layer += A * qk
 		}
 	}
+	// sd is the dtype the attention's matmuls run in: the activations', or
+	// under autocast its compute dtype (SDPA and matmul are on autocast's
+	// lower-precision list: over a QLoRA base's fp32 stream they save bf16
+	// casts of q, k and v).
+	sd := A
+	if autocast {
+		sd = float64(r.Precision.Spec().ComputeBytes)
+	}
 	if r.Attn.Spec().KeepsScores() {
 		kv := hkv
 		if hkv < hq {
@@ -551,72 +559,60 @@ func hfLayerSaved(r Request) hfSaved {
 			// per query head, which bmm saves.
 			kv = hq
 		}
-		layer += A * (hq + 2*kv)
+		layer += sd * (hq + 2*kv)
 		if full {
 			layer += A * hq // transpose(1, 2).contiguous() for o_proj
 		}
 		if mla != nil {
 			layer += mla.eager(A, full) - A*(hq+2*kv) - A*hq*b2f(full)
 		}
-		probs := 4.0 // softmax output in fp32
-		if A != 4 {
-			probs += A // its cast to the query dtype, read by the value matmul
-		}
-		if hfClassicMLPTypes[m.ModelType] && m.AttnDropout > 0 {
-			// eager_attention_forward's dropout on the cast probabilities
-			// (attn_pdrop): CUDA's fused dropout keeps a bool mask, and the
-			// value matmul saves its output in place of the cast.
-			probs++
-		}
-		if falcon {
+		// The probabilities' chain, from the softmax to the value matmul
+		// (scoreChain): transformers' eager_attention_forward takes the
+		// softmax in fp32 and casts it to the query dtype; with attention
+		// dropout (attn_pdrop) on the classic-MLP types, CUDA's fused
+		// dropout keeps a bool mask between the two.
+		ch := scoreChain{Softmax: 4, Cast: A, Matmul: sd, Dropout: hfClassicMLPTypes[m.ModelType] && m.AttnDropout > 0}
+		switch {
+		case falcon:
 			// FalconAttention: F.softmax(..., dtype=hidden_states.dtype)
 			// saves its output in the activation dtype, which the value
 			// matmul reads.
-			probs = A
-		}
-		if m.ModelType == "gpt_oss" {
+			ch = scoreChain{Softmax: A, Cast: A, Matmul: A}
+		case m.ModelType == "gpt_oss":
 			// GPT-OSS's eager_attention_forward concatenates each head's
 			// sink logit to the scores and takes the softmax in the
 			// activation dtype, which the value matmul reads through a
 			// slice: one s × (s + 1) tensor a head, and the max subtracted
 			// before it keeps its int64 indices.
-			probs = A
+			ch = scoreChain{Softmax: A, Cast: A, Matmul: A}
 			layer += heads * (A + 8)
-		}
-		if m.ModelType == "gpt2" {
-			// GPT-2's eager_attention_forward: softmax in the activation
-			// dtype saves its output; attn_dropout then keeps a bool mask,
-			// and the value matmul saves the dropped-out copy.
-			probs = A
-			if m.AttnDropout > 0 {
-				probs += 1 + A
+		case m.ModelType == "gpt2":
+			// GPT-2's eager_attention_forward: a softmax without a dtype,
+			// in the activation dtype (fp32 under autocast, whose fp32
+			// list holds softmax), cast to the value dtype; attn_dropout
+			// then keeps a bool mask, and the value matmul saves the
+			// dropped-out copy (its bf16 cast under autocast over an fp32
+			// stream).
+			ch = scoreChain{Softmax: A, Cast: A, Matmul: sd, Dropout: m.AttnDropout > 0}
+			if autocast {
+				ch.Softmax = 4
 			}
-		}
-		capped := 0.0
-		if m.AttnSoftcap > 0 {
-			capped = A // tanh(scores/cap) keeps its output for the backward
-		}
-		if r.Attn == SDPAMath {
+		case r.Attn == SDPAMath:
 			// transformers' sdpa_attention_forward on SDPA's math kernel:
 			// q and k scaled (copies), key and value repeated per query
 			// head as above, and the softmax in the activation dtype,
 			// whose output the value matmul saves; with attention
-			// dropout, at::dropout's bool mask and its output besides. No
-			// soft-capping (SDPA has none).
-			probs, capped = A, 0
-			if m.AttnDropout > 0 {
-				probs += 1 + A
-			}
+			// dropout, at::dropout's bool mask and its output besides.
+			ch = scoreChain{Softmax: A, Cast: A, Matmul: A, Dropout: m.AttnDropout > 0}
 		}
-		s.Scores = heads * (probs + capped)
-		// The softmax backward holds its fp32 gradient input and output
-		// (4 + 4) once the dtype-cast probabilities are released.
-		s.ScoresBackward = heads * (8 - (probs - 4))
-		if falcon || m.ModelType == "gpt2" || m.ModelType == "gpt_oss" || r.Attn == SDPAMath {
-			// The softmax backward in the activation dtype: its gradient
-			// input and output.
-			s.ScoresBackward = heads * 2 * A
+		capped := 0.0
+		if m.AttnSoftcap > 0 && r.Attn != SDPAMath { // SDPA has no soft-capping
+			// tanh(scores/cap) keeps its output for the backward, in the
+			// dtype of the scores' matmul
+			capped = sd
 		}
+		s.Scores = heads * (ch.saved() + capped)
+		s.ScoresBackward = heads * (ch.backwardPeak() - ch.saved())
 		if ckptOn(r) && falcon && r.Attn == Eager {
 			// FalconDecoderLayer returns its attention probabilities
 			// (attn_weights), and FalconModel's loop keeps the returned
@@ -647,14 +643,6 @@ func hfLayerSaved(r Request) hfSaved {
 		// ("Always materialize the mask so alibi can be added onto it"), so
 		// its SDPA always gets a mask, as a windowed model's does.
 		masked := hfSlidingMasked(r) || falcon
-		// sd is the dtype SDPA runs in: the activations', or under
-		// autocast its compute dtype (SDPA is on autocast's lower-precision
-		// list: over a QLoRA base's fp32 stream it saves bf16 casts of q,
-		// k and v).
-		sd := A
-		if autocast {
-			sd = float64(r.Precision.Spec().ComputeBytes)
-		}
 		kv := hkv
 		if (sd == 4 || masked) && hkv < hq {
 			// No flash kernel for fp32 or under a mask: the
@@ -1165,4 +1153,53 @@ func sdpaKernel(r Request) Request {
 		r.Attn = SDPAMath
 	}
 	return r
+}
+
+// scoreChain is what eager attention does with a layer's s × s scores
+// between its softmax and the value matmul, as the bytes per score element
+// of each tensor's dtype: the softmax output, its cast (the same dtype: no
+// cast), an optional dropout in the cast's dtype (a bool mask), and the
+// matmul's input dtype (autocast casts to it).
+type scoreChain struct {
+	Softmax, Cast, Matmul float64
+	Dropout               bool
+}
+
+// saved is what the chain keeps for the backward, per score element: the
+// softmax output, dropout's mask, and the value matmul's input — with a
+// dropout its output or cast; without one, the softmax output itself
+// unless a cast stands between them.
+func (c scoreChain) saved() float64 {
+	n := c.Softmax
+	if c.Dropout {
+		return n + 1 + c.Matmul
+	}
+	if c.Cast != c.Softmax || c.Matmul != c.Cast {
+		n += c.Matmul
+	}
+	return n
+}
+
+// backwardPeak is the most the chain holds through its backward, per
+// score element, walking it in reverse: the matmul's backward makes the
+// gradient beside everything saved, then releases its input; each cast's
+// backward holds its gradient in both dtypes; dropout's holds its
+// gradient input and output beside the mask and the softmax output; the
+// softmax backward holds its output, gradient input and gradient output.
+func (c scoreChain) backwardPeak() float64 {
+	mask := 0.0
+	if c.Dropout {
+		mask = 1
+	}
+	peak := max(c.saved()+c.Matmul, 3*c.Softmax)
+	if c.Matmul != c.Cast {
+		peak = max(peak, c.Softmax+mask+c.Matmul+c.Cast)
+	}
+	if c.Dropout {
+		peak = max(peak, c.Softmax+mask+2*c.Cast)
+	}
+	if c.Cast != c.Softmax {
+		peak = max(peak, 2*c.Softmax+c.Cast)
+	}
+	return peak
 }
