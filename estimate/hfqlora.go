@@ -39,8 +39,8 @@ func hfQLoRA(r Request) bool {
 }
 
 // hfAutocastQLoRA reports whether a QLoRA request runs under HF Trainer's
-// bf16 autocast (bf16=True) on one GPU or DDP replicas, with SDPA, as the
-// oracle imitates it (oracle/qlora.py). The residual stream stays fp32 (the
+// bf16 autocast (bf16=True) on one GPU or DDP replicas, with SDPA or eager
+// attention, as the oracle imitates it (oracle/qlora.py). The residual stream stays fp32 (the
 // embeddings and norms after kbit preparation, Linear4bit's output cast
 // back to its input's dtype), as without autocast; what autocast changes
 // is where an operator on its lists meets an fp32 tensor: SDPA casts q, k
@@ -48,12 +48,12 @@ func hfQLoRA(r Request) bool {
 // saves a bf16 cast of its module's input (PEFT's bnb Linear4bit skips its
 // own fp32 cast under autocast), lora_B a bf16 rank-wide input, the
 // adapters' fp32 weights are cast once for the region, and the fp32
-// output layer is cast to bf16 for the logits. Eager attention under it
-// is not read yet, nor Falcon's unconverted Linears (bnbUnconverted: LoRA
-// over fp32 frozen weights, which autocast casts per call): the fitted
-// shape applies.
+// output layer is cast to bf16 for the logits; eager attention's matmuls
+// run in bf16 too (hfLayerSaved's sd and scoreChain). Falcon's unconverted
+// Linears are not read (bnbUnconverted: LoRA over fp32 frozen weights,
+// which autocast casts per call): the fitted shape applies.
 func hfAutocastQLoRA(r Request) bool {
-	return r.Method == QLoRA && r.Precision == BF16Mixed && r.Attn == SDPA && hfAutocastSharding(r) &&
+	return r.Method == QLoRA && r.Precision == BF16Mixed && (r.Attn == SDPA || r.Attn == Eager) && hfAutocastSharding(r) &&
 		r.Model != nil && !bnbUnconverted[r.Model.ModelType]
 }
 

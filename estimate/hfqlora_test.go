@@ -47,8 +47,13 @@ func TestHFQLoRAScope(t *testing.T) {
 	if q := must(mixed.Normalize()); !hfExact(q) || !hfAutocastQLoRA(q) {
 		t.Error("nf4-dq QLoRA under bf16 autocast with SDPA is not on the transformers path")
 	}
+	mixedEager := mixed
+	mixedEager.Attn = Eager
+	if q := must(mixedEager.Normalize()); !hfExact(q) || !hfAutocastQLoRA(q) {
+		t.Error("nf4-dq QLoRA under bf16 autocast with eager attention is not on the transformers path")
+	}
 	for name, mod := range map[string]func(*Request){
-		"bf16-mixed, eager":  func(r *Request) { r.Precision, r.Attn = BF16Mixed, Eager },
+		"bf16-mixed, flash":  func(r *Request) { r.Precision, r.Attn = BF16Mixed, FlashAttention2 },
 		"bf16-mixed, FSDP":   func(r *Request) { r.Precision, r.Sharding = BF16Mixed, Sharding{Strategy: FSDPFullShard, GPUs: 2} },
 		"fp16-mixed":         func(r *Request) { r.Precision = FP16Mixed },
 		"int8 base":          func(r *Request) { r.Quant = Int8 },
@@ -220,5 +225,34 @@ func TestQLoRASourcesFollowThePath(t *testing.T) {
 	}
 	if flat == 0 || perLinear == 0 {
 		t.Errorf("%d flat-rate and %d per-Linear requests: both paths must be checked", flat, perLinear)
+	}
+}
+
+// QLoRA under autocast with eager attention is spelled out: the scores'
+// matmuls run in bf16 over the fp32 stream, so the softmax (fp32) is kept
+// beside the value matmul's bf16 cast of it, and GPT-2's dropout keeps its
+// mask and the bf16 cast of its fp32 output. Per head per token per key, as
+// the oracle's live sets show them (Llama-3.2-1B at 512 tokens; GPT-2 at
+// its backward peak, 8192 tokens).
+func TestAutocastQLoRAEagerScores(t *testing.T) {
+	for _, c := range []struct {
+		model          string
+		saved, backing float64
+	}{
+		{"meta-llama/Llama-3.2-1B", 4 + 2, 12 - 6},
+		{"openai-community/gpt2", 4 + 1 + 2, 13 - 7},
+	} {
+		m := catalogModel(t, c.model)
+		r := must(Request{Model: m, Method: QLoRA, Precision: BF16Mixed, Stack: StackHFTrainer, LoRARank: 16,
+			LoRATargets: []string{"attention"}, SeqLen: 512, Batch: 2, Attn: Eager, GradCkpt: CkptFull}.Normalize())
+		if !hfAutocastQLoRA(r) {
+			t.Fatalf("%s: eager QLoRA under autocast is not on the spelled-out path", c.model)
+		}
+		s := hfLayerSaved(r)
+		heads := float64(m.Heads)
+		if s.Scores != heads*c.saved || s.ScoresBackward != heads*c.backing {
+			t.Errorf("%s: scores %g B, backward %g B per token per key; want %g × (%g, %g)",
+				c.model, s.Scores, s.ScoresBackward, heads, c.saved, c.backing)
+		}
 	}
 }

@@ -25,8 +25,8 @@ func TestOracleGridHeld(t *testing.T) {
 }
 
 // The same targets on the grid's QLoRA rows alone, per model type (15 dense
-// types, 12 bf16-true rows each, and 6 under autocast for the 13 SDPA ones
-// but Falcon): their terms (bitsandbytes' storage, the Linear4bit working
+// types, 12 bf16-true rows each; under autocast, 6 with SDPA for the 13 SDPA
+// ones but Falcon and 6 with eager attention for the 14 but Falcon): their terms (bitsandbytes' storage, the Linear4bit working
 // set, the fp32 residual stream, autocast's casts) are QLoRA's own, and
 // the grid's other rows would hide a miss among them.
 func TestOracleGridQLoRAHeld(t *testing.T) {

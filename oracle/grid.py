@@ -152,11 +152,11 @@ QLORA_QUANTS = ["nf4-dq", "nf4"]
 # And, after those, QLoRA under HF Trainer's bf16 autocast (bf16-mixed over
 # the bf16-loaded base), the most common QLoRA run: nf4 with double
 # quantization, checkpointing none and full, on the members whose first
-# attention is SDPA (Gemma 2's eager-only attention under autocast is not
-# spelled out by the estimator). Falcon is left out too: transformers does
-# not quantize its FalconLinear layers, so its "QLoRA" is LoRA over fp32
-# frozen weights that autocast casts per call, a path the estimator does
-# not spell out either.
+# attention is SDPA; then the same with eager attention on every member
+# (appended after the others so that no earlier row moves; Gemma 2, eager
+# only, has just these). Falcon is left out: transformers does not quantize
+# its FalconLinear layers, so its "QLoRA" is LoRA over fp32 frozen weights
+# that autocast casts per call, a path the estimator does not spell out.
 QLORA_MIXED_QUANT = "nf4-dq"
 NO_MIXED_QLORA = {"tiiuae/falcon-7b"}
 
@@ -171,6 +171,9 @@ def qlora_settings(model: str, attn: str) -> list[tuple]:
     out = [("bf16-true", "qlora", c, attn, QLORA_SHAPES, q) for q in QLORA_QUANTS for c in ["none", "full"]]
     if attn == "sdpa" and model not in NO_MIXED_QLORA:
         out += [("bf16-mixed", "qlora", c, attn, QLORA_SHAPES, QLORA_MIXED_QUANT) for c in ["none", "full"]]
+    if model not in NO_MIXED_QLORA:
+        # Eager attention under autocast, on every member (appended: no earlier row moves).
+        out += [("bf16-mixed", "qlora", c, "eager", QLORA_SHAPES, QLORA_MIXED_QUANT) for c in ["none", "full"]]
     return out
 
 

@@ -73,12 +73,16 @@ class Plan(unittest.TestCase):
                 continue
             q = [g[0] for g in gs if g[0].method == "qlora"]
             true = {(r.quant, r.grad_ckpt) for r in q if r.precision == "bf16-true"}
-            mixed = {(r.quant, r.grad_ckpt) for r in q if r.precision == "bf16-mixed"}
+            mixed = {(r.quant, r.grad_ckpt, r.attn) for r in q if r.precision == "bf16-mixed"}
             self.assertEqual(true, {(a, c) for a in grid.QLORA_QUANTS for c in ("none", "full")}, m)
             self.assertEqual({r.precision for r in q} - {"bf16-true", "bf16-mixed"}, set(), m)
-            # Under autocast: on SDPA members (not Falcon's unquantized Linears), after the bf16-true groups.
-            sdpa = m not in grid.EAGER_ONLY and m not in grid.NO_MIXED_QLORA
-            self.assertEqual(mixed, {(grid.QLORA_MIXED_QUANT, c) for c in ("none", "full")} if sdpa else set(), m)
+            # Under autocast (not Falcon's unquantized Linears), after the bf16-true groups: SDPA on the
+            # members that have it, eager on every member.
+            want = set()
+            if m not in grid.NO_MIXED_QLORA:
+                attns = ["eager"] if m in grid.EAGER_ONLY else ["sdpa", "eager"]
+                want = {(grid.QLORA_MIXED_QUANT, c, a) for c in ("none", "full") for a in attns}
+            self.assertEqual(mixed, want, m)
             precs = [r.precision for r in q]
             self.assertEqual(precs, sorted(precs, key=lambda p: p == "bf16-mixed"), m)
 
