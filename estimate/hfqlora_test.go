@@ -233,7 +233,8 @@ func TestQLoRASourcesFollowThePath(t *testing.T) {
 // beside the value matmul's bf16 cast of it, and GPT-2's dropout keeps its
 // mask and the bf16 cast of its fp32 output. Per head per token per key, as
 // the oracle's live sets show them (Llama-3.2-1B at 512 tokens; GPT-2 at
-// its backward peak, 8192 tokens).
+// its backward peak, read at 8192 tokens: per score element the figures do
+// not depend on the length).
 func TestAutocastQLoRAEagerScores(t *testing.T) {
 	for _, c := range []struct {
 		model          string

@@ -564,7 +564,7 @@ func hfLayerSaved(r Request) hfSaved {
 			layer += A * hq // transpose(1, 2).contiguous() for o_proj
 		}
 		if mla != nil {
-			layer += mla.eager(A, full) - A*(hq+2*kv) - A*hq*b2f(full)
+			layer += mla.eager(A, full) - sd*(hq+2*kv) - A*hq*b2f(full)
 		}
 		// The probabilities' chain, from the softmax to the value matmul
 		// (scoreChain): transformers' eager_attention_forward takes the
@@ -573,6 +573,14 @@ func hfLayerSaved(r Request) hfSaved {
 		// dropout keeps a bool mask between the two.
 		ch := scoreChain{Softmax: 4, Cast: A, Matmul: sd, Dropout: hfClassicMLPTypes[m.ModelType] && m.AttnDropout > 0}
 		switch {
+		case r.Attn == SDPAMath:
+			// transformers' sdpa_attention_forward on SDPA's math kernel:
+			// q and k scaled (copies), key and value repeated per query
+			// head as above, and the softmax in the activation dtype,
+			// whose output the value matmul saves; with attention
+			// dropout, at::dropout's bool mask and its output besides. First:
+			// the kernel runs below autocast, whatever the model's code.
+			ch = scoreChain{Softmax: A, Cast: A, Matmul: A, Dropout: m.AttnDropout > 0}
 		case falcon:
 			// FalconAttention: F.softmax(..., dtype=hidden_states.dtype)
 			// saves its output in the activation dtype, which the value
@@ -597,13 +605,6 @@ func hfLayerSaved(r Request) hfSaved {
 			if autocast {
 				ch.Softmax = 4
 			}
-		case r.Attn == SDPAMath:
-			// transformers' sdpa_attention_forward on SDPA's math kernel:
-			// q and k scaled (copies), key and value repeated per query
-			// head as above, and the softmax in the activation dtype,
-			// whose output the value matmul saves; with attention
-			// dropout, at::dropout's bool mask and its output besides.
-			ch = scoreChain{Softmax: A, Cast: A, Matmul: A, Dropout: m.AttnDropout > 0}
 		}
 		capped := 0.0
 		if m.AttnSoftcap > 0 && r.Attn != SDPAMath { // SDPA has no soft-capping

@@ -41,3 +41,31 @@ func TestScoreChain(t *testing.T) {
 		}
 	}
 }
+
+// Each layer reads its chain from the model's attention code: GPT-2's
+// softmax without a dtype is fp32 under autocast (softmax is on its fp32
+// list) and its dropout sits behind the cast; SDPA's math kernel runs below
+// autocast in the activation dtype whatever the model's code, its dropout
+// included. Per head per token per key.
+func TestScoreChainPerModel(t *testing.T) {
+	gpt2 := catalogModel(t, "openai-community/gpt2")
+	for _, c := range []struct {
+		name        string
+		prec        Precision
+		attn        Attention
+		saved, back float64
+	}{
+		{"eager bf16-true", BF16True, Eager, 2 + 1 + 2, 7 - 5},
+		{"eager bf16-mixed", BF16Mixed, Eager, 4 + 1 + 2, 12 - 7},
+		{"sdpa_math bf16-true", BF16True, SDPAMath, 2 + 1 + 2, 7 - 5},
+		{"sdpa_math bf16-mixed", BF16Mixed, SDPAMath, 2 + 1 + 2, 7 - 5},
+	} {
+		r := must(Request{Model: gpt2, Method: LoRA, Precision: c.prec, Stack: StackHFTrainer, LoRARank: 16,
+			LoRATargets: []string{"attention"}, SeqLen: 512, Batch: 2, Attn: c.attn, GradCkpt: CkptFull}.Normalize())
+		s := hfLayerSaved(r)
+		heads := float64(gpt2.Heads)
+		if s.Scores != heads*c.saved || s.ScoresBackward != heads*c.back {
+			t.Errorf("gpt2 %s: scores %g B, backward %g B; want %g × (%g, %g)", c.name, s.Scores, s.ScoresBackward, heads, c.saved, c.back)
+		}
+	}
+}
