@@ -129,6 +129,11 @@ func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
 // deepspeedModule changed (r) and what its optimizer keeps, in the user's
 // terms.
 func (PhasePeak) assumptions(orig, r Request) []string {
+	if orig.Method == QLoRA && r.Method == LoRA {
+		// unconvertedQLoRA: the request as given, and what it runs as.
+		a := attentionAssumptions(requestAssumptionsWith(orig, "", lossAssumption(r)), r)
+		return append(a, fmt.Sprintf("%s: transformers quantizes none of its Linear layers (its Linear class is not type nn.Linear), so this QLoRA run is LoRA over fp32 frozen weights (kbit preparation's upcast) that autocast casts to bf16 per call; its activations take the fitted LoRA shape", r.Model.ModelType))
+	}
 	if !deepspeedZeRO(r) {
 		return attentionAssumptions(requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r)), r)
 	}

@@ -50,8 +50,8 @@ func hfQLoRA(r Request) bool {
 // adapters' fp32 weights are cast once for the region, and the fp32
 // output layer is cast to bf16 for the logits; eager attention's matmuls
 // run in bf16 too (hfLayerSaved's sd and scoreChain). Falcon's unconverted
-// Linears are not read (bnbUnconverted: LoRA over fp32 frozen weights,
-// which autocast casts per call): the fitted shape applies.
+// Linears are not this path: unconvertedQLoRA makes its request the LoRA
+// over fp32 frozen weights that it runs (the fitted LoRA shape).
 func hfAutocastQLoRA(r Request) bool {
 	return r.Method == QLoRA && r.Precision == BF16Mixed && (r.Attn == SDPA || r.Attn == Eager) && hfAutocastSharding(r) &&
 		r.Model != nil && !bnbUnconverted[r.Model.ModelType]
@@ -64,6 +64,28 @@ func hfAutocastQLoRA(r Request) bool {
 // fp32 after PEFT's kbit preparation, and PEFT adapts them with its plain
 // LoRA Linear: a QLoRA request runs as LoRA on an fp32 base.
 var bnbUnconverted = map[string]bool{"falcon": true}
+
+// unconvertedQLoRA returns a transformers QLoRA request on a
+// bnbUnconverted model under HF Trainer's bf16 autocast as the run it is:
+// LoRA over fp32 frozen weights (kbit preparation's upcast) under
+// bf16-mixed, whose matmuls cast each frozen weight to bf16 per call. Other
+// requests are returned unchanged. (In bf16-true the transformers path
+// reads the same run through bnb4bitStorage; LitGPT quantizes its own
+// Linears.)
+func unconvertedQLoRA(r Request) Request {
+	if r.Method != QLoRA || r.Model == nil || !bnbUnconverted[r.Model.ModelType] || r.Precision != BF16Mixed ||
+		r.Stack == StackLitGPT || !upcastFrozen(r) || !hfAutocastSharding(r) {
+		return r
+	}
+	r.Method, r.FrozenBaseBytes = LoRA, 4
+	r.Quant, r.QuantStorage, r.UpcastFrozen = "", "", nil
+	return r
+}
+
+// asRun is the request as the model runs it, after Normalize: DeepSpeed's
+// module dtype (deepspeedModule) and a QLoRA base transformers leaves
+// unquantized (unconvertedQLoRA).
+func asRun(r Request) Request { return unconvertedQLoRA(deepspeedModule(r)) }
 
 // bnbBlock and bnbNestedBlock are bitsandbytes' quantize_4bit block (one
 // absmax per 64 weights) and, with double quantization, quantize_blockwise's

@@ -257,3 +257,29 @@ func TestAutocastQLoRAEagerScores(t *testing.T) {
 		}
 	}
 }
+
+// Under autocast too, Falcon's QLoRA is LoRA over its fp32 frozen weights
+// (every parameter 4 B after kbit preparation), not a 4-bit base: the two
+// estimates agree, and the weights are the fp32 model's.
+func TestFalconAutocastQLoRAIsFP32BaseLoRA(t *testing.T) {
+	m := catalogModel(t, "tiiuae/falcon-7b")
+	q := Request{Model: m, Method: QLoRA, Precision: BF16Mixed, LoRARank: 16, LoRATargets: []string{"query_key_value", "dense"},
+		SeqLen: 1024, Batch: 2, Stack: StackHFTrainer, Attn: SDPA}
+	l := q
+	l.Method, l.FrozenBaseBytes = LoRA, 4
+	for _, ck := range []Checkpointing{CkptNone, CkptFull} {
+		q.GradCkpt, l.GradCkpt = ck, ck
+		if a, b := allocated(t, q), allocated(t, l); a != b {
+			t.Errorf("ckpt %s: falcon QLoRA %d B, fp32-base LoRA %d B: want equal", ck, a, b)
+		}
+		if got, want := component(est(t, q), CWeights), 4*m.Params(); got != want {
+			t.Errorf("ckpt %s: weights %d B, want every parameter in fp32, %d B", ck, got, want)
+		}
+	}
+	// Another model's QLoRA under autocast keeps its 4-bit base.
+	g := q
+	g.Model, g.LoRATargets = catalogModel(t, "meta-llama/Llama-3.2-1B"), []string{"attention"}
+	if r := unconvertedQLoRA(must(g.Normalize())); r.Method != QLoRA {
+		t.Errorf("llama QLoRA rewritten as %s", r.Method)
+	}
+}

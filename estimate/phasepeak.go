@@ -165,7 +165,7 @@ func (c PhasePeak) terms(req Request) (terms, Request, error) {
 	if err != nil {
 		return terms{}, r, err
 	}
-	r = deepspeedModule(r)
+	r = asRun(r)
 	return c.normalizedTerms(r), r, nil
 }
 
@@ -839,7 +839,7 @@ func (c PhasePeak) Explain(req Request, e *Estimate) (Explanation, error) {
 		return Explanation{}, err
 	}
 	orig := r
-	r = deepspeedModule(r)
+	r = asRun(r)
 	ds := dsMasterCopy(r)
 	k := c.Coef
 	actCoef, logitsCoef := c.scales(r, lossPath(r))

@@ -173,7 +173,7 @@ func (ev *Evaluator) Estimate(v Variant, e *Estimate) error {
 	if ev.p.phasePeak == nil || !ev.fast(b, v) {
 		return ev.full(b, v, e)
 	}
-	r := deepspeedModule(v.Apply(b.norm))
+	r := asRun(v.Apply(b.norm))
 	lk := leverKey{base: b, seq: v.SeqLen, ckpt: v.GradCkpt, ce: v.FusedCE, opt: v.Optimizer}
 	if ev.lastTerms == nil || lk != ev.last {
 		tab, ok := ev.terms[lk]
