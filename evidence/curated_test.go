@@ -141,9 +141,10 @@ func TestTorchtitanRows(t *testing.T) {
 // Mistral count more tokens for the same text, and read with Qwen's counts
 // were under-estimated by up to 19 %): 18.8 / 8.4 / 38.0 %; with QLoRA
 // under autocast spelled out (swift-ex-007: +116.5 → +101.8 %): 18.7 /
-// 8.4 / 38.0 %.
+// 8.4 / 38.0 %; refit with the development rows' swift news-dataset
+// statistics kept to Qwen's tokenizer too: 18.72 / 8.35 / 36.64 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.69, 8.41, 38.03, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.73, 8.35, 36.64, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
@@ -179,9 +180,10 @@ func TestCuratedFiguresPinned(t *testing.T) {
 // p90; worst −41.0 %) as first measured, before SDPA's math kernel for fp32
 // grouped heads and the for-loop AdamW were modelled: 4.7 / 4.3 / 6.9 %;
 // with a tied embedding's two gradients at a full fine-tune's backward end:
-// 4.3 / 3.8 / 6.3 %.
+// 4.3 / 3.8 / 6.3 %; refit with the swift news-dataset statistics kept to
+// Qwen's tokenizer (the allocator terms move): 4.0 / 3.3 / 6.2 %.
 func TestDeviceFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 4.30, 3.78, 6.27, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 4.05, 3.29, 6.16, 0.01
 	files, _ := filepath.Glob(filepath.Join("device", "*", "cases.jsonl"))
 	if len(files) == 0 {
 		t.Fatal("no evidence/device/*/cases.jsonl")

@@ -36,11 +36,15 @@ import (
 // set's measured length histogram instead of the bound alone (their LoRA
 // rows from +8…+10 % to +5…+7 %, the QLoRA row, whose peak is its model
 // initialisation's, from -15 to -20 %; the refit moves the allocator terms):
-// 3.45 / 16.53 / 7.12.
+// 3.45 / 16.53 / 7.12; with the news dataset's Qwen-tokenizer statistics
+// kept to the Qwen rows (chatglm3, Yi, Baichuan2 and openbuddy-mistral
+// count other tokens, so their reserved level is bounded over lengths
+// spread evenly up to the bound, as for a case that states none): 3.35 /
+// 16.19 / 6.97.
 const (
-	pinMedianAbs = 3.45
-	pinP90Abs    = 16.53
-	pinMAPE      = 7.12
+	pinMedianAbs = 3.35
+	pinP90Abs    = 16.19
+	pinMAPE      = 6.97
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 

@@ -154,10 +154,12 @@ func TestOracleAdaptedMLPHeld(t *testing.T) {
 // and QLoRA, bf16-true and bf16-mixed, checkpointing none and full), which
 // the estimate keeps on the fitted shape (docs/memory-model.md): this pins
 // where it stands (Llama and Mistral: median 1.69 and 2.37 %, p90 8.67 and
-// 18.27 %, worst 16.09 and 23.53 %) so that it does not drift further from
-// the oracle.
+// 18.27 %, worst 16.09 and 23.53 %; after the refit that kept the swift
+// news dataset's statistics to Qwen's tokenizer, whose checkpointing
+// coefficient fell 3.41 → 3.37 B: 1.62 and 2.48 %, 8.59 and 17.76 %, 16.28
+// and 22.81 %) so that it does not drift further from the oracle.
 func TestOracleFlashFittedPinned(t *testing.T) {
-	checkOracleErrors(t, "oracle-flash.jsonl", nil, 2.4, 18.3, 23.6)
+	checkOracleErrors(t, "oracle-flash.jsonl", nil, 2.5, 18.3, 23.6)
 }
 
 // Falcon-7B's QLoRA under HF Trainer's autocast (oracle-unconverted.jsonl,
