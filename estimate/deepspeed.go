@@ -129,8 +129,9 @@ func dsStepGradients(r Request, grads, temps, trainable int64) int64 {
 // deepspeedModule changed (r) and what its optimizer keeps, in the user's
 // terms.
 func (PhasePeak) assumptions(orig, r Request) []string {
-	if orig.Method == QLoRA && r.Method == LoRA {
-		// unconvertedQLoRA: the request as given, and what it runs as.
+	unconverted := orig.Method == QLoRA && r.Method == LoRA // unconvertedQLoRA
+	if unconverted && !deepspeedZeRO(r) {
+		// The request as given, and what it runs as.
 		a := attentionAssumptions(requestAssumptionsWith(orig, "", lossAssumption(r)), r)
 		return append(a, fmt.Sprintf("%s: transformers quantizes none of its Linear layers (its Linear class is not type nn.Linear), so this QLoRA run is LoRA over fp32 frozen weights (kbit preparation's upcast) that autocast casts to bf16 per call; its activations take the fitted LoRA shape", r.Model.ModelType))
 	}
@@ -146,6 +147,9 @@ func (PhasePeak) assumptions(orig, r Request) []string {
 	a := attentionAssumptions(requestAssumptionsWith(shown, qlora, lossAssumption(r)), r)
 	if r.Precision != FP32 {
 		a = append(a, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits, adapters too")
+	}
+	if unconverted {
+		a = append(a, fmt.Sprintf("%s: transformers quantizes none of its Linear layers (its Linear class is not type nn.Linear), so this QLoRA run is LoRA over the 16-bit frozen weights DeepSpeed's cast leaves; its activations take the fitted LoRA shape", r.Model.ModelType))
 	}
 	switch {
 	case dsBF16Stage0(r):

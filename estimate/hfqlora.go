@@ -66,19 +66,29 @@ func hfAutocastQLoRA(r Request) bool {
 var bnbUnconverted = map[string]bool{"falcon": true}
 
 // unconvertedQLoRA returns a transformers QLoRA request on a
-// bnbUnconverted model under HF Trainer's bf16 autocast as the run it is:
-// LoRA over fp32 frozen weights (kbit preparation's upcast) under
-// bf16-mixed, whose matmuls cast each frozen weight to bf16 per call. Other
-// requests are returned unchanged. (In bf16-true the transformers path
-// reads the same run through bnb4bitStorage; LitGPT quantizes its own
-// Linears.)
+// bnbUnconverted model as the run it is, LoRA over unquantized frozen
+// weights: under HF Trainer's bf16 autocast, fp32 weights (kbit
+// preparation's upcast) whose matmuls cast each frozen weight to bf16 per
+// call, with or without FSDP (transformers leaves the Linears unquantized
+// before FSDP wraps them); under DeepSpeed, the 16-bit module its engine
+// casts every floating parameter to (deepspeedModule, applied first). Other
+// requests are returned unchanged. (In bf16-true on one GPU or DDP the
+// transformers path reads the same run through bnb4bitStorage; LitGPT
+// quantizes its own Linears.)
 func unconvertedQLoRA(r Request) Request {
-	if r.Method != QLoRA || r.Model == nil || !bnbUnconverted[r.Model.ModelType] || r.Precision != BF16Mixed ||
-		r.Stack == StackLitGPT || !upcastFrozen(r) || !hfAutocastSharding(r) {
+	if r.Method != QLoRA || r.Model == nil || !bnbUnconverted[r.Model.ModelType] || r.Stack == StackLitGPT {
 		return r
 	}
-	r.Method, r.FrozenBaseBytes = LoRA, 4
-	r.Quant, r.QuantStorage, r.UpcastFrozen = "", "", nil
+	switch {
+	case deepspeedZeRO(r) && r.Precision != FP32:
+		r.Method, r.FrozenBaseBytes = LoRA, 0 // the module's 16 bits
+	case r.Precision == BF16Mixed && upcastFrozen(r):
+		r.Method, r.FrozenBaseBytes = LoRA, 4
+		r.UpcastFrozen = nil
+	default:
+		return r
+	}
+	r.Quant, r.QuantStorage = "", ""
 	return r
 }
 

@@ -260,7 +260,7 @@ func TestAutocastQLoRAEagerScores(t *testing.T) {
 
 // Under autocast too, Falcon's QLoRA is LoRA over its fp32 frozen weights
 // (every parameter 4 B after kbit preparation), not a 4-bit base: the two
-// estimates agree, and the weights are the fp32 model's.
+// estimates agree, and the weights are the fp32 model's; sharded too.
 func TestFalconAutocastQLoRAIsFP32BaseLoRA(t *testing.T) {
 	m := catalogModel(t, "tiiuae/falcon-7b")
 	q := Request{Model: m, Method: QLoRA, Precision: BF16Mixed, LoRARank: 16, LoRATargets: []string{"query_key_value", "dense"},
@@ -274,6 +274,20 @@ func TestFalconAutocastQLoRAIsFP32BaseLoRA(t *testing.T) {
 		}
 		if got, want := component(est(t, q), CWeights), 4*m.Params(); got != want {
 			t.Errorf("ckpt %s: weights %d B, want every parameter in fp32, %d B", ck, got, want)
+		}
+	}
+	// Sharded the same holds: FSDP wraps the unquantized Linears (fp32
+	// after kbit preparation), and DeepSpeed's engine casts the module,
+	// those Linears included, to 16 bits: LoRA over a 16-bit base.
+	for _, c := range []struct {
+		st         Strategy
+		frozenBase int64
+	}{{FSDPFullShard, 4}, {ZeRO3, 0}, {ZeRO2, 0}} {
+		qs, ls := q, l
+		qs.Sharding = Sharding{Strategy: c.st, GPUs: 2}
+		ls.Sharding, ls.FrozenBaseBytes = qs.Sharding, c.frozenBase
+		if a, b := allocated(t, qs), allocated(t, ls); a != b {
+			t.Errorf("%s: falcon QLoRA %d B, LoRA over the unquantized base %d B: want equal", c.st, a, b)
 		}
 	}
 	// Another model's QLoRA under autocast keeps its 4-bit base.

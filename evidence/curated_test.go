@@ -144,7 +144,7 @@ func TestTorchtitanRows(t *testing.T) {
 // 8.4 / 38.0 %; refit with the development rows' swift news-dataset
 // statistics kept to Qwen's tokenizer too: 18.72 / 8.35 / 36.64 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.73, 8.35, 36.64, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.72, 8.35, 36.64, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)

@@ -37,7 +37,7 @@ import (
 // rows from +8…+10 % to +5…+7 %, the QLoRA row, whose peak is its model
 // initialisation's, from -15 to -20 %; the refit moves the allocator terms):
 // 3.45 / 16.53 / 7.12; with the news dataset's Qwen-tokenizer statistics
-// kept to the Qwen rows (chatglm3, Yi, Baichuan2 and openbuddy-mistral
+// kept to the Qwen rows (chatglm3, Yi, Baichuan2 and openbuddy-zephyr
 // count other tokens, so their reserved level is bounded over lengths
 // spread evenly up to the bound, as for a case that states none): 3.35 /
 // 16.19 / 6.97.
