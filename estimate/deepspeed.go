@@ -133,7 +133,7 @@ func (PhasePeak) assumptions(orig, r Request) []string {
 	if unconverted && !deepspeedZeRO(r) {
 		// The request as given, and what it runs as.
 		a := attentionAssumptions(requestAssumptionsWith(orig, "", lossAssumption(r)), r)
-		return append(a, fmt.Sprintf("%s: transformers quantizes none of its Linear layers (its Linear class is not type nn.Linear), so this QLoRA run is LoRA over fp32 frozen weights (kbit preparation's upcast) that autocast casts to bf16 per call; its activations take the fitted LoRA shape", r.Model.ModelType))
+		return append(a, unconvertedAssumption(r))
 	}
 	if !deepspeedZeRO(r) {
 		return attentionAssumptions(requestAssumptionsWith(r, qloraBaseAssumption(r), lossAssumption(r)), r)
@@ -149,7 +149,7 @@ func (PhasePeak) assumptions(orig, r Request) []string {
 		a = append(a, "DeepSpeed's mixed precision is not autocast: the engine casts the module to 16 bits, adapters too")
 	}
 	if unconverted {
-		a = append(a, fmt.Sprintf("%s: transformers quantizes none of its Linear layers (its Linear class is not type nn.Linear), so this QLoRA run is LoRA over the 16-bit frozen weights DeepSpeed's cast leaves; its activations take the fitted LoRA shape", r.Model.ModelType))
+		a = append(a, unconvertedAssumption(r))
 	}
 	switch {
 	case dsBF16Stage0(r):

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/canifinetune/canifinetune/hfconfig"
@@ -54,7 +55,7 @@ func hfQLoRA(r Request) bool {
 // over fp32 frozen weights that it runs (the fitted LoRA shape).
 func hfAutocastQLoRA(r Request) bool {
 	return r.Method == QLoRA && r.Precision == BF16Mixed && (r.Attn == SDPA || r.Attn == Eager) && hfAutocastSharding(r) &&
-		r.Model != nil && !bnbUnconverted[r.Model.ModelType]
+		r.Model != nil
 }
 
 // bnbUnconverted are the model types whose Linears transformers does not
@@ -67,14 +68,15 @@ var bnbUnconverted = map[string]bool{"falcon": true}
 
 // unconvertedQLoRA returns a transformers QLoRA request on a
 // bnbUnconverted model as the run it is, LoRA over unquantized frozen
-// weights: under HF Trainer's bf16 autocast, fp32 weights (kbit
-// preparation's upcast) whose matmuls cast each frozen weight to bf16 per
-// call, with or without FSDP (transformers leaves the Linears unquantized
-// before FSDP wraps them); under DeepSpeed, the 16-bit module its engine
-// casts every floating parameter to (deepspeedModule, applied first). Other
-// requests are returned unchanged. (In bf16-true on one GPU or DDP the
-// transformers path reads the same run through bnb4bitStorage; LitGPT
-// quantizes its own Linears.)
+// weights, so that no QLoRA term (bnb4bitStorage, Linear4bit's working set,
+// the quant state) sees it: fp32 weights after kbit preparation's upcast
+// (under autocast each cast to bf16 per call), sharded by FSDP as they are
+// (transformers leaves the Linears unquantized before FSDP wraps them);
+// 16-bit weights without the upcast, and under DeepSpeed, whose engine
+// casts every floating parameter to the module's 16 bits (deepspeedModule,
+// applied first). Other requests are returned unchanged; LitGPT quantizes
+// its own Linears. (The oracle grid's twelve bf16-true Falcon QLoRA runs
+// are read this way.)
 func unconvertedQLoRA(r Request) Request {
 	if r.Method != QLoRA || r.Model == nil || !bnbUnconverted[r.Model.ModelType] || r.Stack == StackLitGPT {
 		return r
@@ -82,14 +84,33 @@ func unconvertedQLoRA(r Request) Request {
 	switch {
 	case deepspeedZeRO(r) && r.Precision != FP32:
 		r.Method, r.FrozenBaseBytes = LoRA, 0 // the module's 16 bits
-	case r.Precision == BF16Mixed && upcastFrozen(r):
+	case upcastFrozen(r) || r.Precision == FP32:
 		r.Method, r.FrozenBaseBytes = LoRA, 4
 		r.UpcastFrozen = nil
 	default:
-		return r
+		r.Method, r.FrozenBaseBytes = LoRA, 0
 	}
 	r.Quant, r.QuantStorage = "", ""
 	return r
+}
+
+// unconvertedAssumption is the assumption line of a QLoRA request that
+// unconvertedQLoRA made the LoRA run r.
+func unconvertedAssumption(r Request) string {
+	base := "the 16-bit frozen weights it loads"
+	switch {
+	case deepspeedZeRO(r):
+		base = "the 16-bit frozen weights DeepSpeed's cast leaves"
+	case frozenBaseBytes(r) == 4 && r.Precision.mixed():
+		base = "fp32 frozen weights (kbit preparation's upcast) that autocast casts to bf16 per call"
+	case frozenBaseBytes(r) == 4:
+		base = "fp32 frozen weights (kbit preparation's upcast)"
+	}
+	acts := "its activations take the fitted LoRA shape"
+	if hfExact(r) {
+		acts = "its layers' saved tensors are spelled out as for that LoRA run"
+	}
+	return fmt.Sprintf("%s: transformers quantizes none of its Linear layers (its Linear class is not type nn.Linear), so this QLoRA run is LoRA over %s; %s", r.Model.ModelType, base, acts)
 }
 
 // asRun is the request as the model runs it, after Normalize: DeepSpeed's
@@ -114,9 +135,6 @@ const (
 // is its own allocation, counted in the caching allocator's 512-byte blocks.
 // weights is the quantized weight count (no biases: those stay parameters).
 func bnb4bitStorage(r Request) (packed, state, weights int64) {
-	if bnbUnconverted[r.Model.ModelType] {
-		return 0, 0, 0
-	}
 	dq := r.Quant.Spec().DoubleQuant
 	for _, l := range r.Model.Layers {
 		for _, lin := range l.Linears {
@@ -156,9 +174,6 @@ func round512(n int64) int64 { return (n + 511) / 512 * 512 }
 // back; the backward holds the same three (the gradient cast to bf16, the
 // weight dequantized again, the input's bf16 gradient).
 func bnbLinearTransient(r Request) float64 {
-	if bnbUnconverted[r.Model.ModelType] {
-		return 0
-	}
 	tokens := float64(r.SeqLen) * float64(r.Batch)
 	q := 0.0
 	for _, l := range r.Model.Layers {
@@ -176,12 +191,8 @@ func bnbLinearTransient(r Request) float64 {
 // input, cast back to the fp32 residual dtype from Linear4bit's bf16
 // (nn/modules.py: the input's .to(compute_dtype)), and, in a gated MLP, the
 // two gradients the product's backward makes (gate's activation and up);
-// in a two-matmul MLP the activation's gradient alone. A model whose
-// Linears stay unquantized (bnbUnconverted) has no Linear4bit: none.
+// in a two-matmul MLP the activation's gradient alone.
 func qloraMLPBackward(r Request) float64 {
-	if bnbUnconverted[r.Model.ModelType] {
-		return 0
-	}
 	grads := 2.0
 	if r.Model.MLP == hfconfig.MLPGated {
 		grads = 3
@@ -198,7 +209,7 @@ func qloraMLPBackward(r Request) float64 {
 // gradients exist. The oracle's snapshots at the peak of checkpointed steps
 // (Mistral-7B, 8,192 tokens, all-linear) show it gone.
 func qloraMLPFreed(r Request) float64 {
-	if !hfQLoRA(r) || bnbUnconverted[r.Model.ModelType] {
+	if !hfQLoRA(r) {
 		return 0
 	}
 	sums, err := adapterTargets(r.Model, r.LoRATargets) // cached: an estimate's hot path

@@ -70,7 +70,7 @@ func TestHFQLoRAScope(t *testing.T) {
 	}
 	falcon := mixed
 	falcon.Model = catalogModel(t, "tiiuae/falcon-7b")
-	if hfAutocastQLoRA(must(falcon.Normalize())) {
+	if hfAutocastQLoRA(asRun(must(falcon.Normalize()))) {
 		t.Error("falcon's unquantized Linears under autocast read as the Linear4bit path")
 	}
 }
@@ -134,13 +134,20 @@ func TestFalconQLoRAIsFP32LoRA(t *testing.T) {
 	q := Request{Model: m, Method: QLoRA, Precision: BF16True, LoRARank: 16, LoRATargets: []string{"attention"}, SeqLen: 1024, Batch: 2, Stack: StackHFTrainer}
 	l := q
 	l.Method, l.Precision = LoRA, FP32
-	if packed, state, _ := bnb4bitStorage(q); packed != 0 || state != 0 {
-		t.Errorf("falcon: %d packed and %d state bytes, want none", packed, state)
+	// The terms see the LoRA run (unconvertedQLoRA), so no QLoRA term —
+	// packed weights, quant state, Linear4bit's working set — applies.
+	tt, rn, err := PhasePeak{Coef: DefaultCoefficients}.terms(q)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// No Linear4bit, so none of its transients (the loss chain hides them
-	// in the allocated peak, so they are checked term by term).
-	if w, b := bnbLinearTransient(q), qloraMLPBackward(q); w != 0 || b != 0 {
-		t.Errorf("falcon: Linear4bit working set %g B and MLP backward %g B, want none", w, b)
+	if rn.Method != LoRA || rn.Quant != "" || hfQLoRA(rn) {
+		t.Errorf("falcon QLoRA read as %s (quant %q), want LoRA without a quantized base", rn.Method, rn.Quant)
+	}
+	if tt.Dequant != 0 {
+		t.Errorf("falcon: Linear4bit working set %d B, want none", tt.Dequant)
+	}
+	if got := component(est(t, q), CQuantOverhead); got != 0 {
+		t.Errorf("falcon: quant state %d B, want none", got)
 	}
 	for _, ck := range []Checkpointing{CkptNone, CkptFull} {
 		q.GradCkpt, l.GradCkpt = ck, ck

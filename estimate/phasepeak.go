@@ -981,9 +981,6 @@ func weightSource(r Request) string {
 		}
 		if hfExact(r) {
 			// bnb4bitStorage: what the figure counts on the transformers path.
-			if bnbUnconverted[r.Model.ModelType] {
-				return fmt.Sprintf("%s Linear layers left unquantized (transformers converts only type nn.Linear), every weight in fp32 (kbit prepare)", r.Model.ModelType)
-			}
 			return fmt.Sprintf("%s-packed Linear layers, (n+1)/2 B each in 512-byte allocator blocks, + embeddings/norms/biases in fp32 (kbit prepare; docs/memory-model.md#the-transformers-code-path-tensor-by-tensor)", r.Quant)
 		}
 		return fmt.Sprintf("%s-packed Linear layers + embeddings/norms in %s", r.Quant, map[bool]string{true: "fp32 (kbit prepare)", false: "16-bit"}[upcastFrozen(r)])
@@ -1002,9 +999,6 @@ func weightSource(r Request) string {
 // (quantStateBytesPerParam).
 func quantStateSource(r Request) string {
 	if r.Method == QLoRA && (hfExact(r) || litgptExact(r)) {
-		if bnbUnconverted[r.Model.ModelType] && !litgptExact(r) {
-			return fmt.Sprintf("none: transformers quantizes no %s Linear (its Linear class is not type nn.Linear)", r.Model.ModelType)
-		}
 		state := "an fp32 absmax per 64 weights"
 		if r.Quant.Spec().DoubleQuant {
 			state = "a uint8 absmax per 64 weights, an fp32 absmax per 256 of those, the 256-entry fp32 code, an offset"
