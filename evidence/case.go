@@ -74,6 +74,15 @@ type Case struct {
 	// shared cohort, kept byte for byte, say it in their notes
 	// (statedLengthsOf).
 	LongestFirst *bool `json:"longest_first,omitempty"`
+	// StepPeaks is true when the measured active or allocated figure is
+	// the peak of one logged step, not of the run: the framework reset the
+	// peak statistics each time it logged them (torchtune's
+	// get_memory_stats, every log_every_n_steps). Under dynamic padding
+	// such a figure is a typical batch's, so the case is scored at the
+	// median length of a batch's longest sample; the reserved level, which
+	// the cache only grows, is still the run's. nil when the case does not
+	// say (rows of the shared cohort say it in their notes).
+	StepPeaks *bool `json:"step_peaks,omitempty"`
 	// EagerLoss is true when a compiled run's loss function ran eager
 	// (torchtitan from 2024-12-18 to 2025-04-02 compiled only its
 	// blocks); absent: the framework's default.

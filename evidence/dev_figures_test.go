@@ -40,11 +40,16 @@ import (
 // kept to the Qwen rows (chatglm3, Yi, Baichuan2 and openbuddy-zephyr
 // count other tokens, so their reserved level is bounded over lengths
 // spread evenly up to the bound, as for a case that states none): 3.35 /
-// 16.19 / 6.97.
+// 16.19 / 6.97; with torchtune-flags-001's active figure read as one
+// logged step's peak (torchtune resets the peak statistics each time it
+// logs them) and scored at a typical batch of unpacked Alpaca, not at its
+// 4,096-token bound (+124 → -3.3 %; the refit's gated-MLP activation
+// coefficient, which that row had held down, rises 0.72 → 0.85): 3.18 /
+// 15.91 / 6.00.
 const (
-	pinMedianAbs = 3.35
-	pinP90Abs    = 16.19
-	pinMAPE      = 6.97
+	pinMedianAbs = 3.18
+	pinP90Abs    = 15.91
+	pinMAPE      = 6.00
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 

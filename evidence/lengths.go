@@ -142,8 +142,10 @@ func (d SeqLenDist) Lengths(seqLen *int) (estimate.LengthDist, error) {
 // statedLengths are what cases state about their lengths only in their
 // notes (the shared cohort is kept byte for byte): each entry applies to a
 // case whose notes contain every one of its strings, and gives a length
-// distribution (for a case without seq_len_dist) or says that the first
-// micro-batch holds the longest sample (for a case without longest_first).
+// distribution (for a case without seq_len_dist), or says that the first
+// micro-batch holds the longest sample (for a case without longest_first),
+// or that the measured active or allocated peak is one logged step's (for a
+// case without step_peaks).
 //
 //go:embed lengths.json
 var statedLengthsJSON []byte
@@ -158,6 +160,7 @@ type statedLength struct {
 	Archs        []string    `json:"archs,omitempty"`
 	Dist         *SeqLenDist `json:"seq_len_dist,omitempty"`
 	LongestFirst bool        `json:"longest_first,omitempty"`
+	StepPeaks    bool        `json:"step_peaks,omitempty"`
 	// Source says where the notes' claim comes from (a distribution
 	// carries its own).
 	Source string `json:"source,omitempty"`
@@ -171,13 +174,29 @@ var statedLengths = func() []statedLength {
 	return xs
 }()
 
+// statedCase is what a case says of its lengths and of what its figure
+// spans, from its own fields or from its notes (statedLengthsOf).
+type statedCase struct {
+	// Dist is the sample-length distribution (nil: only the bound).
+	Dist *SeqLenDist
+	// LongestFirst: the first micro-batch holds the longest sample.
+	LongestFirst bool
+	// StepPeaks: the measured active or allocated peak is one logged
+	// step's, not the run's (Case.StepPeaks).
+	StepPeaks bool
+}
+
 // statedLengthsOf is what the case says of its lengths: its own
-// seq_len_dist and longest_first, else what the entries of statedLengths
-// whose strings its notes all contain state (one scan of the notes).
-func statedLengthsOf(c Case) (dist *SeqLenDist, longestFirst bool) {
-	dist = c.SeqLenDist
+// seq_len_dist, longest_first and step_peaks, else what the entries of
+// statedLengths whose strings its notes all contain state (one scan of the
+// notes).
+func statedLengthsOf(c Case) statedCase {
+	st := statedCase{Dist: c.SeqLenDist}
 	if c.LongestFirst != nil {
-		longestFirst = *c.LongestFirst
+		st.LongestFirst = *c.LongestFirst
+	}
+	if c.StepPeaks != nil {
+		st.StepPeaks = *c.StepPeaks
 	}
 	for _, s := range statedLengths {
 		all := len(s.NotesContain) > 0
@@ -187,13 +206,16 @@ func statedLengthsOf(c Case) (dist *SeqLenDist, longestFirst bool) {
 		if !all || (len(s.Archs) > 0 && (c.Arch == nil || !slices.Contains(s.Archs, *c.Arch))) {
 			continue
 		}
-		if dist == nil && s.Dist != nil {
+		if st.Dist == nil && s.Dist != nil {
 			d := *s.Dist
-			dist = &d
+			st.Dist = &d
 		}
 		if c.LongestFirst == nil && s.LongestFirst {
-			longestFirst = true
+			st.LongestFirst = true
+		}
+		if c.StepPeaks == nil && s.StepPeaks {
+			st.StepPeaks = true
 		}
 	}
-	return dist, longestFirst
+	return st
 }

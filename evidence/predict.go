@@ -3,6 +3,7 @@ package evidence
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -127,19 +128,22 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 		r.ExtraTrainable = c.LoRA.ExtraTrainable
 		r.LoRADropout = c.LoRA.Dropout
 	}
-	d, longestFirst := statedLengthsOf(c)
+	st := statedLengthsOf(c)
 	switch c.SeqLenKind {
 	case "max", "padded-to-longest":
 		r.DynamicShapes = true
-		if d != nil {
-			dist, err := d.Lengths(c.SeqLen)
+		if st.Dist != nil {
+			dist, err := st.Dist.Lengths(c.SeqLen)
 			if err != nil {
 				return r, assumed, "seq_len_dist: " + err.Error()
 			}
 			r.Lengths = &dist
+			if st.StepPeaks && c.Measured.Kind != "reserved" {
+				r.SeqLen = typicalBatchLength(dist, r.Batch)
+			}
 		}
 	}
-	r.LongestFirst = longestFirst
+	r.LongestFirst = st.LongestFirst
 	r.EagerLoss = c.EagerLoss != nil && *c.EagerLoss
 	if c.GradAccum != nil {
 		r.GradAccum = int64(*c.GradAccum)
@@ -284,4 +288,13 @@ var plainLoops = map[string]struct {
 	"pytorch-custom":         {"calc_loss_batch runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output and returns only the loss", true},
 	"thunder-litgpt-example": {"lightning-thunder's examples/lit-gpt train.py and train_fsdp.py: logits = model(input_ids); F.cross_entropy(logits.reshape(-1, V), targets); fabric.backward(loss), with the logits still referenced", false},
 	"universal-llm-trainer":  {"its models' forward(return_loss=True) computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49) and deletes the output (del_logits_after_forward)", true},
+}
+
+// typicalBatchLength is the padded length of a typical batch of the given
+// size drawn from the distribution: the median of the longest of batch
+// samples, the distribution's 0.5^(1/batch) quantile. A figure that is one
+// logged step's peak (Case.StepPeaks) is such a batch's under dynamic
+// padding, not the run's longest.
+func typicalBatchLength(d estimate.LengthDist, batch int64) int64 {
+	return d.Quantile(math.Pow(0.5, 1/float64(max(1, batch))))
 }
