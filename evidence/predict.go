@@ -260,8 +260,16 @@ func applyOtherKernels(r *estimate.Request, names []string) string {
 func normalizeOptimizer(name, framework string) estimate.Optimizer {
 	name = strings.ToLower(name)
 	switch name {
-	case "adamw_hf", "adam":
-		return estimate.AdamWTorch // transformers' own AdamW: per-parameter loop, two fp32-or-param-dtype states
+	case "adamw_hf":
+		// transformers.optimization.AdamW, the Trainer's adamw_hf until
+		// it was removed: a Python loop over the parameters whose one
+		// temporary (denom = exp_avg_sq.sqrt().add_(eps)) is a single
+		// parameter's, as in torch's for-loop AdamW (which briefly holds
+		// two: the square root and its quotient), not the foreach
+		// implementation's step buffers the size of every parameter.
+		return estimate.AdamWTorchLoop
+	case "adam":
+		return estimate.AdamWTorch
 	case "adamw_8bit":
 		if framework == "torchtune" {
 			// torchtune's memory guide names two 8-bit optimizers,

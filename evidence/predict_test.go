@@ -169,8 +169,8 @@ func TestNormalizeOptimizer(t *testing.T) {
 		{"adamw_8bit", "torchtune", estimate.AOAdamW8bit},
 		{"adamw_8bit", "hf-trainer", estimate.AdamW8bit},
 		{"paged_adamw_8bit", "torchtune", estimate.PagedAdamW8bit},
-		{"adamw_bnb_8bit", "torchtune", "adamw_bnb_8bit"}, // Normalize reads the alias as adamw_8bit
-		{"AdamW_HF", "hf-trainer", estimate.AdamWTorch},
+		{"adamw_bnb_8bit", "torchtune", "adamw_bnb_8bit"},   // Normalize reads the alias as adamw_8bit
+		{"AdamW_HF", "hf-trainer", estimate.AdamWTorchLoop}, // transformers' own AdamW: a per-parameter loop
 		{"adam", "litgpt", estimate.AdamWTorch},
 		{"adamw_torch_fused", "torchtune", estimate.AdamWTorchFused},
 	} {
