@@ -95,6 +95,9 @@ func TestStepPeaksTypicalBatch(t *testing.T) {
 	if want := r.Lengths.Quantile(0.7071); r.SeqLen != want || want < 200 || want > 400 {
 		t.Errorf("torchtune-flags-001: SeqLen %d, want the batch-of-two median %d (between 200 and 400 on the cleaned Alpaca histogram)", r.SeqLen, want)
 	}
+	if _, assumed, _ := RequestFor(c); !slices.ContainsFunc(assumed, func(a string) bool { return strings.Contains(a, "one logged step's peak") }) {
+		t.Errorf("torchtune-flags-001: assumptions %q do not say the figure is scored at a typical batch", assumed)
+	}
 	off := false
 	c.StepPeaks = &off
 	if r, _, _ := RequestFor(c); r.SeqLen != 4096 || r.Lengths.Longest() != 1584 {

@@ -140,6 +140,7 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 			r.Lengths = &dist
 			if st.StepPeaks && c.Measured.Kind != "reserved" {
 				r.SeqLen = typicalBatchLength(dist, r.Batch)
+				assumed = append(assumed, fmt.Sprintf("seq_len (the %s figure is one logged step's peak: scored at a typical batch, %d tokens, the median of a batch's longest sample)", c.Measured.Kind, r.SeqLen))
 			}
 		}
 	}
