@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -104,9 +105,19 @@ func TestStepPeaksTypicalBatch(t *testing.T) {
 		t.Errorf("torchtune-flags-001 with step_peaks false: SeqLen %d, longest sample %d; want the bound, 4096, over lengths up to 1584 (the estimate peaks at the longest)", r.SeqLen, r.Lengths.Longest())
 	}
 	c.StepPeaks = nil
-	c.Measured.Kind = "reserved"
-	if r, _, _ := RequestFor(c); r.SeqLen != 4096 {
-		t.Errorf("torchtune-flags-001 read as a reserved figure: SeqLen %d, want the bound, 4096", r.SeqLen)
+	for _, kind := range []string{KindReserved, KindProcess} {
+		c.Measured.Kind = kind
+		if r, _, _ := RequestFor(c); r.SeqLen != 4096 {
+			t.Errorf("torchtune-flags-001 read as a %s figure: SeqLen %d, want the bound, 4096 (the run's level, not one step's)", kind, r.SeqLen)
+		}
+	}
+	// A step of four accumulated micro-batches of two peaks at the longest
+	// of eight samples.
+	c.Measured.Kind = KindActive
+	four := 4
+	c.GradAccum = &four
+	if r, _, _ := RequestFor(c); r.SeqLen != r.Lengths.Quantile(math.Pow(0.5, 1.0/8)) {
+		t.Errorf("torchtune-flags-001 with grad_accum 4: SeqLen %d, want the median of the longest of 8 samples, %d", r.SeqLen, r.Lengths.Quantile(math.Pow(0.5, 1.0/8)))
 	}
 	if c, r := dev("torchtune-flags-002"); r.SeqLen != int64(*c.SeqLen) {
 		t.Errorf("torchtune-flags-002 (packed): SeqLen %d, want %d", r.SeqLen, *c.SeqLen)

@@ -138,9 +138,15 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 				return r, assumed, "seq_len_dist: " + err.Error()
 			}
 			r.Lengths = &dist
-			if st.StepPeaks && c.Measured.Kind != "reserved" {
-				r.SeqLen = typicalBatchLength(dist, r.Batch)
-				assumed = append(assumed, fmt.Sprintf("seq_len (the %s figure is one logged step's peak: scored at a typical batch, %d tokens, the median of a batch's longest sample)", c.Measured.Kind, r.SeqLen))
+			if st.StepPeaks && (c.Measured.Kind == KindActive || c.Measured.Kind == KindAllocated) {
+				// One optimizer step's peak is its longest micro-batch's:
+				// the longest of batch × grad_accum samples.
+				samples := r.Batch
+				if c.GradAccum != nil {
+					samples *= int64(max(1, *c.GradAccum))
+				}
+				r.SeqLen = typicalBatchLength(dist, samples)
+				assumed = append(assumed, fmt.Sprintf("seq_len (the %s figure is one logged step's peak: scored at a typical step, %d tokens, the median of the longest of its %d samples)", c.Measured.Kind, r.SeqLen, samples))
 			}
 		}
 	}
@@ -299,11 +305,11 @@ var plainLoops = map[string]struct {
 	"universal-llm-trainer":  {"its models' forward(return_loss=True) computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49) and deletes the output (del_logits_after_forward)", true},
 }
 
-// typicalBatchLength is the padded length of a typical batch of the given
-// size drawn from the distribution: the median of the longest of batch
-// samples, the distribution's 0.5^(1/batch) quantile. A figure that is one
-// logged step's peak (Case.StepPeaks) is such a batch's under dynamic
-// padding, not the run's longest.
-func typicalBatchLength(d estimate.LengthDist, batch int64) int64 {
-	return d.Quantile(math.Pow(0.5, 1/float64(max(1, batch))))
+// typicalBatchLength is the longest sample of a typical draw of n samples
+// from the distribution: the median of the longest of n, the
+// distribution's 0.5^(1/n) quantile. A figure that is one logged step's
+// peak (Case.StepPeaks) is such a step's under dynamic padding (n: its
+// micro-batch times its accumulation steps), not the run's longest.
+func typicalBatchLength(d estimate.LengthDist, n int64) int64 {
+	return d.Quantile(math.Pow(0.5, 1/float64(max(1, n))))
 }
