@@ -78,9 +78,10 @@ type Case struct {
 	// the peak of one logged step, not of the run: the framework reset the
 	// peak statistics each time it logged them (torchtune's
 	// get_memory_stats, every log_every_n_steps). Under dynamic padding
-	// such a figure is a typical batch's, so the case is scored at the
-	// median length of a batch's longest sample; the reserved level, which
-	// the cache only grows, is still the run's. nil when the case does not
+	// such a figure is a typical step's, so the case is scored at the
+	// median of the longest of the step's batch × grad_accum samples
+	// (typicalBatchLength); a reserved or process figure, which the cache
+	// only grows, is still the run's. nil when the case does not
 	// say (rows of the shared cohort say it in their notes).
 	StepPeaks *bool `json:"step_peaks,omitempty"`
 	// EagerLoss is true when a compiled run's loss function ran eager
