@@ -214,5 +214,18 @@ func FuzzParseLengths(f *testing.F) {
 		if d.Longest() > MaxSeqLen {
 			t.Fatalf("longest %d past MaxSeqLen", d.Longest())
 		}
+		// The upper tail lies between Q's last interval's ends, rising.
+		prev := d.Q[len(d.Q)-2]
+		for _, q := range d.T {
+			if q < prev || q > d.Longest() {
+				t.Fatalf("tail %v outside [%d, %d] or falling", d.T, d.Q[len(d.Q)-2], d.Longest())
+			}
+			prev = q
+		}
+		for _, n := range []int64{1, 480, 1 << 30} {
+			if l := d.LongestOf(n); l < d.Q[0] || l > d.Longest() {
+				t.Fatalf("LongestOf(%d) = %d outside [%d, %d]", n, l, d.Q[0], d.Longest())
+			}
+		}
 	})
 }

@@ -20,7 +20,18 @@ const lengthQuantiles = 33
 // quantile i/32; Q[32] the longest), so it is comparable and cheap to sample.
 type LengthDist struct {
 	Q [lengthQuantiles]int64
+	// T is the upper tail, finer than Q's last interval: T[k] is the length
+	// at quantile 1 − 2^−(k+6) (98.4 % … 99.9999 %), so that the longest of
+	// many samples (LongestOf) is not read off a straight line from Q[31]
+	// to the single longest sample. All zero: not known (Quantile's line).
+	T [lengthTail]int64
 }
+
+// lengthTail is how many upper-tail quantiles a LengthDist keeps.
+const lengthTail = 15
+
+// tailQuantile is the quantile T[k] holds.
+func tailQuantile(k int) float64 { return 1 - math.Ldexp(1, -(k+6)) }
 
 // Longest is the longest sample length.
 func (d LengthDist) Longest() int64 { return d.Q[lengthQuantiles-1] }
@@ -39,6 +50,34 @@ func (d LengthDist) Quantile(u float64) int64 {
 	return int64(math.Round(float64(d.Q[i]) + f*float64(d.Q[i+1]-d.Q[i])))
 }
 
+// LongestOf is the longest of a typical draw of n samples: the median of the
+// longest of n, the distribution's 0.5^(1/n) quantile, read off the upper
+// tail where the distribution keeps one.
+func (d LengthDist) LongestOf(n int64) int64 {
+	return d.quantileFine(math.Pow(0.5, 1/float64(max(1, n))))
+}
+
+// quantileFine is Quantile, read off the upper tail T above Q[31] where the
+// distribution keeps one.
+func (d LengthDist) quantileFine(u float64) int64 {
+	if u <= float64(lengthQuantiles-2)/float64(lengthQuantiles-1) || d.T[lengthTail-1] == 0 {
+		return d.Quantile(u)
+	}
+	// Above Q[31] (the 31/32 quantile, where −log2(1 − u) is 5), linear in
+	// −log2(1 − u), which is k+6 at T[k]; past the last (a dataset of
+	// millions), the longest sample.
+	x := -math.Log2(1 - u)
+	prev := d.Q[lengthQuantiles-2]
+	for k := range lengthTail {
+		if x <= float64(k+6) {
+			f := x - float64(k+5)
+			return int64(math.Round(float64(prev) + f*float64(d.T[k]-prev)))
+		}
+		prev = d.T[k]
+	}
+	return d.Longest()
+}
+
 // Truncate drops the samples longer than max (a trainer that deletes or
 // filters over-long samples), or clips them to max (truncation), and
 // returns the distribution of what trains.
@@ -50,6 +89,9 @@ func (d LengthDist) Truncate(max int64, drop bool) LengthDist {
 		var out LengthDist
 		for i, q := range d.Q {
 			out.Q[i] = min(q, max)
+		}
+		for k, q := range d.T {
+			out.T[k] = min(q, max)
 		}
 		return out
 	}
@@ -71,6 +113,13 @@ func (d LengthDist) Truncate(max int64, drop bool) LengthDist {
 		out.Q[i] = min(max, d.Quantile(frac*float64(i)/float64(lengthQuantiles-1)))
 	}
 	out.Q[lengthQuantiles-1] = max
+	if d.T[lengthTail-1] != 0 {
+		// What is kept of the tail: the kept fraction's own top quantiles,
+		// read off the finer tail where they fall in it.
+		for k := range out.T {
+			out.T[k] = min(max, d.quantileFine(frac*tailQuantile(k)))
+		}
+	}
 	return out
 }
 
@@ -117,6 +166,15 @@ func LengthsFromSamples(lengths []int64, counts []float64) (LengthDist, error) {
 	}
 	d.Q[0] = xs[0].l
 	d.Q[lengthQuantiles-1] = xs[len(xs)-1].l
+	cum, j = 0, 0
+	for k := range d.T {
+		target := total * tailQuantile(k)
+		for j < len(xs)-1 && cum+xs[j].w < target {
+			cum += xs[j].w
+			j++
+		}
+		d.T[k] = xs[j].l
+	}
 	return d, nil
 }
 
@@ -155,9 +213,8 @@ func logNormalLengths(mu, sigma float64, lo, hi int64) LengthDist {
 		return 0.5 * math.Erfc(-(math.Log(x)-mu)/(sigma*math.Sqrt2))
 	}
 	a, b := cdf(float64(lo)), cdf(float64(hi))
-	var d LengthDist
-	for i := range d.Q {
-		p := a + (b-a)*float64(i)/float64(lengthQuantiles-1)
+	at := func(u float64) int64 {
+		p := a + (b-a)*u
 		var l float64
 		switch {
 		case sigma == 0 || b-a < 1e-12:
@@ -168,7 +225,14 @@ func logNormalLengths(mu, sigma float64, lo, hi int64) LengthDist {
 		if math.IsNaN(l) || math.IsInf(l, 0) {
 			l = float64(hi)
 		}
-		d.Q[i] = max(lo, min(hi, int64(math.Round(l))))
+		return max(lo, min(hi, int64(math.Round(l))))
+	}
+	var d LengthDist
+	for i := range d.Q {
+		d.Q[i] = at(float64(i) / float64(lengthQuantiles-1))
+	}
+	for k := range d.T {
+		d.T[k] = at(tailQuantile(k))
 	}
 	d.Q[0], d.Q[lengthQuantiles-1] = max(lo, d.Q[0]), hi
 	return d
@@ -179,6 +243,9 @@ func uniformLengths(lo, hi int64) LengthDist {
 	var d LengthDist
 	for i := range d.Q {
 		d.Q[i] = lo + (hi-lo)*int64(i)/int64(lengthQuantiles-1)
+	}
+	for k := range d.T {
+		d.T[k] = lo + int64(math.Round(float64(hi-lo)*tailQuantile(k)))
 	}
 	return d
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -80,10 +81,18 @@ type Case struct {
 	// get_memory_stats, every log_every_n_steps). Under dynamic padding
 	// such a figure is a typical step's, so the case is scored at the
 	// median of the longest of the step's batch × grad_accum samples
-	// (typicalBatchLength); a reserved or process figure, which the cache
+	// (estimate.LengthDist.LongestOf); a reserved or process figure, which the cache
 	// only grows, is still the run's. nil when the case does not
 	// say (rows of the shared cohort say it in their notes).
 	StepPeaks *bool `json:"step_peaks,omitempty"`
+	// SamplesSeen is how many training samples the measured run drew, when
+	// its source states how long it ran (steps × batch × grad_accum × data-
+	// parallel ranks; a notebook's max_steps, say). Under dynamic padding
+	// the run's longest batch is then the longest of those samples, not the
+	// dataset's longest: with a seq_len_dist the case is scored at the
+	// median of the longest of samples_seen samples (estimate.LengthDist.LongestOf).
+	// nil: the run saw the whole distribution.
+	SamplesSeen *int `json:"samples_seen,omitempty"`
 	// EagerLoss is true when a compiled run's loss function ran eager
 	// (torchtitan from 2024-12-18 to 2025-04-02 compiled only its
 	// blocks); absent: the framework's default.
@@ -320,6 +329,16 @@ func (c *Case) Validate() error {
 	}
 	if err := intIn("vocab_size", c.VocabSize, 1, MaxVocab); err != nil {
 		return err
+	}
+	if n := c.SamplesSeen; n != nil {
+		// A run draws at least one micro-batch.
+		lo := int64(1)
+		if c.Batch != nil {
+			lo = int64(*c.Batch)
+		}
+		if err := intIn("samples_seen", n, lo, math.MaxInt32); err != nil {
+			return err
+		}
 	}
 	if c.EagerLoss != nil && *c.EagerLoss && (c.Framework != "torchtitan" || !slices.Contains(c.OtherKernels, kernelCompile)) {
 		// An eager loss is a statement about a compiled torchtitan run.

@@ -149,9 +149,12 @@ func TestTorchtitanRows(t *testing.T) {
 // one logged step's peak), which raises the fitted gated-MLP activation
 // coefficient 0.72 → 0.85 and the cached share of the largest transient
 // 0.34 → 0.42 (ult-gpu's median 5.5 → 7.4 %, unsloth-nb's 9.8 → 11.6 %):
-// 18.94 / 9.21 / 36.14 %.
+// 18.94 / 9.21 / 36.14 %; the nine Unsloth notebook rows on the cleaned
+// Alpaca set scored at the longest of the 480 samples their 60 steps drew
+// (samples_seen; 699 tokens, read off the distribution's kept upper tail,
+// not the set's longest, 1,584): 18.57 / 9.01 / 35.56 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.94, 9.21, 36.14, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.57, 9.01, 35.56, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)

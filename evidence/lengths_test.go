@@ -122,7 +122,7 @@ func TestStepPeaksTypicalBatch(t *testing.T) {
 	if c, r := dev("torchtune-flags-002"); r.SeqLen != int64(*c.SeqLen) {
 		t.Errorf("torchtune-flags-002 (packed): SeqLen %d, want %d", r.SeqLen, *c.SeqLen)
 	}
-	if got := typicalBatchLength(*r.Lengths, 1); got != r.Lengths.Median() {
+	if got := r.Lengths.LongestOf(1); got != r.Lengths.Median() {
 		t.Errorf("typical batch of one: %d, want the median %d", got, r.Lengths.Median())
 	}
 }
@@ -217,6 +217,45 @@ func BenchmarkHistogramLengths(b *testing.B) {
 	for b.Loop() {
 		if _, err := d.Lengths(&seq); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A run that drew few of its dataset's samples (samples_seen) is scored at
+// the longest of those, read off the histogram's tail, and says so; a
+// samples_seen below one batch is refused by name.
+func TestSamplesSeen(t *testing.T) {
+	line := `{"id":"x-1","source":"s","trust":"medium","model":"Qwen/Qwen2.5-0.5B","arch":"qwen2","method":"full","precision":"bf16-true","quant":null,"lora":null,"seq_len":2048,"seq_len_kind":"max","batch":2,"grad_accum":4,"grad_ckpt":"none","optimizer":"adamw_torch","optimizer_state_dtype":null,"attn":"sdpa","fused_ce":"none","other_kernels":[],"framework":"hf-trainer","gpu":{"name":null,"count":1,"vram_gib":24},"sharding":{"strategy":"none","cpu_offload":"none"},"measured":{"kind":"reserved","gib":6,"oom":false,"original":"6 GiB"},"notes":"","seq_len_dist":{"histogram":"alpaca-cleaned","over_max":"truncate"}SEEN}`
+	read := func(seen string) Case {
+		t.Helper()
+		cases, err := ReadCases(strings.NewReader(strings.Replace(line, "SEEN", seen, 1)), "seen.jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cases[0]
+	}
+	r, _, why := RequestFor(read(""))
+	if why != "" || r.SeqLen != 2048 || r.Lengths.Longest() != 1584 {
+		t.Fatalf("without samples_seen: why %q, SeqLen %d over lengths up to %d; want the bound, 2048, over the histogram (whose longest sample, 1584, the estimate then peaks at)", why, r.SeqLen, r.Lengths.Longest())
+	}
+	r, assumed, why := RequestFor(read(`,"samples_seen":480`))
+	// The histogram's visible bins end at 723 tokens, with one sample of
+	// 1,584 beyond: 480 draws typically stay under 723.
+	if why != "" || r.SeqLen < 650 || r.SeqLen > 723 || r.SeqLen != r.Lengths.LongestOf(480) {
+		t.Errorf("samples_seen 480: why %q, SeqLen %d; want the median of the longest of 480 samples, about 700", why, r.SeqLen)
+	}
+	if !slices.ContainsFunc(assumed, func(a string) bool { return strings.Contains(a, "drew 480 samples") }) {
+		t.Errorf("samples_seen 480: assumptions %q do not say the run's length", assumed)
+	}
+	// A draw of the whole dataset and more reaches the longest sample: never
+	// past the bound the case states.
+	if r, _, _ := RequestFor(read(`,"samples_seen":100000000`)); r.SeqLen != 1584 {
+		t.Errorf("samples_seen 1e8: SeqLen %d, want the longest sample, 1584", r.SeqLen)
+	}
+	for _, bad := range []string{`,"samples_seen":0`, `,"samples_seen":1`, `,"samples_seen":-5`} {
+		_, err := ReadCases(strings.NewReader(strings.Replace(line, "SEEN", bad, 1)), "bad.jsonl")
+		if !errors.Is(err, ErrInvalidCase) || !strings.Contains(err.Error(), "samples_seen") {
+			t.Errorf("%s: err = %v, want an invalid case naming samples_seen", bad, err)
 		}
 	}
 }

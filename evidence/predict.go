@@ -3,7 +3,6 @@ package evidence
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -145,8 +144,15 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 				if c.GradAccum != nil {
 					samples *= int64(max(1, *c.GradAccum))
 				}
-				r.SeqLen = typicalBatchLength(dist, samples)
+				r.SeqLen = dist.LongestOf(samples)
 				assumed = append(assumed, fmt.Sprintf("seq_len (the %s figure is one logged step's peak: scored at a typical step, %d tokens, the median of the longest of its %d samples)", c.Measured.Kind, r.SeqLen, samples))
+			} else if c.SamplesSeen != nil {
+				// A run that drew few of its dataset's samples met a
+				// longest batch well short of the dataset's longest.
+				if l := dist.LongestOf(int64(*c.SamplesSeen)); l < r.SeqLen {
+					r.SeqLen = l
+					assumed = append(assumed, fmt.Sprintf("seq_len (the run drew %d samples: scored at the median of their longest, %d tokens)", *c.SamplesSeen, l))
+				}
 			}
 		}
 	}
@@ -303,13 +309,4 @@ var plainLoops = map[string]struct {
 	"pytorch-custom":         {"calc_loss_batch runs F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output and returns only the loss", true},
 	"thunder-litgpt-example": {"lightning-thunder's examples/lit-gpt train.py and train_fsdp.py: logits = model(input_ids); F.cross_entropy(logits.reshape(-1, V), targets); fabric.backward(loss), with the logits still referenced", false},
 	"universal-llm-trainer":  {"its models' forward(return_loss=True) computes nn.CrossEntropyLoss on output.logits[:, :-1] of a model called without labels (transformers 4.49) and deletes the output (del_logits_after_forward)", true},
-}
-
-// typicalBatchLength is the longest sample of a typical draw of n samples
-// from the distribution: the median of the longest of n, the
-// distribution's 0.5^(1/n) quantile. A figure that is one logged step's
-// peak (Case.StepPeaks) is such a step's under dynamic padding (n: its
-// micro-batch times its accumulation steps), not the run's longest.
-func typicalBatchLength(d estimate.LengthDist, n int64) int64 {
-	return d.Quantile(math.Pow(0.5, 1/float64(max(1, n))))
 }

@@ -1,0 +1,93 @@
+package estimate
+
+import (
+	"math"
+	"testing"
+)
+
+// A run that draws n samples meets, typically, the 0.5^(1/n) quantile as its
+// longest. Where the top 1/32 of a distribution is a sparse tail ending in
+// one outlier, a straight line from the 31/32 quantile to that outlier puts
+// the longest of a few hundred samples near the outlier; the kept tail does
+// not.
+func TestLongestOfReadsTheTail(t *testing.T) {
+	// 10,000 samples of 100…700 tokens, evenly, and one of 1,584.
+	var lengths []int64
+	for i := range 10000 {
+		lengths = append(lengths, 100+int64(i)*600/9999)
+	}
+	lengths = append(lengths, 1584)
+	d, err := LengthsFromSamples(lengths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Longest() != 1584 {
+		t.Fatalf("longest %d, want 1584", d.Longest())
+	}
+	if got := d.LongestOf(1); got != d.Median() {
+		t.Errorf("LongestOf(1) = %d, want the median %d", got, d.Median())
+	}
+	// The 0.5^(1/480) quantile of the body is 100 + 600·0.99856 ≈ 699.
+	if got := d.LongestOf(480); got < 690 || got > 702 {
+		t.Errorf("LongestOf(480) = %d, want about 699 (the body's top, not the outlier)", got)
+	}
+	if lin := d.Quantile(math.Pow(0.5, 1.0/480)); lin < 1400 {
+		t.Errorf("the coarse quantiles' line gives %d; the test no longer shows what the tail is for", lin)
+	}
+	// Monotone in n, and the whole dataset's draw reaches its longest.
+	prev := int64(0)
+	for _, n := range []int64{1, 2, 8, 31, 32, 33, 64, 100, 480, 5000, 1 << 22} {
+		got := d.LongestOf(n)
+		if got < prev {
+			t.Errorf("LongestOf(%d) = %d falls below LongestOf of fewer samples, %d", n, got, prev)
+		}
+		prev = got
+	}
+	if prev != 1584 {
+		t.Errorf("LongestOf(2^22) = %d, want the longest, 1584", prev)
+	}
+	// Below the tail LongestOf is Quantile.
+	for _, n := range []int64{1, 2, 8, 20} {
+		if got, want := d.LongestOf(n), d.Quantile(math.Pow(0.5, 1/float64(n))); got != want {
+			t.Errorf("LongestOf(%d) = %d, want Quantile's %d below the tail", n, got, want)
+		}
+	}
+	// Without a tail (a distribution built from Q alone) it falls back to
+	// Quantile.
+	bare := LengthDist{Q: d.Q}
+	if got, want := bare.LongestOf(480), bare.Quantile(math.Pow(0.5, 1.0/480)); got != want {
+		t.Errorf("no tail: LongestOf(480) = %d, want Quantile's %d", got, want)
+	}
+}
+
+// The log-normal's kept tail follows its quantile function, and truncating
+// a distribution keeps a tail that stays under the cut.
+func TestLengthTailSurvivesTruncation(t *testing.T) {
+	d, err := LengthsMeanStd(600, 300, 20, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := math.Log(1 + 0.25)
+	mu, sigma := math.Log(600)-s2/2, math.Sqrt(s2)
+	for _, n := range []int64{100, 1000, 10000} {
+		u := math.Pow(0.5, 1/float64(n))
+		want := math.Exp(mu + sigma*math.Sqrt2*math.Erfinv(2*u-1))
+		if got := float64(d.LongestOf(n)); math.Abs(got-want) > 0.03*want {
+			t.Errorf("log-normal LongestOf(%d) = %.0f, want about %.0f (its 0.5^(1/n) quantile)", n, got, want)
+		}
+	}
+	for _, drop := range []bool{false, true} {
+		c := d.Truncate(1000, drop)
+		prev := int64(0)
+		for _, n := range []int64{1, 50, 500, 5000} {
+			got := c.LongestOf(n)
+			if got > 1000 || got < prev {
+				t.Errorf("truncated at 1000 (drop %v): LongestOf(%d) = %d (want ≤ 1000, not below %d)", drop, n, got, prev)
+			}
+			prev = got
+		}
+		if c.T[lengthTail-1] == 0 {
+			t.Errorf("truncated (drop %v): the tail was lost", drop)
+		}
+	}
+}
