@@ -80,7 +80,9 @@ func applySharding(e *Estimate, r Request) {
 		layers := int64(len(r.Model.Layers))
 		for i := range e.Components {
 			if e.Components[i].Name == CWeights && layers > 0 {
-				keep := 2 * e.Components[i].Bytes / layers
+				// The computing unit and the prefetched one, unsharded:
+				// two layers of the whole model, not of a rank's shard.
+				keep := min(e.Components[i].Bytes, 2*w/layers)
 				e.HostOffload += e.Components[i].Bytes - keep
 				e.Components[i].Bytes = keep
 			}

@@ -74,3 +74,28 @@ func TestShardGradOpKeepsUnshardedAndShard(t *testing.T) {
 		}
 	}
 }
+
+// With FULL_SHARD and the parameters offloaded, a rank's shard lives in host
+// RAM and the GPU holds only the units it has gathered: the computing one and
+// the prefetched one, each a whole layer of the model whatever the GPU count
+// (FlatParamHandle copies the CPU shard to the device and all-gathers the
+// unit). A rank's share of the model is not what two gathered layers weigh.
+func TestParamOffloadKeepsTwoWholeLayers(t *testing.T) {
+	m := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	base := Request{Model: m, Method: LoRA, Precision: BF16True, LoRARank: 8, SeqLen: 512, Batch: 1, GradCkpt: CkptFull}
+	one := est(t, base)
+	w, _ := one.Component(CWeights)
+	want := 2 * w / int64(len(m.Layers))
+	for _, n := range []int64{2, 8} {
+		r := base
+		r.Sharding = Sharding{Strategy: FSDPFullShard, GPUs: n, CPUOffload: OffloadParamsOptimizer}
+		e := est(t, r)
+		got, _ := e.Component(CWeights)
+		if got != want {
+			t.Errorf("%d GPUs, parameters offloaded: weights %d on the GPU, want two whole layers, %d (of %d)", n, got, want, w)
+		}
+		if shard := w / n; e.HostOffload < shard {
+			t.Errorf("%d GPUs: %d bytes in host RAM, want at least the rank's shard, %d", n, e.HostOffload, shard)
+		}
+	}
+}

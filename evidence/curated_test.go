@@ -152,9 +152,11 @@ func TestTorchtitanRows(t *testing.T) {
 // 18.94 / 9.21 / 36.14 %; the nine Unsloth notebook rows on the cleaned
 // Alpaca set scored at the longest of the 480 samples their 60 steps drew
 // (samples_seen; 699 tokens, read off the distribution's kept upper tail,
-// not the set's longest, 1,584): 18.57 / 9.01 / 35.56 %.
+// not the set's longest, 1,584): 18.57 / 9.01 / 35.56 %; with a rank that
+// offloads its parameters holding two whole gathered layers (ult-gpu's
+// FSDP1 rows with CPU offload) and the refit: 18.48 / 8.88 / 33.42 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.57, 9.01, 35.56, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.48, 8.88, 33.42, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
@@ -193,9 +195,12 @@ func TestCuratedFiguresPinned(t *testing.T) {
 // 4.3 / 3.8 / 6.3 %; refit with the swift news-dataset statistics kept to
 // Qwen's tokenizer (the allocator terms move): 4.0 / 3.3 / 6.2 %; refit
 // with torchtune-flags-001 scored at a typical step (the fitted cached
-// share of the largest transient rises 0.34 → 0.42): 4.1 / 3.6 / 6.8 %.
+// share of the largest transient rises 0.34 → 0.42): 4.1 / 3.6 / 6.8 %;
+// refit after two whole gathered layers under parameter offload (checkpoint
+// bytes 3.29 → 3.21, the allocator constant 1.44 → 1.45 GiB): 4.2 / 3.7 /
+// 7.0 %.
 func TestDeviceFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 4.15, 3.61, 6.83, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 4.22, 3.71, 7.03, 0.01
 	files, _ := filepath.Glob(filepath.Join("device", "*", "cases.jsonl"))
 	if len(files) == 0 {
 		t.Fatal("no evidence/device/*/cases.jsonl")

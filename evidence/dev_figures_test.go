@@ -47,11 +47,14 @@ import (
 // coefficient, which that row had held down, rises 0.72 → 0.85): 3.18 /
 // 15.91 / 6.00; with the Trainer's adamw_hf read as transformers' own
 // AdamW, a per-parameter loop (hf-perf-005: +26.6 → +20.1 %): 3.18 / 15.91
-// / 5.95.
+// / 5.95; with a rank that offloads its parameters holding two whole
+// gathered layers on the GPU, not two layers' share of its shard
+// (fsdpqlora-013/014; the refit's checkpoint bytes 3.29 → 3.21): 3.24 /
+// 15.88 / 5.96.
 const (
-	pinMedianAbs = 3.18
-	pinP90Abs    = 15.91
-	pinMAPE      = 5.95
+	pinMedianAbs = 3.24
+	pinP90Abs    = 15.88
+	pinMAPE      = 5.96
 	pinSlack     = 0.05 // rounding of the printed figures
 )
 
