@@ -126,7 +126,7 @@ func batchLengths(s allocStep) []int64 {
 	for i := range out {
 		var l int64
 		for range max(1, s.Batch) {
-			l = max(l, s.Lengths.Quantile(next()))
+			l = max(l, s.Lengths.quantileFine(next()))
 		}
 		out[i] = max(1, l)
 	}

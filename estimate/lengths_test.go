@@ -91,3 +91,29 @@ func TestLengthTailSurvivesTruncation(t *testing.T) {
 		}
 	}
 }
+
+// The allocator replay draws its batches off the same tail: a dataset whose
+// longest sample is a lone outlier does not put it, or lengths near it, in
+// a tenth of the replayed batches (the coarse quantiles' line would give
+// the top 1/32 of draws lengths up to the outlier).
+func TestReplayDrawsOffTheTail(t *testing.T) {
+	var lengths []int64
+	for i := range 10000 {
+		lengths = append(lengths, 100+int64(i)*600/9999)
+	}
+	lengths = append(lengths, 1584)
+	d, err := LengthsFromSamples(lengths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := batchLengths(allocStep{Longest: 1584, Batch: 8, Lengths: d})
+	over := 0
+	for _, l := range got[:len(got)-1] {
+		if l > 710 {
+			over++
+		}
+	}
+	if over > 1 || got[len(got)-1] != 1584 {
+		t.Errorf("replayed batches: %d of %d past 710 tokens (want at most one), last %d (want the longest, 1584): %v", over, len(got)-1, got[len(got)-1], got)
+	}
+}

@@ -154,9 +154,12 @@ func TestTorchtitanRows(t *testing.T) {
 // (samples_seen; 699 tokens, read off the distribution's kept upper tail,
 // not the set's longest, 1,584): 18.57 / 9.01 / 35.56 %; with a rank that
 // offloads its parameters holding two whole gathered layers (ult-gpu's
-// FSDP1 rows with CPU offload) and the refit: 18.48 / 8.88 / 33.42 %.
+// FSDP1 rows with CPU offload) and the refit: 18.48 / 8.88 / 33.42 %; with
+// the allocator replay's batches drawn off the distributions' upper tail
+// too (the swift example scripts' and the notebooks' reserved levels):
+// 18.36 / 8.89 / 33.43 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.48, 8.88, 33.42, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.36, 8.89, 33.43, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)
