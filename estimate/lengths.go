@@ -57,15 +57,22 @@ func (d LengthDist) LongestOf(n int64) int64 {
 	return d.quantileFine(math.Pow(0.5, 1/float64(max(1, n))))
 }
 
+// hasTail: the distribution keeps its upper tail T (one built from Q alone
+// does not, and reads Quantile's line instead).
+func (d LengthDist) hasTail() bool { return d.T[0] > 0 && d.T[lengthTail-1] > 0 }
+
 // quantileFine is Quantile, read off the upper tail T above Q[31] where the
 // distribution keeps one.
 func (d LengthDist) quantileFine(u float64) int64 {
-	if u <= float64(lengthQuantiles-2)/float64(lengthQuantiles-1) || d.T[lengthTail-1] == 0 {
+	if u <= float64(lengthQuantiles-2)/float64(lengthQuantiles-1) || !d.hasTail() {
 		return d.Quantile(u)
+	}
+	if u >= 1 {
+		return d.Longest()
 	}
 	// Above Q[31] (the 31/32 quantile, where −log2(1 − u) is 5), linear in
 	// −log2(1 − u), which is k+6 at T[k]; past the last (a dataset of
-	// millions), the longest sample.
+	// millions), on along the last interval's slope, up to the longest.
 	x := -math.Log2(1 - u)
 	prev := d.Q[lengthQuantiles-2]
 	for k := range lengthTail {
@@ -75,7 +82,25 @@ func (d LengthDist) quantileFine(u float64) int64 {
 		}
 		prev = d.T[k]
 	}
-	return d.Longest()
+	last, slope := d.T[lengthTail-1], d.T[lengthTail-1]-d.T[lengthTail-2]
+	return min(d.Longest(), last+int64(math.Round((x-float64(lengthTail+5))*float64(slope))))
+}
+
+// tailFraction is the share of samples no longer than l, read off the upper
+// tail, for l at or above Q[31] in a distribution that keeps one: the
+// inverse of quantileFine there.
+func (d LengthDist) tailFraction(l int64) float64 {
+	x, prev := 5.0, d.Q[lengthQuantiles-2]
+	for k := range lengthTail {
+		if l < d.T[k] {
+			return 1 - math.Exp2(-(x + float64(l-prev)/float64(d.T[k]-prev)))
+		}
+		x, prev = float64(k+6), d.T[k]
+	}
+	if slope := d.T[lengthTail-1] - d.T[lengthTail-2]; slope > 0 {
+		x += float64(l-prev) / float64(slope)
+	}
+	return 1 - math.Exp2(-x)
 }
 
 // Truncate drops the samples longer than max (a trainer that deletes or
@@ -101,8 +126,12 @@ func (d LengthDist) Truncate(max int64, drop bool) LengthDist {
 		return uniformLengths(max, max)
 	}
 	frac := float64(keep-1) / float64(lengthQuantiles-1)
-	// Where inside the last kept interval max falls.
-	if keep < lengthQuantiles {
+	switch {
+	case d.hasTail() && max >= d.Q[lengthQuantiles-2]:
+		// The cut falls in the top 1/32: where, the finer tail says.
+		frac = d.tailFraction(max)
+	case keep < lengthQuantiles:
+		// Where inside the last kept interval max falls.
 		lo, hi := d.Q[keep-1], d.Q[keep]
 		if hi > lo {
 			frac += float64(max-lo) / float64(hi-lo) / float64(lengthQuantiles-1)
@@ -110,10 +139,10 @@ func (d LengthDist) Truncate(max int64, drop bool) LengthDist {
 	}
 	var out LengthDist
 	for i := range out.Q {
-		out.Q[i] = min(max, d.Quantile(frac*float64(i)/float64(lengthQuantiles-1)))
+		out.Q[i] = min(max, d.quantileFine(frac*float64(i)/float64(lengthQuantiles-1)))
 	}
 	out.Q[lengthQuantiles-1] = max
-	if d.T[lengthTail-1] != 0 {
+	if d.hasTail() {
 		// What is kept of the tail: the kept fraction's own top quantiles,
 		// read off the finer tail where they fall in it.
 		for k := range out.T {

@@ -117,3 +117,49 @@ func TestReplayDrawsOffTheTail(t *testing.T) {
 		t.Errorf("replayed batches: %d of %d past 710 tokens (want at most one), last %d (want the longest, 1584): %v", over, len(got)-1, got[len(got)-1], got)
 	}
 }
+
+// Truncation keeps the tail's values, not only its shape: clipping above the
+// longest of 480 draws leaves that length as it was, dropping the one
+// outlier moves it by a token or two, and a cut inside the body puts it just
+// under the cut. Past the tail's last quantile the longest grows on along
+// its slope rather than leaping to the longest sample.
+func TestLengthTailValues(t *testing.T) {
+	var lengths []int64
+	for i := range 10000 {
+		lengths = append(lengths, 100+int64(i)*600/9999)
+	}
+	lengths = append(lengths, 1584)
+	d, err := LengthsFromSamples(lengths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := d.LongestOf(480)
+	if got := d.Truncate(1000, false).LongestOf(480); got != want {
+		t.Errorf("clipped at 1000: LongestOf(480) = %d, want it unchanged, %d", got, want)
+	}
+	if got := d.Truncate(1000, true).LongestOf(480); got < want-3 || got > want+3 {
+		t.Errorf("outlier dropped at 1000: LongestOf(480) = %d, want within 3 of %d (one sample in 10,001 went)", got, want)
+	}
+	if got := d.Truncate(650, true).LongestOf(480); got < 640 || got > 650 {
+		t.Errorf("dropped at 650: LongestOf(480) = %d, want just under the cut (640…650)", got)
+	}
+	u := uniformLengths(1, 1001)
+	for k, q := range u.T {
+		if want := 1 + int64(math.Round(1000*tailQuantile(k))); q != want {
+			t.Errorf("uniform tail T[%d] = %d, want %d", k, q, want)
+		}
+	}
+	partial := LengthDist{Q: d.Q}
+	partial.T[lengthTail-1] = 1584
+	if got, want := partial.LongestOf(480), partial.Quantile(math.Pow(0.5, 1.0/480)); got != want {
+		t.Errorf("a partial tail: LongestOf(480) = %d, want Quantile's %d (no tail is better than half of one)", got, want)
+	}
+	ln, err := LengthsMeanStd(600, 300, 20, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := ln.LongestOf(700_000), ln.LongestOf(800_000)
+	if b < a || float64(b) > 1.1*float64(a) {
+		t.Errorf("LongestOf(700k) = %d, LongestOf(800k) = %d: want a smooth rise past the tail's last quantile", a, b)
+	}
+}

@@ -79,13 +79,26 @@ func applySharding(e *Estimate, r Request) {
 	if offloadsParams(off) {
 		layers := int64(len(r.Model.Layers))
 		for i := range e.Components {
-			if e.Components[i].Name == CWeights && layers > 0 {
-				// The computing unit and the prefetched one, unsharded:
-				// two layers of the whole model, not of a rank's shard.
-				keep := min(e.Components[i].Bytes, 2*w/layers)
-				e.HostOffload += e.Components[i].Bytes - keep
-				e.Components[i].Bytes = keep
+			if e.Components[i].Name != CWeights || layers == 0 {
+				continue
 			}
+			if shardGradOpFSDP(r) {
+				// Its gathered model and its shard are the phases'
+				// (shardGradOpWeights): only the shard is in host RAM.
+				e.HostOffload += (w + n - 1) / n
+				continue
+			}
+			// The computing unit and the prefetched one, unsharded: two
+			// layers of the whole model in the dtype they are gathered in
+			// (a mixed-precision full fine-tune's 16-bit, as
+			// shardGradOpWeights reads it), not of a rank's shard.
+			gathered := w
+			if r.Method == Full {
+				gathered = w * residualBytes(r) / max(1, r.paramBytes())
+			}
+			keep := min(e.Components[i].Bytes, 2*gathered/layers)
+			e.HostOffload += e.Components[i].Bytes - keep
+			e.Components[i].Bytes = keep
 		}
 	}
 }
@@ -143,7 +156,7 @@ func shardingNote(r Request, id ComponentID) string {
 			note += "; a 16-bit gradient partition on the GPU, fp32 gradients and the optimizer step on the CPU"
 		}
 	}
-	if offloadsParams(off) && id == CWeights && len(r.Model.Layers) > 0 {
+	if offloadsParams(off) && id == CWeights && len(r.Model.Layers) > 0 && !shardGradOpFSDP(r) {
 		note += "; parameters offloaded to CPU, 2 layers resident"
 	}
 	return note

@@ -99,3 +99,27 @@ func TestParamOffloadKeepsTwoWholeLayers(t *testing.T) {
 		}
 	}
 }
+
+// A mixed-precision full fine-tune gathers its units in 16 bits under FSDP's
+// MixedPrecision, so the two layers an offloading rank keeps are 16-bit
+// layers, not fp32 ones; and under SHARD_GRAD_OP with the parameters
+// offloaded only a rank's shard is in host RAM, less the more GPUs.
+func TestParamOffloadDtypesAndHostShare(t *testing.T) {
+	m := catalogModel(t, "Qwen/Qwen2.5-7B")
+	r := Request{Model: m, Method: Full, Precision: BF16Mixed, SeqLen: 512, Batch: 1, GradCkpt: CkptFull,
+		Sharding: Sharding{Strategy: FSDPFullShard, GPUs: 4, CPUOffload: OffloadParamsOptimizer}}
+	got, _ := est(t, r).Component(CWeights)
+	if want := 2 * 2 * m.Params() / int64(len(m.Layers)); got < want*95/100 || got > want*105/100 {
+		t.Errorf("full bf16-mixed, parameters offloaded: weights %d on the GPU, want two 16-bit layers, about %d", got, want)
+	}
+	m2 := catalogModel(t, "meta-llama/Llama-2-7b-hf")
+	host := map[int64]int64{}
+	for _, n := range []int64{2, 8} {
+		r := Request{Model: m2, Method: Full, Precision: BF16True, SeqLen: 512, Batch: 1, GradCkpt: CkptFull,
+			Sharding: Sharding{Strategy: FSDPShardGradOp, GPUs: n, CPUOffload: OffloadParamsOptimizer}}
+		host[n] = est(t, r).HostOffload
+	}
+	if host[8]*3 > host[2] {
+		t.Errorf("SHARD_GRAD_OP, parameters and optimizer offloaded: host RAM %d per rank on 2 GPUs, %d on 8; want the shard's 4× fall", host[2], host[8])
+	}
+}

@@ -90,7 +90,8 @@ type Case struct {
 	// parallel ranks; a notebook's max_steps, say). Under dynamic padding
 	// the run's longest batch is then the longest of those samples, not the
 	// dataset's longest: with a seq_len_dist the case is scored at the
-	// median of the longest of samples_seen samples (estimate.LengthDist.LongestOf).
+	// median of the longest of a rank's share of them (samples_seen ÷
+	// gpu.count; estimate.LengthDist.LongestOf).
 	// nil: the run saw the whole distribution.
 	SamplesSeen *int `json:"samples_seen,omitempty"`
 	// EagerLoss is true when a compiled run's loss function ran eager
@@ -331,13 +332,21 @@ func (c *Case) Validate() error {
 		return err
 	}
 	if n := c.SamplesSeen; n != nil {
-		// A run draws at least one micro-batch.
+		// A run draws at least one micro-batch a rank.
 		lo := int64(1)
 		if c.Batch != nil {
 			lo = int64(*c.Batch)
 		}
+		if c.GPU.Count != nil {
+			lo *= int64(max(1, *c.GPU.Count))
+		}
 		if err := intIn("samples_seen", n, lo, math.MaxInt32); err != nil {
 			return err
+		}
+		if c.SeqLenKind != "max" && c.SeqLenKind != "padded-to-longest" {
+			// Only batches padded to their own longest sample depend on
+			// which samples a run drew.
+			return outOf("samples_seen", *n, "absent unless seq_len_kind is max or padded-to-longest (it is %q)", c.SeqLenKind)
 		}
 	}
 	if c.EagerLoss != nil && *c.EagerLoss && (c.Framework != "torchtitan" || !slices.Contains(c.OtherKernels, kernelCompile)) {

@@ -157,9 +157,11 @@ func TestTorchtitanRows(t *testing.T) {
 // FSDP1 rows with CPU offload) and the refit: 18.48 / 8.88 / 33.42 %; with
 // the allocator replay's batches drawn off the distributions' upper tail
 // too (the swift example scripts' and the notebooks' reserved levels):
-// 18.36 / 8.89 / 33.43 %.
+// 18.36 / 8.89 / 33.43 %; with a cut inside a distribution's top 1/32 (the
+// swift example scripts' deleted samples) placed by the tail rather than
+// by the coarse quantiles' line: 18.38 / 8.89 / 33.43 %.
 func TestCuratedFiguresPinned(t *testing.T) {
-	const pinMAPE, pinMedian, pinP90, slack = 18.36, 8.89, 33.43, 0.01
+	const pinMAPE, pinMedian, pinP90, slack = 18.38, 8.89, 33.43, 0.01
 	def, _ := estimate.ByName("")
 	s := Score(readCasesFile(t, "curated.jsonl"), def).Summary
 	t.Logf("default on %d curated rows: MAPE %.3f%%, median |err| %.3f%%, p90 %.3f%%", s.N, s.MAPE, s.MedianAbs, s.P90Abs)

@@ -252,6 +252,21 @@ func TestSamplesSeen(t *testing.T) {
 	if r, _, _ := RequestFor(read(`,"samples_seen":100000000`)); r.SeqLen != 1584 {
 		t.Errorf("samples_seen 1e8: SeqLen %d, want the longest sample, 1584", r.SeqLen)
 	}
+	// A per-GPU figure is one rank's: four ranks that drew 1,920 samples
+	// drew 480 each.
+	four := strings.Replace(line, `"count":1`, `"count":4`, 1)
+	cases, err := ReadCases(strings.NewReader(strings.Replace(four, "SEEN", `,"samples_seen":1920`, 1)), "four.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r4, assumed, _ := RequestFor(cases[0]); r4.SeqLen != r.SeqLen || !slices.ContainsFunc(assumed, func(a string) bool { return strings.Contains(a, "480 a rank") }) {
+		t.Errorf("four GPUs, samples_seen 1920: SeqLen %d (want a rank's 480 draws' %d), assumptions %q", r4.SeqLen, r.SeqLen, assumed)
+	}
+	fixed := strings.Replace(line, `"seq_len_kind":"max"`, `"seq_len_kind":"fixed"`, 1)
+	fixed = strings.Replace(fixed, `,"seq_len_dist":{"histogram":"alpaca-cleaned","over_max":"truncate"}`, "", 1)
+	if _, err := ReadCases(strings.NewReader(strings.Replace(fixed, "SEEN", `,"samples_seen":480`, 1)), "fixed.jsonl"); !errors.Is(err, ErrInvalidCase) || !strings.Contains(err.Error(), "samples_seen") {
+		t.Errorf("samples_seen on fixed-length batches: err = %v, want an invalid case naming samples_seen", err)
+	}
 	for _, bad := range []string{`,"samples_seen":0`, `,"samples_seen":1`, `,"samples_seen":-5`} {
 		_, err := ReadCases(strings.NewReader(strings.Replace(line, "SEEN", bad, 1)), "bad.jsonl")
 		if !errors.Is(err, ErrInvalidCase) || !strings.Contains(err.Error(), "samples_seen") {

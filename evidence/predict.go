@@ -148,10 +148,19 @@ func RequestForModel(m *hfconfig.Model, c Case) (estimate.Request, []string, str
 				assumed = append(assumed, fmt.Sprintf("seq_len (the %s figure is one logged step's peak: scored at a typical step, %d tokens, the median of the longest of its %d samples)", c.Measured.Kind, r.SeqLen, samples))
 			} else if c.SamplesSeen != nil {
 				// A run that drew few of its dataset's samples met a
-				// longest batch well short of the dataset's longest.
-				if l := dist.LongestOf(int64(*c.SamplesSeen)); l < r.SeqLen {
+				// longest batch well short of the dataset's longest; a
+				// per-GPU figure is one rank's, which drew its share.
+				n, ranks := int64(*c.SamplesSeen), int64(1)
+				if c.GPU.Count != nil && *c.GPU.Count > 1 {
+					ranks = int64(*c.GPU.Count)
+				}
+				if l := dist.LongestOf(max(1, n/ranks)); l < r.SeqLen {
 					r.SeqLen = l
-					assumed = append(assumed, fmt.Sprintf("seq_len (the run drew %d samples: scored at the median of their longest, %d tokens)", *c.SamplesSeen, l))
+					perRank := ""
+					if ranks > 1 {
+						perRank = fmt.Sprintf(", %d a rank", n/ranks)
+					}
+					assumed = append(assumed, fmt.Sprintf("seq_len (the run drew %d samples%s: scored at the median of their longest, %d tokens)", n, perRank, l))
 				}
 			}
 		}
