@@ -5,13 +5,10 @@ import (
 	"testing"
 )
 
-// A run that draws n samples meets, typically, the 0.5^(1/n) quantile as its
-// longest. Where the top 1/32 of a distribution is a sparse tail ending in
-// one outlier, a straight line from the 31/32 quantile to that outlier puts
-// the longest of a few hundred samples near the outlier; the kept tail does
-// not.
-func TestLongestOfReadsTheTail(t *testing.T) {
-	// 10,000 samples of 100…700 tokens, evenly, and one of 1,584.
+// outlierLengths are 10,000 samples of 100…700 tokens, evenly, and one of
+// 1,584: a body that ends at 700 and a lone longest sample.
+func outlierLengths(t *testing.T) LengthDist {
+	t.Helper()
 	var lengths []int64
 	for i := range 10000 {
 		lengths = append(lengths, 100+int64(i)*600/9999)
@@ -21,6 +18,16 @@ func TestLongestOfReadsTheTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// A run that draws n samples meets, typically, the 0.5^(1/n) quantile as its
+// longest. Where the top 1/32 of a distribution is a sparse tail ending in
+// one outlier, a straight line from the 31/32 quantile to that outlier puts
+// the longest of a few hundred samples near the outlier; the kept tail does
+// not.
+func TestLongestOfReadsTheTail(t *testing.T) {
+	d := outlierLengths(t)
 	if d.Longest() != 1584 {
 		t.Fatalf("longest %d, want 1584", d.Longest())
 	}
@@ -97,15 +104,7 @@ func TestLengthTailSurvivesTruncation(t *testing.T) {
 // a tenth of the replayed batches (the coarse quantiles' line would give
 // the top 1/32 of draws lengths up to the outlier).
 func TestReplayDrawsOffTheTail(t *testing.T) {
-	var lengths []int64
-	for i := range 10000 {
-		lengths = append(lengths, 100+int64(i)*600/9999)
-	}
-	lengths = append(lengths, 1584)
-	d, err := LengthsFromSamples(lengths, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := outlierLengths(t)
 	got := batchLengths(allocStep{Longest: 1584, Batch: 8, Lengths: d})
 	over := 0
 	for _, l := range got[:len(got)-1] {
@@ -124,15 +123,7 @@ func TestReplayDrawsOffTheTail(t *testing.T) {
 // under the cut. Past the tail's last quantile the longest grows on along
 // its slope rather than leaping to the longest sample.
 func TestLengthTailValues(t *testing.T) {
-	var lengths []int64
-	for i := range 10000 {
-		lengths = append(lengths, 100+int64(i)*600/9999)
-	}
-	lengths = append(lengths, 1584)
-	d, err := LengthsFromSamples(lengths, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := outlierLengths(t)
 	want := d.LongestOf(480)
 	if got := d.Truncate(1000, false).LongestOf(480); got != want {
 		t.Errorf("clipped at 1000: LongestOf(480) = %d, want it unchanged, %d", got, want)
