@@ -61,8 +61,20 @@ func (d LengthDist) LongestOf(n int64) int64 {
 // does not, and reads Quantile's line instead).
 func (d LengthDist) hasTail() bool { return d.T[0] > 0 && d.T[lengthTail-1] > 0 }
 
+// tailKnot is the k-th point of the upper tail as quantileFine and
+// tailFraction interpolate it, in x = −log2(1 − u): Q[31] at x = 5 (k = −1),
+// then T[k] at x = k + 6.
+func (d LengthDist) tailKnot(k int) (x float64, l int64) {
+	if k < 0 {
+		return 5, d.Q[lengthQuantiles-2]
+	}
+	return float64(k + 6), d.T[k]
+}
+
 // quantileFine is Quantile, read off the upper tail T above Q[31] where the
-// distribution keeps one.
+// distribution keeps one: linear in −log2(1 − u) between the tail's knots,
+// and past the last (a dataset of millions) on along the last interval's
+// slope, up to the longest sample.
 func (d LengthDist) quantileFine(u float64) int64 {
 	if u <= float64(lengthQuantiles-2)/float64(lengthQuantiles-1) || !d.hasTail() {
 		return d.Quantile(u)
@@ -70,35 +82,31 @@ func (d LengthDist) quantileFine(u float64) int64 {
 	if u >= 1 {
 		return d.Longest()
 	}
-	// Above Q[31] (the 31/32 quantile, where −log2(1 − u) is 5), linear in
-	// −log2(1 − u), which is k+6 at T[k]; past the last (a dataset of
-	// millions), on along the last interval's slope, up to the longest.
 	x := -math.Log2(1 - u)
-	prev := d.Q[lengthQuantiles-2]
 	for k := range lengthTail {
-		if x <= float64(k+6) {
-			f := x - float64(k+5)
-			return int64(math.Round(float64(prev) + f*float64(d.T[k]-prev)))
+		x0, l0 := d.tailKnot(k - 1)
+		if x1, l1 := d.tailKnot(k); x <= x1 {
+			return int64(math.Round(float64(l0) + (x-x0)*float64(l1-l0)))
 		}
-		prev = d.T[k]
 	}
-	last, slope := d.T[lengthTail-1], d.T[lengthTail-1]-d.T[lengthTail-2]
-	return min(d.Longest(), last+int64(math.Round((x-float64(lengthTail+5))*float64(slope))))
+	x0, l0 := d.tailKnot(lengthTail - 2)
+	x1, l1 := d.tailKnot(lengthTail - 1)
+	return min(d.Longest(), l1+int64(math.Round((x-x1)*float64(l1-l0)/(x1-x0))))
 }
 
-// tailFraction is the share of samples no longer than l, read off the upper
-// tail, for l at or above Q[31] in a distribution that keeps one: the
-// inverse of quantileFine there.
+// tailFraction is the share of samples no longer than l, for l at or above
+// Q[31] in a distribution that keeps a tail: quantileFine's inverse.
 func (d LengthDist) tailFraction(l int64) float64 {
-	x, prev := 5.0, d.Q[lengthQuantiles-2]
 	for k := range lengthTail {
-		if l < d.T[k] {
-			return 1 - math.Exp2(-(x + float64(l-prev)/float64(d.T[k]-prev)))
+		x0, l0 := d.tailKnot(k - 1)
+		if x1, l1 := d.tailKnot(k); l < l1 {
+			return 1 - math.Exp2(-(x0 + (x1-x0)*float64(l-l0)/float64(l1-l0)))
 		}
-		x, prev = float64(k+6), d.T[k]
 	}
-	if slope := d.T[lengthTail-1] - d.T[lengthTail-2]; slope > 0 {
-		x += float64(l-prev) / float64(slope)
+	x0, l0 := d.tailKnot(lengthTail - 2)
+	x, l1 := d.tailKnot(lengthTail - 1)
+	if l1 > l0 {
+		x += (x - x0) * float64(l-l1) / float64(l1-l0)
 	}
 	return 1 - math.Exp2(-x)
 }
@@ -182,28 +190,26 @@ func LengthsFromSamples(lengths []int64, counts []float64) (LengthDist, error) {
 		return LengthDist{}, fmt.Errorf("%w: every count is zero", ErrInvalidRequest)
 	}
 	sort.Slice(xs, func(i, j int) bool { return xs[i].l < xs[j].l })
-	var d LengthDist
+	// The first sample whose cumulative weight reaches u of the total: the
+	// targets come in rising order, so one walk serves Q and then T.
 	var cum float64
 	j := 0
-	for i := range d.Q {
-		target := total * float64(i) / float64(lengthQuantiles-1)
-		for j < len(xs)-1 && cum+xs[j].w < target {
+	at := func(u float64) int64 {
+		for j < len(xs)-1 && cum+xs[j].w < total*u {
 			cum += xs[j].w
 			j++
 		}
-		d.Q[i] = xs[j].l
+		return xs[j].l
+	}
+	var d LengthDist
+	for i := range lengthQuantiles - 1 {
+		d.Q[i] = at(float64(i) / float64(lengthQuantiles-1))
+	}
+	for k := range d.T {
+		d.T[k] = at(tailQuantile(k))
 	}
 	d.Q[0] = xs[0].l
 	d.Q[lengthQuantiles-1] = xs[len(xs)-1].l
-	cum, j = 0, 0
-	for k := range d.T {
-		target := total * tailQuantile(k)
-		for j < len(xs)-1 && cum+xs[j].w < target {
-			cum += xs[j].w
-			j++
-		}
-		d.T[k] = xs[j].l
-	}
 	return d, nil
 }
 

@@ -44,6 +44,12 @@ func applySharding(e *Estimate, r Request) {
 		if c.Name == CWeights && gathersLayers(r) {
 			// Two layers' unsharded parameters are live: the one computing and
 			// the one prefetched (FSDP forward/backward prefetch, ZeRO-3 prefetch).
+			// (In the stored dtype. Read as gatheredBytes, 16-bit for a
+			// mixed-precision full fine-tune, the three liger rows fall
+			// 2–3 points, two of them closer, and FSDP2's torchtitan rows
+			// 1–2 points further under: FSDP2's all-gather buffer beside
+			// the copied-out parameters, which this does not model, is a
+			// candidate for the difference.)
 			c.Bytes += 2 * w / int64(len(r.Model.Layers))
 		}
 	}
@@ -89,14 +95,8 @@ func applySharding(e *Estimate, r Request) {
 				continue
 			}
 			// The computing unit and the prefetched one, unsharded: two
-			// layers of the whole model in the dtype they are gathered in
-			// (a mixed-precision full fine-tune's 16-bit, as
-			// shardGradOpWeights reads it), not of a rank's shard.
-			gathered := w
-			if r.Method == Full {
-				gathered = w * residualBytes(r) / max(1, r.paramBytes())
-			}
-			keep := min(e.Components[i].Bytes, 2*gathered/layers)
+			// layers of the whole model as gathered, not of a rank's shard.
+			keep := min(e.Components[i].Bytes, 2*gatheredBytes(r, w)/layers)
 			e.HostOffload += e.Components[i].Bytes - keep
 			e.Components[i].Bytes = keep
 		}
@@ -220,23 +220,28 @@ func shardGradOpFSDP(r Request) bool {
 // shardGradOpWeights are, under shardGradOpFSDP, the rank's resident shard
 // (none on the GPU with the parameters offloaded) and the gathered model the
 // forward and backward hold beside it; w is the whole weights in the
-// stored dtype. A full fine-tune's trained weights are gathered in the
-// compute dtype residualBytes gives them (16-bit under FSDP's mixed
-// precision, as accelerate sets param_dtype and Lightning Fabric does
-// since 2.6.0; a policy that keeps param_dtype fp32 under autocast —
-// Fabric's bf16-mixed before 2.6.0, or one written by hand — gathers 4 B
-// and saves autocast's 16-bit cast of each weight, which this does not
-// see); a frozen base is stored in it already.
+// stored dtype, gathered as gatheredBytes says.
 func shardGradOpWeights(r Request, w int64) (shard, gathered int64) {
 	n := r.Sharding.GPUs
 	if !offloadsParams(r.Sharding.CPUOffload) {
 		shard = (w + n - 1) / n
 	}
-	gathered = w
-	if r.Method == Full {
-		gathered = w * residualBytes(r) / max(1, r.paramBytes())
+	return shard, gatheredBytes(r, w)
+}
+
+// gatheredBytes is what the whole model's weights w, in their stored dtype,
+// weigh as FSDP or ZeRO-3 gathers them for compute. A full fine-tune's
+// trained weights are gathered in the compute dtype residualBytes gives
+// them (16-bit under FSDP's mixed precision, as accelerate sets param_dtype
+// and Lightning Fabric does since 2.6.0; a policy that keeps param_dtype
+// fp32 under autocast — Fabric's bf16-mixed before 2.6.0, or one written by
+// hand — gathers 4 B and saves autocast's 16-bit cast of each weight, which
+// this does not see); a frozen base is gathered as stored.
+func gatheredBytes(r Request, w int64) int64 {
+	if r.Method != Full {
+		return w
 	}
-	return shard, gathered
+	return w * residualBytes(r) / max(1, r.paramBytes())
 }
 
 // gathersLayers: the parameters are sharded and gathered a unit at a time,
